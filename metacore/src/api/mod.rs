@@ -1,0 +1,4 @@
+//! The wire types of each daemon's socket API, one module a daemon, with a
+//! typed client each. Daemons define no wire types of their own.
+
+pub mod storaged;

@@ -1,0 +1,240 @@
+//! `Config`: every environment variable of the contract with its default,
+//! read once at start. A malformed value is an error that names the
+//! variable, the value and what was expected; nothing falls back silently.
+
+use std::fmt;
+use std::path::PathBuf;
+use std::time::Duration;
+
+/// How daemons write their logs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+/// The whole configuration. See `docs/configuration.md`.
+#[derive(Clone)]
+pub struct Config {
+    pub meta_core_path: PathBuf,
+    pub files_path: PathBuf,
+    pub service_name: String,
+    pub service_version: String,
+    pub api_port: u16,
+    pub base_url: Option<String>,
+    pub db_path: PathBuf,
+    pub db_cache_mb: u32,
+    pub db_reader_cache_mb: u32,
+    pub db_readers: u32,
+    pub http_port: u16,
+    pub http_host: String,
+    pub health_check_interval: Duration,
+    pub heartbeat_interval: Duration,
+    pub stale_threshold: Duration,
+    pub cleanup_interval: Duration,
+    pub dead_service_threshold: Duration,
+    pub watch_interval: Duration,
+    pub debounce: Duration,
+    pub enable_file_watcher: bool,
+    pub election_retry: Duration,
+    pub run_dir: PathBuf,
+    pub log_format: LogFormat,
+    /// Bearer token for mutating admin routes; never printed.
+    pub admin_token: Option<String>,
+}
+
+impl fmt::Debug for Config {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("Config")
+            .field("meta_core_path", &self.meta_core_path)
+            .field("files_path", &self.files_path)
+            .field("service_name", &self.service_name)
+            .field("db_path", &self.db_path)
+            .field("http", &format_args!("{}:{}", self.http_host, self.http_port))
+            .field("run_dir", &self.run_dir)
+            .field("log_format", &self.log_format)
+            .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
+            .finish_non_exhaustive()
+    }
+}
+
+/// A variable that is set but cannot be used.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("environment variable {var}={value:?} is invalid: expected {expected}")]
+pub struct ConfigError {
+    pub var: &'static str,
+    pub value: String,
+    pub expected: &'static str,
+}
+
+/// Reads variables through a lookup function, so tests need not touch the
+/// process environment.
+struct Reader<F: Fn(&str) -> Option<String>>(F);
+
+impl<F: Fn(&str) -> Option<String>> Reader<F> {
+    /// The value when set and non-empty.
+    fn raw(&self, var: &str) -> Option<String> {
+        self.0(var).filter(|v| !v.trim().is_empty())
+    }
+
+    fn string(&self, var: &str, default: &str) -> String {
+        self.raw(var).unwrap_or_else(|| default.to_owned())
+    }
+
+    fn parse<T: std::str::FromStr>(
+        &self,
+        var: &'static str,
+        default: T,
+        expected: &'static str,
+        ok: impl Fn(&T) -> bool,
+    ) -> Result<T, ConfigError> {
+        match self.raw(var) {
+            None => Ok(default),
+            Some(v) => match v.trim().parse::<T>() {
+                Ok(x) if ok(&x) => Ok(x),
+                _ => Err(ConfigError { var, value: v, expected }),
+            },
+        }
+    }
+
+    fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
+        self.parse(var, default, "a positive number of milliseconds", |v| *v > 0)
+            .map(Duration::from_millis)
+    }
+
+    fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
+        match self.raw(var).map(|v| v.trim().to_ascii_lowercase()) {
+            None => Ok(default),
+            Some(v) => match v.as_str() {
+                "1" | "true" | "yes" | "on" => Ok(true),
+                "0" | "false" | "no" | "off" => Ok(false),
+                _ => Err(ConfigError { var, value: v, expected: "true or false" }),
+            },
+        }
+    }
+}
+
+impl Config {
+    /// Reads the process environment.
+    pub fn from_env() -> Result<Self, ConfigError> {
+        Self::from_lookup(|k| std::env::var(k).ok())
+    }
+
+    /// Reads variables through `lookup`.
+    pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        let r = Reader(lookup);
+        let meta_core_path = PathBuf::from(r.string("META_CORE_PATH", "/meta-core"));
+        let db_path = r
+            .raw("META_CORE_DB_PATH")
+            .map(PathBuf::from)
+            .unwrap_or_else(|| meta_core_path.join("db").join("meta-core.db"));
+        let port = |var, default| r.parse(var, default, "a TCP port (1-65535)", |p: &u16| *p > 0);
+        let log_format = match r.raw("LOG_FORMAT").map(|v| v.trim().to_ascii_lowercase()) {
+            None => LogFormat::Text,
+            Some(v) if v == "text" || v == "pretty" => LogFormat::Text,
+            Some(v) if v == "json" => LogFormat::Json,
+            Some(v) => return Err(ConfigError { var: "LOG_FORMAT", value: v, expected: "text or json" }),
+        };
+        Ok(Self {
+            files_path: PathBuf::from(r.string("FILES_PATH", "/files")),
+            service_name: r.string("SERVICE_NAME", "meta-core"),
+            service_version: r.string("SERVICE_VERSION", "1.0.0"),
+            api_port: port("API_PORT", 8180)?,
+            base_url: r.raw("BASE_URL").map(|u| u.trim_end_matches('/').to_owned()),
+            db_path,
+            db_cache_mb: r.parse("META_CORE_DB_CACHE_MB", 64, "a number of MiB (1-65536)", |v| (1..=65536).contains(v))?,
+            db_reader_cache_mb: r.parse("META_CORE_DB_READER_CACHE_MB", 16, "a number of MiB (1-65536)", |v| {
+                (1..=65536).contains(v)
+            })?,
+            db_readers: r.parse("META_CORE_DB_READERS", 8, "a reader count (1-256)", |v| (1..=256).contains(v))?,
+            http_port: port("META_CORE_HTTP_PORT", 9000)?,
+            http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),
+            health_check_interval: r.millis("HEALTH_CHECK_INTERVAL_MS", 5000)?,
+            heartbeat_interval: r.millis("HEARTBEAT_INTERVAL_MS", 30_000)?,
+            stale_threshold: r.millis("STALE_THRESHOLD_MS", 60_000)?,
+            cleanup_interval: r.millis("CLEANUP_INTERVAL_MS", 600_000)?,
+            dead_service_threshold: r.millis("DEAD_SERVICE_THRESHOLD_MS", 600_000)?,
+            watch_interval: r.millis("WATCH_INTERVAL_MS", 1000)?,
+            debounce: r
+                .parse("DEBOUNCE_MS", 30_000u64, "a number of milliseconds", |_| true)
+                .map(Duration::from_millis)?,
+            enable_file_watcher: r.bool("ENABLE_FILE_WATCHER", true)?,
+            election_retry: r
+                .parse("ELECTION_RETRY_SECS", 5u64, "a positive number of seconds", |v| *v > 0)
+                .map(Duration::from_secs)?,
+            run_dir: PathBuf::from(r.string("META_CORE_RUN_DIR", "/run/meta-core")),
+            log_format,
+            admin_token: r.raw("META_CORE_ADMIN_TOKEN"),
+            meta_core_path,
+        })
+    }
+
+    /// The on-disk layout under `META_CORE_PATH` and `META_CORE_RUN_DIR`.
+    pub fn layout(&self) -> crate::layout::Layout {
+        crate::layout::Layout::new(self)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::collections::HashMap;
+
+    fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
+        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        Config::from_lookup(|k| map.get(k).cloned())
+    }
+
+    #[test]
+    fn defaults_are_the_seeds() {
+        let c = cfg(&[]).unwrap();
+        assert_eq!(c.meta_core_path, PathBuf::from("/meta-core"));
+        assert_eq!(c.files_path, PathBuf::from("/files"));
+        assert_eq!(c.db_path, PathBuf::from("/meta-core/db/meta-core.db"));
+        assert_eq!((c.db_cache_mb, c.db_reader_cache_mb, c.db_readers), (64, 16, 8));
+        assert_eq!((c.http_host.as_str(), c.http_port, c.api_port), ("0.0.0.0", 9000, 8180));
+        assert_eq!(c.health_check_interval, Duration::from_secs(5));
+        assert_eq!(c.debounce, Duration::from_secs(30));
+        assert_eq!(c.election_retry, Duration::from_secs(5));
+        assert!(c.enable_file_watcher);
+        assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));
+        assert_eq!(c.log_format, LogFormat::Text);
+        assert_eq!(c.admin_token, None);
+        assert_eq!(c.base_url, None);
+    }
+
+    #[test]
+    fn db_path_follows_meta_core_path_unless_set() {
+        let c = cfg(&[("META_CORE_PATH", "/x")]).unwrap();
+        assert_eq!(c.db_path, PathBuf::from("/x/db/meta-core.db"));
+        let c = cfg(&[("META_CORE_PATH", "/x"), ("META_CORE_DB_PATH", "/y/z.db")]).unwrap();
+        assert_eq!(c.db_path, PathBuf::from("/y/z.db"));
+    }
+
+    #[test]
+    fn malformed_values_name_the_variable() {
+        let e = cfg(&[("META_CORE_DB_READERS", "lots")]).unwrap_err();
+        assert_eq!(e.var, "META_CORE_DB_READERS");
+        assert!(e.to_string().contains("lots"));
+        assert_eq!(cfg(&[("META_CORE_HTTP_PORT", "70000")]).unwrap_err().var, "META_CORE_HTTP_PORT");
+        assert_eq!(cfg(&[("META_CORE_HTTP_PORT", "0")]).unwrap_err().var, "META_CORE_HTTP_PORT");
+        assert_eq!(cfg(&[("ENABLE_FILE_WATCHER", "maybe")]).unwrap_err().var, "ENABLE_FILE_WATCHER");
+        assert_eq!(cfg(&[("LOG_FORMAT", "xml")]).unwrap_err().var, "LOG_FORMAT");
+        assert_eq!(cfg(&[("HEALTH_CHECK_INTERVAL_MS", "-5")]).unwrap_err().var, "HEALTH_CHECK_INTERVAL_MS");
+    }
+
+    #[test]
+    fn overrides() {
+        let c = cfg(&[
+            ("LOG_FORMAT", "JSON"),
+            ("ENABLE_FILE_WATCHER", "false"),
+            ("BASE_URL", "https://x.example/"),
+            ("META_CORE_ADMIN_TOKEN", "s3cret"),
+        ])
+        .unwrap();
+        assert_eq!(c.log_format, LogFormat::Json);
+        assert!(!c.enable_file_watcher);
+        assert_eq!(c.base_url.as_deref(), Some("https://x.example"));
+        assert!(!format!("{c:?}").contains("s3cret"), "the token never shows in Debug");
+    }
+}

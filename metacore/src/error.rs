@@ -1,0 +1,230 @@
+//! The one table that maps every error a client can see to its HTTP status,
+//! its slug and whether a retry can help, and the JSON envelope that carries
+//! it (`{"error": <slug>, "message": <text>, "retryable": <bool>}`).
+//!
+//! Engines return their own typed errors; at the edge each is turned into an
+//! [`ApiError`] (a code plus a message meant for the client). The same
+//! envelope is used on the public API and on the internal sockets, so a
+//! daemon's client can turn an answer back into the same [`ApiError`].
+
+use std::fmt;
+
+use http::StatusCode;
+use serde::{Deserialize, Serialize};
+
+/// Every error kind a client can receive, public API and sockets alike.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum ErrorCode {
+    /// The root (RID) has no record.
+    UnknownRoot,
+    /// The CID is not registered as an alias of any record.
+    UnknownCid,
+    /// The request is well-formed JSON but breaks a rule (bad RID, bad
+    /// field name, wrong type, ...).
+    SchemaViolation,
+    /// A write names a field the contract retired (`cid_*`, `midhash256`,
+    /// `canonical_cid`).
+    DeprecatedField,
+    /// The key or alias is held by something else.
+    AliasCollision,
+    /// The store cannot be reached or is shutting down; try again.
+    StorageUnavailable,
+    /// A bug or an I/O failure on our side.
+    Internal,
+    /// The body is larger than the route accepts.
+    PayloadTooLarge,
+    /// A bearer token is required or wrong.
+    Unauthorized,
+    /// No such route, daemon, mount or watcher.
+    NotFound,
+    /// The route exists, the method does not.
+    MethodNotAllowed,
+    /// The body is not JSON, or not the JSON shape the route takes.
+    BadRequest,
+}
+
+/// One row of the error table.
+struct Row {
+    code: ErrorCode,
+    status: u16,
+    slug: &'static str,
+    retryable: bool,
+}
+
+/// The table itself: status, slug and retry advice for each code.
+const TABLE: &[Row] = &[
+    Row { code: ErrorCode::UnknownRoot, status: 404, slug: "unknown_root", retryable: false },
+    Row { code: ErrorCode::UnknownCid, status: 404, slug: "unknown_cid", retryable: false },
+    Row { code: ErrorCode::SchemaViolation, status: 400, slug: "schema_violation", retryable: false },
+    Row { code: ErrorCode::DeprecatedField, status: 400, slug: "deprecated_field", retryable: false },
+    Row { code: ErrorCode::AliasCollision, status: 409, slug: "alias_collision", retryable: false },
+    Row { code: ErrorCode::StorageUnavailable, status: 503, slug: "storage_unavailable", retryable: true },
+    Row { code: ErrorCode::Internal, status: 500, slug: "internal", retryable: true },
+    Row { code: ErrorCode::PayloadTooLarge, status: 413, slug: "payload_too_large", retryable: false },
+    Row { code: ErrorCode::Unauthorized, status: 401, slug: "unauthorized", retryable: false },
+    Row { code: ErrorCode::NotFound, status: 404, slug: "not_found", retryable: false },
+    Row { code: ErrorCode::MethodNotAllowed, status: 405, slug: "method_not_allowed", retryable: false },
+    Row { code: ErrorCode::BadRequest, status: 400, slug: "bad_request", retryable: false },
+];
+
+/// Seconds a client is told to wait on a 503.
+pub const RETRY_AFTER_SECS: u32 = 1;
+
+impl ErrorCode {
+    fn row(self) -> &'static Row {
+        TABLE
+            .iter()
+            .find(|r| r.code == self)
+            .expect("every ErrorCode has a row in TABLE")
+    }
+
+    /// The HTTP status this code is sent with.
+    pub fn status(self) -> StatusCode {
+        StatusCode::from_u16(self.row().status).expect("TABLE holds valid statuses")
+    }
+
+    /// The machine-readable slug of the envelope.
+    pub fn slug(self) -> &'static str {
+        self.row().slug
+    }
+
+    /// Whether the same request may succeed later.
+    pub fn retryable(self) -> bool {
+        self.row().retryable
+    }
+
+    /// The code for a slug, if it is one of ours.
+    pub fn from_slug(slug: &str) -> Option<Self> {
+        TABLE.iter().find(|r| r.slug == slug).map(|r| r.code)
+    }
+}
+
+/// An error as a client sees it: a code and a message in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ApiError {
+    pub code: ErrorCode,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
+        Self { code, message: message.into() }
+    }
+
+    pub fn bad_request(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::BadRequest, message)
+    }
+
+    pub fn schema(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::SchemaViolation, message)
+    }
+
+    pub fn not_found(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::NotFound, message)
+    }
+
+    pub fn internal(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::Internal, message)
+    }
+
+    pub fn unavailable(message: impl Into<String>) -> Self {
+        Self::new(ErrorCode::StorageUnavailable, message)
+    }
+
+    /// The JSON envelope of this error.
+    pub fn envelope(&self) -> ErrorEnvelope {
+        ErrorEnvelope {
+            error: self.code.slug().to_owned(),
+            message: self.message.clone(),
+            retryable: self.code.retryable(),
+        }
+    }
+
+    /// Rebuilds an error from an envelope received over HTTP. An unknown
+    /// slug keeps its status class: 5xx become `internal`, others
+    /// `bad_request`.
+    pub fn from_envelope(status: StatusCode, env: ErrorEnvelope) -> Self {
+        let code = ErrorCode::from_slug(&env.error).unwrap_or(if status.is_server_error() {
+            ErrorCode::Internal
+        } else {
+            ErrorCode::BadRequest
+        });
+        Self { code, message: env.message }
+    }
+}
+
+impl fmt::Display for ApiError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        write!(f, "{}: {}", self.code.slug(), self.message)
+    }
+}
+
+impl std::error::Error for ApiError {}
+
+/// The wire shape of an error.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct ErrorEnvelope {
+    pub error: String,
+    pub message: String,
+    pub retryable: bool,
+}
+
+impl axum::response::IntoResponse for ApiError {
+    fn into_response(self) -> axum::response::Response {
+        let status = self.code.status();
+        let mut resp = (status, axum::Json(self.envelope())).into_response();
+        if status == StatusCode::SERVICE_UNAVAILABLE {
+            resp.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
+        }
+        resp
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const ALL: [ErrorCode; 12] = [
+        ErrorCode::UnknownRoot,
+        ErrorCode::UnknownCid,
+        ErrorCode::SchemaViolation,
+        ErrorCode::DeprecatedField,
+        ErrorCode::AliasCollision,
+        ErrorCode::StorageUnavailable,
+        ErrorCode::Internal,
+        ErrorCode::PayloadTooLarge,
+        ErrorCode::Unauthorized,
+        ErrorCode::NotFound,
+        ErrorCode::MethodNotAllowed,
+        ErrorCode::BadRequest,
+    ];
+
+    #[test]
+    fn every_code_round_trips_through_its_slug() {
+        for code in ALL {
+            assert_eq!(ErrorCode::from_slug(code.slug()), Some(code));
+        }
+        assert_eq!(TABLE.len(), ALL.len());
+    }
+
+    #[test]
+    fn contract_slugs_and_statuses() {
+        assert_eq!(ErrorCode::UnknownRoot.status(), StatusCode::NOT_FOUND);
+        assert_eq!(ErrorCode::DeprecatedField.slug(), "deprecated_field");
+        assert_eq!(ErrorCode::AliasCollision.status(), StatusCode::CONFLICT);
+        assert!(ErrorCode::StorageUnavailable.retryable());
+        assert!(!ErrorCode::SchemaViolation.retryable());
+    }
+
+    #[test]
+    fn unknown_slug_keeps_its_class() {
+        let env = ErrorEnvelope { error: "brand_new".into(), message: "m".into(), retryable: true };
+        let e = ApiError::from_envelope(StatusCode::BAD_GATEWAY, env.clone());
+        assert_eq!(e.code, ErrorCode::Internal);
+        let e = ApiError::from_envelope(StatusCode::CONFLICT, env);
+        assert_eq!(e.code, ErrorCode::BadRequest);
+    }
+}

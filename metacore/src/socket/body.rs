@@ -1,0 +1,45 @@
+//! `JsonBody<T>`: the JSON extractor every route uses instead of axum's, so
+//! that a malformed, mistyped or oversized body is answered with the error
+//! envelope (400 `bad_request` / `schema_violation`, 413
+//! `payload_too_large`) and never reaches a handler.
+
+use axum::extract::{FromRequest, Request};
+use bytes::Bytes;
+use serde::de::DeserializeOwned;
+
+use crate::error::{ApiError, ErrorCode};
+
+/// A JSON body decoded into `T`.
+#[derive(Debug, Clone)]
+pub struct JsonBody<T>(pub T);
+
+/// Decodes JSON bytes, telling syntax errors from shape errors.
+pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
+    serde_json::from_slice(bytes).map_err(|e| {
+        use serde_json::error::Category;
+        match e.classify() {
+            Category::Data => ApiError::new(ErrorCode::SchemaViolation, format!("unexpected JSON shape: {e}")),
+            _ => ApiError::bad_request(format!("malformed JSON: {e}")),
+        }
+    })
+}
+
+/// Reads the whole body, turning the length-limit rejection into 413.
+pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
+    Bytes::from_request(req, state).await.map_err(|rej| {
+        if rej.status() == http::StatusCode::PAYLOAD_TOO_LARGE {
+            ApiError::new(ErrorCode::PayloadTooLarge, "request body is larger than this route accepts")
+        } else {
+            ApiError::bad_request(format!("cannot read the request body: {rej}"))
+        }
+    })
+}
+
+impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        let bytes = read_body(req, state).await?;
+        decode_json(&bytes).map(JsonBody)
+    }
+}

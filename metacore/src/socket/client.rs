@@ -1,0 +1,205 @@
+//! A pooled HTTP/1.1 client for one daemon's Unix socket. Connections are
+//! reused (hyper-util's pool); a refused or missing socket is reported as
+//! `Unavailable` so callers can answer 503 and retry later; an error
+//! envelope comes back as the same [`ApiError`] the daemon sent.
+
+use std::future::Future;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::pin::Pin;
+use std::sync::Arc;
+use std::task::{Context, Poll};
+use std::time::Duration;
+
+use bytes::Bytes;
+use http::{Method, Request, StatusCode, Uri, header};
+use http_body_util::{BodyExt, Full};
+use hyper::body::Incoming;
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::{Connected, Connection};
+use hyper_util::rt::{TokioExecutor, TokioIo};
+use serde::Serialize;
+use serde::de::DeserializeOwned;
+use tokio::net::UnixStream;
+
+use crate::error::{ApiError, ErrorCode, ErrorEnvelope};
+
+/// Connects every request to one socket path, whatever the URI's host.
+#[derive(Debug, Clone)]
+pub struct UnixConnector {
+    path: Arc<PathBuf>,
+}
+
+/// A Unix stream as hyper-util's pool wants it.
+#[derive(Debug)]
+pub struct UnixConn(TokioIo<UnixStream>);
+
+impl Connection for UnixConn {
+    fn connected(&self) -> Connected {
+        Connected::new()
+    }
+}
+
+impl hyper::rt::Read for UnixConn {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: hyper::rt::ReadBufCursor<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_read(cx, buf)
+    }
+}
+
+impl hyper::rt::Write for UnixConn {
+    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+        Pin::new(&mut self.0).poll_write(cx, buf)
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_flush(cx)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.0).poll_shutdown(cx)
+    }
+}
+
+impl tower::Service<Uri> for UnixConnector {
+    type Response = UnixConn;
+    type Error = io::Error;
+    type Future = Pin<Box<dyn Future<Output = io::Result<UnixConn>> + Send>>;
+
+    fn poll_ready(&mut self, _cx: &mut Context<'_>) -> Poll<Result<(), Self::Error>> {
+        Poll::Ready(Ok(()))
+    }
+
+    fn call(&mut self, _uri: Uri) -> Self::Future {
+        let path = self.path.clone();
+        Box::pin(async move { Ok(UnixConn(TokioIo::new(UnixStream::connect(&*path).await?))) })
+    }
+}
+
+/// What can go wrong calling a daemon.
+#[derive(Debug, thiserror::Error)]
+pub enum ClientError {
+    /// Nothing answers on the socket (not started, restarting, gone).
+    #[error("{daemon} is unavailable at {path}: {source}")]
+    Unavailable {
+        daemon: String,
+        path: PathBuf,
+        #[source]
+        source: Box<dyn std::error::Error + Send + Sync>,
+    },
+    /// The daemon answered with an error envelope.
+    #[error(transparent)]
+    Api(#[from] ApiError),
+    /// The daemon answered something we cannot read.
+    #[error("{daemon} answered {status} with a body we cannot read: {detail}")]
+    Protocol { daemon: String, status: StatusCode, detail: String },
+}
+
+impl From<ClientError> for ApiError {
+    fn from(e: ClientError) -> Self {
+        match e {
+            ClientError::Api(api) => api,
+            ClientError::Unavailable { daemon, .. } => {
+                ApiError::new(ErrorCode::StorageUnavailable, format!("{daemon} is unavailable, retry shortly"))
+            }
+            ClientError::Protocol { .. } => ApiError::internal(e.to_string()),
+        }
+    }
+}
+
+/// A client for one daemon's socket.
+#[derive(Debug, Clone)]
+pub struct SocketClient {
+    daemon: String,
+    path: PathBuf,
+    client: Client<UnixConnector, Full<Bytes>>,
+}
+
+impl SocketClient {
+    pub fn new(daemon: impl Into<String>, path: &Path) -> Self {
+        let connector = UnixConnector { path: Arc::new(path.to_owned()) };
+        let client = Client::builder(TokioExecutor::new())
+            .pool_idle_timeout(Duration::from_secs(30))
+            .pool_max_idle_per_host(64)
+            .build(connector);
+        Self { daemon: daemon.into(), path: path.to_owned(), client }
+    }
+
+    pub fn path(&self) -> &Path {
+        &self.path
+    }
+
+    /// Sends a request and returns the raw response when its status is a
+    /// success; an error status is decoded into [`ClientError::Api`].
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Bytes>,
+    ) -> Result<http::Response<Incoming>, ClientError> {
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{}", self.daemon, path_and_query));
+        if body.is_some() {
+            req = req.header(header::CONTENT_TYPE, "application/json");
+        }
+        let req = req
+            .body(Full::new(body.unwrap_or_default()))
+            .map_err(|e| ApiError::bad_request(format!("cannot build request: {e}")))?;
+        let resp = self.client.request(req).await.map_err(|e| ClientError::Unavailable {
+            daemon: self.daemon.clone(),
+            path: self.path.clone(),
+            source: Box::new(e),
+        })?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        let status = resp.status();
+        let bytes = self.collect(resp).await?;
+        match serde_json::from_slice::<ErrorEnvelope>(&bytes) {
+            Ok(env) => Err(ClientError::Api(ApiError::from_envelope(status, env))),
+            Err(_) => Err(ClientError::Protocol {
+                daemon: self.daemon.clone(),
+                status,
+                detail: String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
+            }),
+        }
+    }
+
+    async fn collect(&self, resp: http::Response<Incoming>) -> Result<Bytes, ClientError> {
+        let status = resp.status();
+        resp.into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .map_err(|e| ClientError::Protocol { daemon: self.daemon.clone(), status, detail: e.to_string() })
+    }
+
+    /// Sends `body` as JSON (if any) and decodes a JSON answer.
+    pub async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        let body = match body {
+            Some(b) => Some(Bytes::from(serde_json::to_vec(b).map_err(|e| ApiError::internal(e.to_string()))?)),
+            None => None,
+        };
+        let resp = self.send(method, path_and_query, body).await?;
+        let status = resp.status();
+        let bytes = self.collect(resp).await?;
+        serde_json::from_slice(&bytes).map_err(|e| ClientError::Protocol {
+            daemon: self.daemon.clone(),
+            status,
+            detail: format!("{e} (is the daemon a different version?)"),
+        })
+    }
+
+    pub async fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, ClientError> {
+        self.call::<(), T>(Method::GET, path_and_query, None).await
+    }
+}

@@ -1,0 +1,45 @@
+//! The internal protocol between daemons: HTTP/1.1 with JSON bodies over
+//! Unix sockets in `META_CORE_RUN_DIR`, the same error envelope as the
+//! public API, and a `/health` that states versions.
+
+pub mod body;
+pub mod client;
+pub mod server;
+
+use serde::{Deserialize, Serialize};
+
+/// Version of the internal socket protocol; bumped on any incompatible
+/// change of a request or response type in `metacore::api`.
+pub const PROTOCOL_VERSION: u32 = 1;
+
+/// Every daemon's `GET /health` answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Health {
+    pub status: String,
+    pub daemon: String,
+    pub version: String,
+    pub protocol: u32,
+    pub pid: u32,
+}
+
+impl Health {
+    pub fn ok(daemon: &str) -> Self {
+        Self {
+            status: "ok".into(),
+            daemon: daemon.into(),
+            version: env!("CARGO_PKG_VERSION").into(),
+            protocol: PROTOCOL_VERSION,
+            pid: std::process::id(),
+        }
+    }
+
+    /// A sentence for an operator when a peer speaks another protocol.
+    pub fn mismatch(&self) -> Option<String> {
+        (self.protocol != PROTOCOL_VERSION).then(|| {
+            format!(
+                "{} {} speaks socket protocol {}, this process speaks {}: run matching versions",
+                self.daemon, self.version, self.protocol, PROTOCOL_VERSION
+            )
+        })
+    }
+}

@@ -1,0 +1,6 @@
+//! `watcherd`: not built yet; see the issue that introduces it.
+
+fn main() {
+    eprintln!("watcherd is not part of this build yet");
+    std::process::exit(2);
+}
