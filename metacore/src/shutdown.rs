@@ -77,3 +77,14 @@ mod tests {
         s.wait().await;
     }
 }
+
+/// Resolves on the first SIGTERM or SIGINT.
+pub async fn on_signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}

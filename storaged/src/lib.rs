@@ -1,1 +1,55 @@
-//! storaged
+//! storaged: the only process that opens meta-core's SQLite file. It keeps
+//! the records, the CID reverse index, the counters and the event streams,
+//! and serves them on `$META_CORE_RUN_DIR/storaged.sock`.
+//!
+//! `run` is what the binary calls and what tests call: open the store (lock,
+//! schema gate, counters), bind the socket, serve until shutdown, then drain
+//! and commit queued writes and checkpoint the WAL.
+
+pub mod api;
+pub mod cid_index;
+pub mod engine;
+pub mod error;
+pub mod kv;
+pub mod records;
+pub mod store;
+pub mod streams;
+
+use std::sync::Arc;
+
+use metacore::Config;
+use metacore::layout::Daemon;
+use metacore::shutdown::Shutdown;
+
+pub use engine::Options;
+pub use error::StoreError;
+pub use store::Store;
+
+/// Why storaged stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot open the store")]
+    Open(#[source] StoreError),
+    #[error("cannot serve the socket")]
+    Bind(#[source] metacore::socket::server::BindError),
+    #[error("the socket server failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Opens the store and serves it until `shutdown` fires.
+pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
+    let layout = config.layout();
+    let opts = Options::from_config(&config);
+    let store = tokio::task::spawn_blocking(move || Store::open(&opts))
+        .await
+        .expect("opening the store does not panic")
+        .map_err(RunError::Open)?;
+    let socket = layout.socket(Daemon::Storaged);
+    let listener = metacore::socket::server::bind(&socket).await.map_err(RunError::Bind)?;
+    tracing::info!(db = %layout.db.display(), socket = %socket.display(), "storaged ready");
+    let state = Arc::new(api::AppState { store, shutdown: shutdown.clone() });
+    let served = metacore::socket::server::serve(listener, &socket, api::router(state.clone()), shutdown).await;
+    tracing::info!("socket closed; committing queued writes");
+    state.store.close().await;
+    served.map_err(RunError::Serve)
+}

@@ -488,6 +488,10 @@ fn ndjson_lines(body: hyper::body::Incoming) -> impl Stream<Item = Result<Entry,
         loop {
             if let Some(pos) = buf.iter().position(|&b| b == b'\n') {
                 let line: Vec<u8> = buf.drain(..=pos).collect();
+                if line.len() == 1 {
+                    // A heartbeat.
+                    continue;
+                }
                 let item = serde_json::from_slice::<Entry>(&line[..line.len() - 1]).map_err(|e| {
                     ClientError::Protocol { daemon: "storaged".into(), status: http::StatusCode::OK, detail: e.to_string() }
                 });

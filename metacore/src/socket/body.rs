@@ -43,3 +43,51 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
         decode_json(&bytes).map(JsonBody)
     }
 }
+
+/// `Path<T>` whose rejection is the error envelope (400).
+#[derive(Debug, Clone)]
+pub struct PathParams<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for PathParams<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Path::<T>::from_request_parts(parts, state)
+            .await
+            .map(|p| PathParams(p.0))
+            .map_err(|rej| ApiError::bad_request(format!("bad path: {rej}")))
+    }
+}
+
+/// `Query<T>` whose rejection is the error envelope (400).
+#[derive(Debug, Clone)]
+pub struct QueryParams<T>(pub T);
+
+impl<T, S> axum::extract::FromRequestParts<S> for QueryParams<T>
+where
+    T: DeserializeOwned + Send,
+    S: Send + Sync,
+{
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+        axum::extract::Query::<T>::from_request_parts(parts, state)
+            .await
+            .map(|q| QueryParams(q.0))
+            .map_err(|rej| ApiError::bad_request(format!("bad query string: {rej}")))
+    }
+}
+
+/// Fallback for unknown routes: 404 with the envelope.
+pub async fn no_route(uri: http::Uri) -> ApiError {
+    ApiError::new(ErrorCode::NotFound, format!("no route for {}", uri.path()))
+}
+
+/// Fallback for a known route with another method: 405 with the envelope.
+pub async fn no_method(method: http::Method, uri: http::Uri) -> ApiError {
+    ApiError::new(ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {}", uri.path()))
+}

@@ -1,0 +1,74 @@
+//! storaged's socket API: the router and its shared state. One file per
+//! area (`records`, `kv`, `streams`, `status`), each handler a plain
+//! function from state and request to response. Wire types are in
+//! `metacore::api::storaged`.
+
+mod kv;
+mod records;
+mod status;
+mod streams;
+
+use std::sync::Arc;
+
+use axum::Router;
+use axum::extract::DefaultBodyLimit;
+use axum::routing::{get, post};
+use metacore::error::ApiError;
+use metacore::record::Target;
+use metacore::shutdown::Shutdown;
+use metacore::socket::body::{no_method, no_route};
+
+use crate::store::Store;
+
+/// Largest body the socket accepts (a 40-field record is a few KiB; apid
+/// enforces the public 8 MiB limit before calling).
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+
+/// What every handler gets.
+#[derive(Debug)]
+pub struct AppState {
+    pub store: Store,
+    /// Ends long-lived tails when storaged stops.
+    pub shutdown: Shutdown,
+}
+
+pub type State = axum::extract::State<Arc<AppState>>;
+
+/// The router of storaged's socket.
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route("/health", get(status::health))
+        .route("/status", get(status::status))
+        .route("/stats", get(status::stats))
+        .route("/resolve/{hash}", get(records::resolve))
+        .route("/mint", post(records::mint))
+        .route("/records", get(records::list))
+        .route("/records/{hash}", get(records::get).put(records::replace).patch(records::merge).delete(records::delete))
+        .route("/records/{hash}/document", get(records::document))
+        .route(
+            "/records/{hash}/fields/{*field}",
+            get(records::get_field).put(records::set_field).delete(records::delete_field),
+        )
+        .route("/records/{hash}/set-add/{*field}", post(records::set_add))
+        .route("/records/{hash}/aliases", post(records::add_alias))
+        .route("/records/{hash}/duplicates", post(records::add_duplicate))
+        .route("/kv/value", get(kv::get).put(kv::put).delete(kv::delete))
+        .route("/kv/range", get(kv::range))
+        .route("/streams/{stream}/entries", get(streams::entries).post(streams::append))
+        .route("/streams/{stream}/info", get(streams::info))
+        .route("/streams/{stream}/tail", get(streams::tail))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// Parses a `{hash}` path segment.
+fn target(hash: &str) -> Result<Target, ApiError> {
+    Target::parse(hash)
+}
+
+/// A page size: default `default`, at most `MAX_PAGE`, at least 1.
+fn page(limit: Option<u32>, default: u32) -> u32 {
+    limit.unwrap_or(default).clamp(1, metacore::api::storaged::MAX_PAGE)
+}

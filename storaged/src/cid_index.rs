@@ -1,0 +1,58 @@
+//! The CID reverse index: `cid:<cid> → <rid>`, kept in step with each
+//! record's `cids/<cid>` key-set in the same transaction.
+//!
+//! - Writing a member registers the alias unless another root owns it (the
+//!   first owner keeps it; the member is still written).
+//! - Deleting a member removes the alias only when this root owns it.
+//! - The canonical CID is never stored: [`metacore::cid::canonical`] elects
+//!   it from the members on read.
+
+use metacore::cid::Cid;
+use metacore::record::{CIDS_PREFIX, alias_key};
+use metacore::rid::Rid;
+use rusqlite::{Connection, OptionalExtension};
+
+use crate::engine::tx::Tx;
+use crate::error::{Result, StoreError};
+
+/// Registers `cid → rid` unless the CID already has an owner. Returns the
+/// owner after the call.
+pub fn register(tx: &Tx<'_>, cid: &Cid, rid: Rid) -> Result<Rid> {
+    let key = alias_key(cid.as_str());
+    let rid_text = rid.to_string();
+    if tx.insert_new(&key, &rid_text)? {
+        return Ok(rid);
+    }
+    owner_in_tx(tx, cid)?.ok_or_else(|| StoreError::Corrupt { key, detail: "alias vanished".into() })
+}
+
+/// Removes `cid → rid` if (and only if) `rid` owns it.
+pub fn retract(tx: &Tx<'_>, cid: &str, rid: Rid) -> Result<bool> {
+    tx.delete_if(&alias_key(cid), &rid.to_string())
+}
+
+/// The CID of a member key's field name, when it is one. Members written
+/// before validation existed may not parse; they are still retracted.
+pub fn member_cid(field: &str) -> Option<&str> {
+    field.strip_prefix(CIDS_PREFIX).filter(|c| !c.is_empty() && !c.contains('/'))
+}
+
+fn parse_owner(key: &str, v: &str) -> Result<Rid> {
+    Rid::parse(v).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })
+}
+
+/// The owner of a CID, seen from inside the writer's transaction.
+pub fn owner_in_tx(tx: &Tx<'_>, cid: &Cid) -> Result<Option<Rid>> {
+    let key = alias_key(cid.as_str());
+    tx.get(&key)?.map(|v| parse_owner(&key, &v)).transpose()
+}
+
+/// The owner of a CID, from a reader connection.
+pub fn owner(conn: &Connection, cid: &Cid) -> Result<Option<Rid>> {
+    let key = alias_key(cid.as_str());
+    let v: Option<String> = conn
+        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
+        .query_row([&key], |r| r.get(0))
+        .optional()?;
+    v.map(|v| parse_owner(&key, &v)).transpose()
+}

@@ -1,0 +1,63 @@
+//! The SQLite engine: the database lock, the writer thread with group
+//! commit, the reader pool, and opening a store (table, pragmas, schema
+//! gate, counters, stream marks).
+
+pub mod batch;
+pub mod lock;
+pub mod readers;
+pub mod schema;
+pub mod tx;
+pub mod writer;
+
+use std::path::PathBuf;
+
+use crate::streams::{DEFAULT_RETENTION, DEFAULT_TRIM_EVERY};
+
+/// How to open a store.
+#[derive(Debug, Clone)]
+pub struct Options {
+    pub db_path: PathBuf,
+    pub lock_path: PathBuf,
+    pub cache_mb: u32,
+    pub reader_cache_mb: u32,
+    pub readers: u32,
+    /// Entries kept per stream.
+    pub retention: u64,
+    /// Appends between two trims.
+    pub trim_every: u64,
+    pub batch: batch::BatchLimits,
+}
+
+impl Options {
+    /// Options from the configuration.
+    pub fn from_config(cfg: &metacore::Config) -> Self {
+        let layout = cfg.layout();
+        Self {
+            db_path: layout.db.clone(),
+            lock_path: layout.db_lock(),
+            cache_mb: cfg.db_cache_mb,
+            reader_cache_mb: cfg.db_reader_cache_mb,
+            readers: cfg.db_readers,
+            retention: DEFAULT_RETENTION,
+            trim_every: DEFAULT_TRIM_EVERY,
+            batch: batch::BatchLimits::default(),
+        }
+    }
+
+    /// Defaults for a database at `db_path` (tests, tools, benchmarks).
+    pub fn for_path(db_path: impl Into<PathBuf>) -> Self {
+        let db_path = db_path.into();
+        let mut lock = db_path.clone().into_os_string();
+        lock.push(".lock");
+        Self {
+            lock_path: lock.into(),
+            db_path,
+            cache_mb: 64,
+            reader_cache_mb: 16,
+            readers: 8,
+            retention: DEFAULT_RETENTION,
+            trim_every: DEFAULT_TRIM_EVERY,
+            batch: batch::BatchLimits::default(),
+        }
+    }
+}

@@ -1,0 +1,84 @@
+//! Opening the database: the `kv` table exactly as the seeds define it, the
+//! pragmas, the schema-version gate and the one-time build of the counters.
+
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::error::{Result, StoreError};
+
+/// The layout this build reads and writes.
+pub const SCHEMA_VERSION: &str = "2";
+pub const SCHEMA_KEY: &str = "meta-core:schema-version";
+pub const COUNT_ROOTS_KEY: &str = "idx:count/roots";
+pub const COUNT_READY_KEY: &str = "idx:count/ready";
+
+/// Pragmas shared by the writer and the readers.
+pub fn common_pragmas(conn: &Connection, cache_mb: u32) -> Result<()> {
+    conn.pragma_update(None, "cache_size", -(i64::from(cache_mb) * 1024))?;
+    conn.pragma_update(None, "temp_store", "MEMORY")?;
+    conn.busy_timeout(std::time::Duration::from_secs(5))?;
+    Ok(())
+}
+
+/// Sets the writer connection up: WAL, `synchronous=NORMAL`, the table.
+pub fn prepare_writer(conn: &Connection, cache_mb: u32) -> Result<()> {
+    let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
+    if !mode.eq_ignore_ascii_case("wal") {
+        return Err(StoreError::SchemaGate(format!(
+            "the database refused WAL mode (got {mode}); is it on a filesystem without shared memory?"
+        )));
+    }
+    conn.pragma_update(None, "synchronous", "NORMAL")?;
+    common_pragmas(conn, cache_mb)?;
+    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;")?;
+    Ok(())
+}
+
+/// The gate of the seeds: write the sentinel on a fresh store, refuse to
+/// boot on legacy data or another version.
+pub fn gate(conn: &Connection) -> Result<()> {
+    let found: Option<String> =
+        conn.query_row("SELECT v FROM kv WHERE k = ?1", [SCHEMA_KEY], |r| r.get(0)).optional()?;
+    match found {
+        Some(v) if v == SCHEMA_VERSION => Ok(()),
+        Some(v) => Err(StoreError::SchemaGate(format!(
+            "the store has schema version {v:?}, this build reads version {SCHEMA_VERSION:?}; \
+             there is no automated migration: export what you need, wipe the database and restart"
+        ))),
+        None => {
+            let legacy: Option<String> = conn
+                .query_row(
+                    "SELECT k FROM kv WHERE (k >= 'idx:roots/' AND k < 'idx:roots0') \
+                     OR (k >= 'file:' AND k < 'file;') LIMIT 1",
+                    [],
+                    |r| r.get(0),
+                )
+                .optional()?;
+            if let Some(k) = legacy {
+                return Err(StoreError::SchemaGate(format!(
+                    "the store holds records but no {SCHEMA_KEY} sentinel (first such key: {k:?}): \
+                     this is legacy data from before the UUID-rooted schema; wipe the database and restart"
+                )));
+            }
+            conn.execute("INSERT INTO kv(k, v) VALUES (?1, ?2)", params![SCHEMA_KEY, SCHEMA_VERSION])?;
+            Ok(())
+        }
+    }
+}
+
+/// Builds `idx:count/roots` once, when `idx:count/ready` is absent.
+/// Returns whether it had to.
+pub fn build_counters(conn: &Connection) -> Result<bool> {
+    let ready: Option<String> =
+        conn.query_row("SELECT v FROM kv WHERE k = ?1", [COUNT_READY_KEY], |r| r.get(0)).optional()?;
+    if ready.is_some() {
+        return Ok(false);
+    }
+    let roots: i64 =
+        conn.query_row("SELECT count(*) FROM kv WHERE k >= 'idx:roots/' AND k < 'idx:roots0'", [], |r| r.get(0))?;
+    conn.execute(
+        "INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+        params![COUNT_ROOTS_KEY, roots.to_string()],
+    )?;
+    conn.execute("INSERT INTO kv(k, v) VALUES (?1, '1') ON CONFLICT(k) DO UPDATE SET v = '1'", [COUNT_READY_KEY])?;
+    Ok(true)
+}

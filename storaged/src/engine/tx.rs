@@ -1,0 +1,125 @@
+//! `Tx`: what a write operation sees while the writer runs it: the writer's
+//! connection inside the group's transaction (and the write's own
+//! SAVEPOINT), the stream state, and the group's clock reading. Every row
+//! primitive that has a side effect beyond its row (an event, a counter)
+//! lives here, so operations cannot forget it.
+
+use metacore::stream::StreamName;
+use rusqlite::{Connection, OptionalExtension, params};
+
+use crate::engine::schema::COUNT_ROOTS_KEY;
+use crate::error::Result;
+use crate::streams::{StreamState, meta_event_json};
+
+/// The transaction context of one write.
+#[derive(Debug)]
+pub struct Tx<'a> {
+    pub conn: &'a Connection,
+    pub streams: &'a mut StreamState,
+    pub now_ms: u64,
+}
+
+impl Tx<'_> {
+    /// The value of a key.
+    pub fn get(&self, key: &str) -> Result<Option<String>> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
+    }
+
+    /// Whether any key lies in `[start, end)`.
+    pub fn any_in(&self, start: &str, end: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("SELECT 1 FROM kv WHERE k >= ?1 AND k < ?2 LIMIT 1")?
+            .query_row(params![start, end], |_| Ok(()))
+            .optional()?
+            .is_some())
+    }
+
+    /// Keys and values in `[start, end)`.
+    pub fn rows_in(&self, start: &str, end: &str) -> Result<Vec<(String, String)>> {
+        let mut stmt = self.conn.prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2")?;
+        let rows = stmt.query_map(params![start, end], |r| Ok((r.get(0)?, r.get(1)?)))?;
+        Ok(rows.collect::<Result<_, _>>()?)
+    }
+
+    /// Sets a key; true when the row was inserted or its value changed.
+    /// No event: callers under `file:` use [`Tx::put_record_key`].
+    pub fn put_raw(&self, key: &str, value: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached(
+                "INSERT INTO kv(k, v) VALUES (?1, ?2) \
+                 ON CONFLICT(k) DO UPDATE SET v = excluded.v WHERE kv.v IS NOT excluded.v",
+            )?
+            .execute(params![key, value])?;
+        Ok(n > 0)
+    }
+
+    /// Inserts a key unless present; true when inserted.
+    pub fn insert_new(&self, key: &str, value: &str) -> Result<bool> {
+        let n = self
+            .conn
+            .prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO NOTHING")?
+            .execute(params![key, value])?;
+        Ok(n > 0)
+    }
+
+    /// Deletes a key; true when it existed.
+    pub fn delete_raw(&self, key: &str) -> Result<bool> {
+        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k = ?1")?.execute([key])? > 0)
+    }
+
+    /// Deletes a key only when it holds `value`; true when it did.
+    pub fn delete_if(&self, key: &str, value: &str) -> Result<bool> {
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = ?2")?
+            .execute(params![key, value])?
+            > 0)
+    }
+
+    /// Deletes `[start, end)`; returns the number of rows.
+    pub fn delete_range(&self, start: &str, end: &str) -> Result<u64> {
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")?
+            .execute(params![start, end])? as u64)
+    }
+
+    /// Sets a `file:` key and appends `set` to `meta:events` when the value
+    /// really changed.
+    pub fn put_record_key(&mut self, key: &str, value: &str) -> Result<bool> {
+        let changed = self.put_raw(key, value)?;
+        if changed {
+            self.emit_meta("set", key)?;
+        }
+        Ok(changed)
+    }
+
+    /// Deletes a `file:` key and appends `del` when it existed.
+    pub fn delete_record_key(&mut self, key: &str) -> Result<bool> {
+        let existed = self.delete_raw(key)?;
+        if existed {
+            self.emit_meta("del", key)?;
+        }
+        Ok(existed)
+    }
+
+    fn emit_meta(&mut self, kind: &str, key: &str) -> Result<()> {
+        let json = meta_event_json(kind, key, self.now_ms);
+        self.streams.append(self.conn, StreamName::Meta, &json, self.now_ms)?;
+        Ok(())
+    }
+
+    /// Adds `delta` to `idx:count/roots`.
+    pub fn count_roots(&self, delta: i64) -> Result<()> {
+        self.conn
+            .prepare_cached("UPDATE kv SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT) WHERE k = ?1")?
+            .execute(params![COUNT_ROOTS_KEY, delta])?;
+        Ok(())
+    }
+}

@@ -1,0 +1,236 @@
+//! The writer: one named thread that owns the write connection and commits
+//! writes in groups.
+//!
+//! Writers enqueue a job and wait for its acknowledgement. The thread takes
+//! the first queued job, keeps taking queued ones while [`batch::next`]
+//! says so, then runs the group in one transaction, each job inside its own
+//! SAVEPOINT: a job that fails (or panics) is rolled back alone and gets its
+//! own error; the others commit. Acknowledgements go out only after COMMIT
+//! returns; if COMMIT fails, every job of the group is told so and nothing
+//! of it is applied. After each COMMIT the streams' heads are published.
+
+use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::thread::JoinHandle;
+use std::time::{Instant, SystemTime, UNIX_EPOCH};
+
+use metacore::api::storaged::WriterStats;
+use rusqlite::Connection;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::batch::{self, BatchLimits, Next};
+use crate::engine::tx::Tx;
+use crate::error::{Result, StoreError};
+use crate::streams::{HeadsPublisher, StreamState};
+
+/// Told after the group's COMMIT: `None` when it committed, the reason when
+/// it did not.
+type Ack = Box<dyn FnOnce(Option<&str>) + Send>;
+
+/// One write: runs inside its savepoint, says whether it succeeded, and
+/// hands back its acknowledgement.
+type Job = Box<dyn for<'a> FnOnce(&mut Tx<'a>) -> (bool, Ack) + Send>;
+
+enum Msg {
+    Job(Job),
+    /// Finish what is queued before this, checkpoint, exit.
+    Stop,
+}
+
+/// Counters shown in `/status`.
+#[derive(Debug, Default)]
+pub struct Counters {
+    batches: AtomicU64,
+    writes: AtomicU64,
+    failed_writes: AtomicU64,
+    failed_commits: AtomicU64,
+    largest_batch: AtomicU64,
+}
+
+/// Depth of the writer's queue; senders wait when it is full.
+const QUEUE_DEPTH: usize = 4096;
+
+/// The handle writers use.
+#[derive(Debug)]
+pub struct Writer {
+    /// Jobs to the writer thread. Bounded so a flood of writes waits
+    /// instead of growing memory.
+    queue: mpsc::Sender<Msg>,
+    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    counters: Arc<Counters>,
+}
+
+impl std::fmt::Debug for Msg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Msg::Job(_) => "Job",
+            Msg::Stop => "Stop",
+        })
+    }
+}
+
+impl Writer {
+    /// Starts the writer thread on `conn`.
+    pub fn start(conn: Connection, streams: StreamState, heads: HeadsPublisher, limits: BatchLimits) -> Result<Self> {
+        let (queue, rx) = mpsc::channel(QUEUE_DEPTH);
+        let counters = Arc::new(Counters::default());
+        let c = counters.clone();
+        let thread = std::thread::Builder::new()
+            .name("storaged-writer".into())
+            .spawn(move || writer_loop(conn, streams, rx, heads, limits, &c))
+            .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
+        Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), counters })
+    }
+
+    /// Runs `op` in the next group and returns its result once committed.
+    pub async fn write<T, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&mut Tx<'a>) -> Result<T> + Send + 'static,
+    {
+        let (done, wait) = oneshot::channel::<Result<T>>();
+        let job: Job = Box::new(move |tx| {
+            let result = op(tx);
+            let ok = result.is_ok();
+            let ack: Ack = Box::new(move |commit_error| {
+                let _ = done.send(match commit_error {
+                    None => result,
+                    Some(why) => Err(StoreError::Commit(why.to_owned())),
+                });
+            });
+            (ok, ack)
+        });
+        self.queue.send(Msg::Job(job)).await.map_err(|_| StoreError::Unavailable("storaged is shutting down"))?;
+        wait.await.map_err(|_| StoreError::Unavailable("the write was aborted (see storaged's log)"))?
+    }
+
+    /// Lets queued writes finish, checkpoints and joins the thread.
+    pub async fn close(&self) {
+        let _ = self.queue.send(Msg::Stop).await;
+        let handle = self.thread.lock().expect("writer handle lock").take();
+        if let Some(h) = handle {
+            let _ = tokio::task::spawn_blocking(move || h.join()).await;
+        }
+    }
+
+    pub fn stats(&self) -> WriterStats {
+        let c = &self.counters;
+        WriterStats {
+            batches: c.batches.load(Ordering::Relaxed),
+            writes: c.writes.load(Ordering::Relaxed),
+            failed_writes: c.failed_writes.load(Ordering::Relaxed),
+            failed_commits: c.failed_commits.load(Ordering::Relaxed),
+            largest_batch: c.largest_batch.load(Ordering::Relaxed),
+            queued: (QUEUE_DEPTH - self.queue.capacity()) as u64,
+        }
+    }
+}
+
+fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
+
+fn writer_loop(
+    conn: Connection,
+    mut streams: StreamState,
+    mut rx: mpsc::Receiver<Msg>,
+    heads: HeadsPublisher,
+    limits: BatchLimits,
+    counters: &Counters,
+) {
+    let mut stop = false;
+    while !stop {
+        let Some(first) = rx.blocking_recv() else { break };
+        let mut group = Vec::new();
+        match first {
+            Msg::Job(j) => group.push(j),
+            Msg::Stop => stop = true,
+        }
+        let opened = Instant::now();
+        while !stop && batch::next(&limits, group.len(), opened.elapsed(), rx.is_empty()) == Next::Take {
+            match rx.try_recv() {
+                Ok(Msg::Job(j)) => group.push(j),
+                Ok(Msg::Stop) => stop = true,
+                Err(_) => break,
+            }
+        }
+        if !group.is_empty() {
+            run_group(&conn, &mut streams, group, &heads, counters);
+        }
+    }
+    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+        Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
+        Err(e) => tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed"),
+    }
+}
+
+fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
+    conn.prepare_cached(sql)?.execute([]).map(|_| ())
+}
+
+fn run_group(conn: &Connection, streams: &mut StreamState, group: Vec<Job>, heads: &HeadsPublisher, counters: &Counters) {
+    let size = group.len() as u64;
+    counters.batches.fetch_add(1, Ordering::Relaxed);
+    counters.writes.fetch_add(size, Ordering::Relaxed);
+    counters.largest_batch.fetch_max(size, Ordering::Relaxed);
+    let now = now_ms();
+    let mut acks: Vec<Ack> = Vec::with_capacity(group.len());
+    let mut failure: Option<String> = None;
+
+    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
+        failure = Some(format!("cannot begin: {e}"));
+    } else {
+        for job in group {
+            if let Err(e) = exec(conn, "SAVEPOINT w") {
+                failure = Some(format!("cannot open a savepoint: {e}"));
+                break;
+            }
+            let mut tx = Tx { conn, streams: &mut *streams, now_ms: now };
+            let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
+            let ok = match outcome {
+                Ok((ok, ack)) => {
+                    acks.push(ack);
+                    ok
+                }
+                Err(_) => {
+                    // The job and its sender are gone: its caller hears "aborted".
+                    tracing::error!("a write panicked; it was rolled back alone");
+                    false
+                }
+            };
+            let end = if ok { exec(conn, "RELEASE w") } else { exec(conn, "ROLLBACK TO w").and(exec(conn, "RELEASE w")) };
+            if !ok {
+                counters.failed_writes.fetch_add(1, Ordering::Relaxed);
+            }
+            if let Err(e) = end {
+                failure = Some(format!("cannot close a savepoint: {e}"));
+                break;
+            }
+        }
+        if failure.is_none()
+            && let Err(e) = streams.finish_group(conn)
+        {
+            failure = Some(format!("cannot record stream marks: {e}"));
+        }
+        if failure.is_none()
+            && let Err(e) = exec(conn, "COMMIT")
+        {
+            failure = Some(format!("COMMIT failed: {e}"));
+        }
+        if failure.is_some() && !conn.is_autocommit() {
+            let _ = conn.execute_batch("ROLLBACK");
+        }
+    }
+
+    match &failure {
+        None => heads.publish(streams.heads()),
+        Some(why) => {
+            counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+            tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
+        }
+    }
+    for ack in acks {
+        ack(failure.as_deref());
+    }
+}

@@ -1,0 +1,66 @@
+//! `StoreError`: everything the engine can fail with. Rejections carry the
+//! client-facing [`ApiError`] as they are; database and I/O failures are
+//! logged where they happen and reach clients only as `internal`.
+
+use std::path::PathBuf;
+
+use metacore::error::{ApiError, ErrorCode};
+
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// The request is refused (bad input, unknown record, ...).
+    #[error(transparent)]
+    Rejected(#[from] ApiError),
+    #[error("database error: {0}")]
+    Sqlite(#[from] rusqlite::Error),
+    #[error("cannot {what} {path}: {source}")]
+    Io {
+        what: &'static str,
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    /// Another process holds the database's lock.
+    #[error("database {path} is already open in another storaged{holder}; refusing to start a second writer")]
+    Locked { path: PathBuf, holder: String },
+    /// The schema gate refused to boot.
+    #[error("{0}")]
+    SchemaGate(String),
+    /// A row that storaged wrote does not read back as it should.
+    #[error("corrupt row {key:?}: {detail}")]
+    Corrupt { key: String, detail: String },
+    /// The commit of the write's group failed; nothing of it was applied.
+    #[error("commit failed, nothing was written: {0}")]
+    Commit(String),
+    /// The writer is gone (shutting down) or panicked on this write.
+    #[error("the store is not accepting writes: {0}")]
+    Unavailable(&'static str),
+}
+
+pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+
+impl StoreError {
+    /// What a client is told.
+    pub fn to_api(&self) -> ApiError {
+        match self {
+            StoreError::Rejected(e) => e.clone(),
+            StoreError::Unavailable(why) => ApiError::new(ErrorCode::StorageUnavailable, *why),
+            StoreError::Commit(_) => ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry"),
+            _ => ApiError::internal("storage error (see storaged's log)"),
+        }
+    }
+}
+
+impl From<StoreError> for ApiError {
+    fn from(e: StoreError) -> Self {
+        if !matches!(e, StoreError::Rejected(_)) {
+            tracing::error!(error = %e, "store operation failed");
+        }
+        e.to_api()
+    }
+}
+
+/// Shorthand for a 400 rejection.
+pub(crate) fn schema(msg: impl Into<String>) -> StoreError {
+    StoreError::Rejected(ApiError::schema(msg))
+}

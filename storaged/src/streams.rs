@@ -1,0 +1,197 @@
+//! Event streams as kv rows `ev:<stream>/<ms13>-<seq10>` with the
+//! high-water mark `evhwm:<stream>`.
+//!
+//! The writer owns [`StreamState`]: it issues IDs (strictly increasing even
+//! when the clock steps back), writes entries inside the current
+//! transaction, writes each touched stream's high-water mark once per group,
+//! trims to the retention every `trim_every` appends, and after COMMIT
+//! publishes the new heads through [`Heads`] so tails wake up.
+
+use std::collections::BTreeSet;
+
+use metacore::stream::{Entry, EntryFields, StreamId, StreamName};
+use rusqlite::{Connection, OptionalExtension, params};
+use tokio::sync::watch;
+
+use crate::error::{Result, StoreError};
+
+/// Entries kept per stream (about; trimming runs every `trim_every`).
+pub const DEFAULT_RETENTION: u64 = 100_000;
+/// Appends between two trims.
+pub const DEFAULT_TRIM_EVERY: u64 = 10_000;
+
+/// The last committed ID of each stream, published after every COMMIT.
+pub type Heads = [Option<StreamId>; 2];
+
+fn slot(s: StreamName) -> usize {
+    match s {
+        StreamName::Meta => 0,
+        StreamName::Files => 1,
+    }
+}
+
+/// The committed head of one stream in a [`Heads`] value.
+pub fn head_of(heads: &Heads, s: StreamName) -> Option<StreamId> {
+    heads[slot(s)]
+}
+
+/// The writer's view of the streams.
+#[derive(Debug)]
+pub struct StreamState {
+    /// Last ID issued per stream; never goes back, even if a transaction
+    /// that used it rolls back.
+    last: [Option<StreamId>; 2],
+    /// Streams appended to in the current group.
+    touched: BTreeSet<StreamName>,
+    /// Appends since the last trim, per stream.
+    since_trim: [u64; 2],
+    retention: u64,
+    trim_every: u64,
+}
+
+impl StreamState {
+    /// Loads each stream's high-water mark (or its newest row).
+    pub fn load(conn: &Connection, retention: u64, trim_every: u64) -> Result<Self> {
+        let mut last = [None, None];
+        for s in StreamName::ALL {
+            last[slot(s)] = high_water_mark(conn, s)?;
+        }
+        Ok(Self { last, touched: BTreeSet::new(), since_trim: [0, 0], retention, trim_every })
+    }
+
+    /// The heads as last loaded or issued.
+    pub fn heads(&self) -> Heads {
+        self.last
+    }
+
+    /// Writes one entry in the current transaction and returns its ID.
+    pub fn append(&mut self, conn: &Connection, stream: StreamName, json: &str, now_ms: u64) -> Result<StreamId> {
+        let id = self.last[slot(stream)].unwrap_or(StreamId::ZERO).next_after(now_ms);
+        self.last[slot(stream)] = Some(id);
+        conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2)")?
+            .execute(params![stream.entry_key(id), json])?;
+        self.touched.insert(stream);
+        self.since_trim[slot(stream)] += 1;
+        Ok(id)
+    }
+
+    /// Called once per group before COMMIT: high-water marks and trims.
+    pub fn finish_group(&mut self, conn: &Connection) -> Result<()> {
+        for s in std::mem::take(&mut self.touched) {
+            if let Some(id) = self.last[slot(s)] {
+                conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v")?
+                    .execute(params![s.hwm_key(), id.to_string()])?;
+            }
+            if self.since_trim[slot(s)] >= self.trim_every {
+                self.since_trim[slot(s)] = 0;
+                trim(conn, s, self.retention)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Deletes all but the newest `keep` entries of a stream.
+pub fn trim(conn: &Connection, stream: StreamName, keep: u64) -> Result<u64> {
+    let boundary: Option<String> = conn
+        .prepare_cached("SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT 1 OFFSET ?3")?
+        .query_row(params![stream.key_prefix(), stream.key_end(), keep as i64], |r| r.get(0))
+        .optional()?;
+    let Some(boundary) = boundary else { return Ok(0) };
+    let n = conn
+        .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k <= ?2")?
+        .execute(params![stream.key_prefix(), boundary])?;
+    tracing::debug!(stream = %stream, removed = n, "trimmed stream");
+    Ok(n as u64)
+}
+
+/// The stream's high-water mark, or the ID of its newest row.
+pub fn high_water_mark(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
+    let hwm: Option<String> = conn
+        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
+        .query_row([stream.hwm_key()], |r| r.get(0))
+        .optional()?;
+    let newest: Option<String> = conn
+        .prepare_cached("SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT 1")?
+        .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))
+        .optional()?;
+    let hwm = hwm.map(|v| parse_id(stream.hwm_key(), &v)).transpose()?;
+    let newest = newest.map(|k| id_of_key(stream, &k)).transpose()?;
+    Ok(hwm.max(newest))
+}
+
+fn parse_id(key: &str, text: &str) -> Result<StreamId> {
+    StreamId::parse(text).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })
+}
+
+fn id_of_key(stream: StreamName, key: &str) -> Result<StreamId> {
+    parse_id(key, &key[stream.key_prefix().len()..])
+}
+
+fn entry_of_row(stream: StreamName, key: &str, value: &str) -> Result<Entry> {
+    let id = id_of_key(stream, key)?;
+    let fields: EntryFields = serde_json::from_str(value)
+        .map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })?;
+    Ok(Entry { id, fields })
+}
+
+/// Entries strictly after `after` (from the oldest when `None`).
+pub fn read_after(conn: &Connection, stream: StreamName, after: Option<StreamId>, limit: u32) -> Result<Vec<Entry>> {
+    let start = match after {
+        Some(id) => stream.entry_key(id),
+        // Every entry key sorts after the bare prefix.
+        None => stream.key_prefix().to_owned(),
+    };
+    let mut stmt = conn.prepare_cached("SELECT k, v FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3")?;
+    let mut rows = stmt.query(params![start, stream.key_end(), i64::from(limit)])?;
+    let mut out = Vec::new();
+    while let Some(row) = rows.next()? {
+        let k: String = row.get(0)?;
+        let v: String = row.get(1)?;
+        out.push(entry_of_row(stream, &k, &v)?);
+    }
+    Ok(out)
+}
+
+/// Oldest kept entry's ID.
+pub fn first_id(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
+    let k: Option<String> = conn
+        .prepare_cached("SELECT k FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT 1")?
+        .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))
+        .optional()?;
+    k.map(|k| id_of_key(stream, &k)).transpose()
+}
+
+/// Number of kept entries.
+pub fn length(conn: &Connection, stream: StreamName) -> Result<u64> {
+    let n: i64 = conn
+        .prepare_cached("SELECT count(*) FROM kv WHERE k > ?1 AND k < ?2")?
+        .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))?;
+    Ok(n as u64)
+}
+
+/// Publishes heads to tails; one sender, owned by the writer.
+#[derive(Debug)]
+pub struct HeadsPublisher(pub watch::Sender<Heads>);
+
+impl HeadsPublisher {
+    pub fn publish(&self, heads: Heads) {
+        self.0.send_if_modified(|cur| {
+            let changed = *cur != heads;
+            *cur = heads;
+            changed
+        });
+    }
+}
+
+/// JSON of a `meta:events` entry: `{"type":..,"key":..,"ts":..}`.
+pub fn meta_event_json(kind: &str, key: &str, ts_ms: u64) -> String {
+    #[derive(serde::Serialize)]
+    struct MetaEvent<'a> {
+        #[serde(rename = "type")]
+        kind: &'a str,
+        key: &'a str,
+        ts: String,
+    }
+    serde_json::to_string(&MetaEvent { kind, key, ts: ts_ms.to_string() }).expect("strings serialize")
+}
