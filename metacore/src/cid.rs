@@ -161,9 +161,7 @@ pub fn canonical<'a, I: IntoIterator<Item = &'a str>>(members: I) -> Option<&'a 
     members
         .into_iter()
         .map(|m| (rank(m), m))
-        .reduce(|best, cur| {
-            if cur.0 > best.0 || (cur.0 == best.0 && cur.1 < best.1) { cur } else { best }
-        })
+        .reduce(|best, cur| if cur.0 > best.0 || (cur.0 == best.0 && cur.1 < best.1) { cur } else { best })
         .map(|(_, m)| m)
 }
 

@@ -98,8 +98,7 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
     }
 
     fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
-        self.parse(var, default, "a positive number of milliseconds", |v| *v > 0)
-            .map(Duration::from_millis)
+        self.parse(var, default, "a positive number of milliseconds", |v| *v > 0).map(Duration::from_millis)
     }
 
     fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
@@ -142,10 +141,10 @@ impl Config {
             api_port: port("API_PORT", 8180)?,
             base_url: r.raw("BASE_URL").map(|u| u.trim_end_matches('/').to_owned()),
             db_path,
-            db_cache_mb: r.parse("META_CORE_DB_CACHE_MB", 64, "a number of MiB (1-65536)", |v| (1..=65536).contains(v))?,
-            db_reader_cache_mb: r.parse("META_CORE_DB_READER_CACHE_MB", 16, "a number of MiB (1-65536)", |v| {
-                (1..=65536).contains(v)
-            })?,
+            db_cache_mb: r
+                .parse("META_CORE_DB_CACHE_MB", 64, "a number of MiB (1-65536)", |v| (1..=65536).contains(v))?,
+            db_reader_cache_mb: r
+                .parse("META_CORE_DB_READER_CACHE_MB", 16, "a number of MiB (1-65536)", |v| (1..=65536).contains(v))?,
             db_readers: r.parse("META_CORE_DB_READERS", 8, "a reader count (1-256)", |v| (1..=256).contains(v))?,
             http_port: port("META_CORE_HTTP_PORT", 9000)?,
             http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),

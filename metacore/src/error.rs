@@ -72,10 +72,7 @@ pub const RETRY_AFTER_SECS: u32 = 1;
 
 impl ErrorCode {
     fn row(self) -> &'static Row {
-        TABLE
-            .iter()
-            .find(|r| r.code == self)
-            .expect("every ErrorCode has a row in TABLE")
+        TABLE.iter().find(|r| r.code == self).expect("every ErrorCode has a row in TABLE")
     }
 
     /// The HTTP status this code is sent with.
@@ -174,10 +171,7 @@ impl axum::response::IntoResponse for ApiError {
         let status = self.code.status();
         let mut resp = (status, axum::Json(self.envelope())).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            resp.headers_mut().insert(
-                http::header::RETRY_AFTER,
-                http::HeaderValue::from(RETRY_AFTER_SECS),
-            );
+            resp.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(RETRY_AFTER_SECS));
         }
         resp
     }

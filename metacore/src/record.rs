@@ -63,7 +63,9 @@ pub enum FieldError {
     DotSegment(String),
     #[error("field {0:?} is reserved")]
     Reserved(String),
-    #[error("field {0:?} is retired: write a cids/<cid> member instead (cid_*, midhash256 and canonical_cid are no longer stored)")]
+    #[error(
+        "field {0:?} is retired: write a cids/<cid> member instead (cid_*, midhash256 and canonical_cid are no longer stored)"
+    )]
     Deprecated(String),
     #[error("field {field:?} names an invalid CID: {err}")]
     BadCid { field: String, err: CidError },
@@ -129,9 +131,7 @@ pub fn check_write(field: &str, value: &str) -> Result<Option<Cid>, FieldError> 
 pub fn cid_member(field: &str) -> Result<Option<Cid>, FieldError> {
     match field.strip_prefix(CIDS_PREFIX) {
         None => Ok(None),
-        Some(rest) => Cid::parse(rest)
-            .map(Some)
-            .map_err(|err| FieldError::BadCid { field: field.to_owned(), err }),
+        Some(rest) => Cid::parse(rest).map(Some).map_err(|err| FieldError::BadCid { field: field.to_owned(), err }),
     }
 }
 

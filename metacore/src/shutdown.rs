@@ -55,6 +55,17 @@ impl Shutdown {
     }
 }
 
+/// Resolves on the first SIGTERM or SIGINT.
+pub async fn on_signals() {
+    use tokio::signal::unix::{SignalKind, signal};
+    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
+    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = int.recv() => {}
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -75,16 +86,5 @@ mod tests {
         let (t, s) = channel();
         drop(t);
         s.wait().await;
-    }
-}
-
-/// Resolves on the first SIGTERM or SIGINT.
-pub async fn on_signals() {
-    use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
     }
 }

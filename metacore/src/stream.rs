@@ -205,10 +205,7 @@ mod tests {
         assert_eq!(StreamId::parse("0").unwrap(), StreamId::ZERO);
         assert_eq!(StreamId::parse("0-0").unwrap(), StreamId::ZERO);
         assert_eq!(StreamId::parse("1747000000000-12").unwrap(), StreamId::new(1747000000000, 12));
-        assert_eq!(
-            StreamId::parse("1747000000000-0000000012").unwrap(),
-            StreamId::new(1747000000000, 12)
-        );
+        assert_eq!(StreamId::parse("1747000000000-0000000012").unwrap(), StreamId::new(1747000000000, 12));
         for bad in ["", "-", "1-", "-1", "a-1", "1-2-3", "+1", "1 ", "99999999999999-0"] {
             assert!(StreamId::parse(bad).is_err(), "{bad:?}");
         }

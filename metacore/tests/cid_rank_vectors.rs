@@ -11,8 +11,7 @@ fn vectors() -> serde_json::Value {
 
 #[test]
 fn vendored_copy_matches_the_shared_one_when_present() {
-    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .join("../../shared/data/cid-rank-vectors.json");
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cid-rank-vectors.json");
     if let Ok(text) = std::fs::read_to_string(&shared) {
         assert_eq!(text, include_str!("data/cid-rank-vectors.json"), "re-vendor {}", shared.display());
     }

@@ -50,9 +50,7 @@ pub fn owner_in_tx(tx: &Tx<'_>, cid: &Cid) -> Result<Option<Rid>> {
 /// The owner of a CID, from a reader connection.
 pub fn owner(conn: &Connection, cid: &Cid) -> Result<Option<Rid>> {
     let key = alias_key(cid.as_str());
-    let v: Option<String> = conn
-        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-        .query_row([&key], |r| r.get(0))
-        .optional()?;
+    let v: Option<String> =
+        conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([&key], |r| r.get(0)).optional()?;
     v.map(|v| parse_owner(&key, &v)).transpose()
 }

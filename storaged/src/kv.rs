@@ -32,9 +32,8 @@ fn classify(key: &str) -> Result<KeyKind<'_>> {
         return Err(schema(format!("a key is 1 to {MAX_KEY_LEN} bytes without NUL")));
     }
     if let Some(rest) = key.strip_prefix("file:") {
-        let (rid, field) = rest
-            .split_once('/')
-            .ok_or_else(|| schema(format!("{key:?}: record keys are file:<rid>/<field>")))?;
+        let (rid, field) =
+            rest.split_once('/').ok_or_else(|| schema(format!("{key:?}: record keys are file:<rid>/<field>")))?;
         let rid = Rid::parse(rid).map_err(|e| schema(format!("{key:?}: {e}")))?;
         check_shape(field).map_err(|e| schema(e.to_string()))?;
         return Ok(KeyKind::Record { rid, field });
@@ -76,10 +75,7 @@ pub fn delete(tx: &mut Tx<'_>, key: &str) -> Result<KvDeleted> {
 
 /// A key's value.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-        .query_row([key], |r| r.get(0))
-        .optional()?)
+    Ok(conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([key], |r| r.get(0)).optional()?)
 }
 
 /// The first string after every string that starts with `prefix`, or
@@ -120,9 +116,7 @@ pub fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
     };
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows: Vec<KvRow> = stmt
-        .query_map(params![lower, end, i64::from(limit) + 1], |r| {
-            Ok(KvRow { key: r.get(0)?, value: r.get(1)? })
-        })?
+        .query_map(params![lower, end, i64::from(limit) + 1], |r| Ok(KvRow { key: r.get(0)?, value: r.get(1)? }))?
         .collect::<Result<_, _>>()?;
     let next = if rows.len() > limit as usize {
         rows.truncate(limit as usize);

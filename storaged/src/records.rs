@@ -112,11 +112,7 @@ fn drop_root_if_empty(tx: &Tx<'_>, rid: Rid) -> Result<u64> {
 /// Field names of a record, read inside the transaction.
 fn field_names(tx: &Tx<'_>, rid: Rid) -> Result<Vec<String>> {
     let start = record_start(rid);
-    Ok(tx
-        .rows_in(&start, &record_end(rid))?
-        .into_iter()
-        .map(|(k, _)| k[start.len()..].to_owned())
-        .collect())
+    Ok(tx.rows_in(&start, &record_end(rid))?.into_iter().map(|(k, _)| k[start.len()..].to_owned()).collect())
 }
 
 /// `PUT`: the record's fields become exactly `fields` (plus, when it is

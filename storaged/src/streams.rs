@@ -68,8 +68,7 @@ impl StreamState {
     pub fn append(&mut self, conn: &Connection, stream: StreamName, json: &str, now_ms: u64) -> Result<StreamId> {
         let id = self.last[slot(stream)].unwrap_or(StreamId::ZERO).next_after(now_ms);
         self.last[slot(stream)] = Some(id);
-        conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2)")?
-            .execute(params![stream.entry_key(id), json])?;
+        conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2)")?.execute(params![stream.entry_key(id), json])?;
         self.touched.insert(stream);
         self.since_trim[slot(stream)] += 1;
         Ok(id)
@@ -79,8 +78,10 @@ impl StreamState {
     pub fn finish_group(&mut self, conn: &Connection) -> Result<()> {
         for s in std::mem::take(&mut self.touched) {
             if let Some(id) = self.last[slot(s)] {
-                conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v")?
-                    .execute(params![s.hwm_key(), id.to_string()])?;
+                conn.prepare_cached(
+                    "INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
+                )?
+                .execute(params![s.hwm_key(), id.to_string()])?;
             }
             if self.since_trim[slot(s)] >= self.trim_every {
                 self.since_trim[slot(s)] = 0;
@@ -107,10 +108,8 @@ pub fn trim(conn: &Connection, stream: StreamName, keep: u64) -> Result<u64> {
 
 /// The stream's high-water mark, or the ID of its newest row.
 pub fn high_water_mark(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
-    let hwm: Option<String> = conn
-        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-        .query_row([stream.hwm_key()], |r| r.get(0))
-        .optional()?;
+    let hwm: Option<String> =
+        conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([stream.hwm_key()], |r| r.get(0)).optional()?;
     let newest: Option<String> = conn
         .prepare_cached("SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT 1")?
         .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))
@@ -130,8 +129,8 @@ fn id_of_key(stream: StreamName, key: &str) -> Result<StreamId> {
 
 fn entry_of_row(stream: StreamName, key: &str, value: &str) -> Result<Entry> {
     let id = id_of_key(stream, key)?;
-    let fields: EntryFields = serde_json::from_str(value)
-        .map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })?;
+    let fields: EntryFields =
+        serde_json::from_str(value).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })?;
     Ok(Entry { id, fields })
 }
 

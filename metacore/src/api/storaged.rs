@@ -318,7 +318,7 @@ fn seg(hash: &str) -> &str {
 
 /// Percent-encodes a field path for the URL, keeping `/` as separators.
 fn field_path(field: &str) -> String {
-    field.split('/').map(|s| encode_component(s)).collect::<Vec<_>>().join("/")
+    field.split('/').map(encode_component).collect::<Vec<_>>().join("/")
 }
 
 fn encode_component(s: &str) -> String {
@@ -492,9 +492,12 @@ fn ndjson_lines(body: hyper::body::Incoming) -> impl Stream<Item = Result<Entry,
                     // A heartbeat.
                     continue;
                 }
-                let item = serde_json::from_slice::<Entry>(&line[..line.len() - 1]).map_err(|e| {
-                    ClientError::Protocol { daemon: "storaged".into(), status: http::StatusCode::OK, detail: e.to_string() }
-                });
+                let item =
+                    serde_json::from_slice::<Entry>(&line[..line.len() - 1]).map_err(|e| ClientError::Protocol {
+                        daemon: "storaged".into(),
+                        status: http::StatusCode::OK,
+                        detail: e.to_string(),
+                    });
                 return Some((item, (body, buf, done)));
             }
             if done {

@@ -140,9 +140,7 @@ impl SocketClient {
         path_and_query: &str,
         body: Option<Bytes>,
     ) -> Result<http::Response<Incoming>, ClientError> {
-        let mut req = Request::builder()
-            .method(method)
-            .uri(format!("http://{}{}", self.daemon, path_and_query));
+        let mut req = Request::builder().method(method).uri(format!("http://{}{}", self.daemon, path_and_query));
         if body.is_some() {
             req = req.header(header::CONTENT_TYPE, "application/json");
         }
@@ -171,11 +169,11 @@ impl SocketClient {
 
     async fn collect(&self, resp: http::Response<Incoming>) -> Result<Bytes, ClientError> {
         let status = resp.status();
-        resp.into_body()
-            .collect()
-            .await
-            .map(|b| b.to_bytes())
-            .map_err(|e| ClientError::Protocol { daemon: self.daemon.clone(), status, detail: e.to_string() })
+        resp.into_body().collect().await.map(|b| b.to_bytes()).map_err(|e| ClientError::Protocol {
+            daemon: self.daemon.clone(),
+            status,
+            detail: e.to_string(),
+        })
     }
 
     /// Sends `body` as JSON (if any) and decodes a JSON answer.

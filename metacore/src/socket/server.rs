@@ -51,9 +51,7 @@ pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
 /// in-flight requests finish (long-lived streams watch the same shutdown
 /// and end themselves). Removes the socket file at the end.
 pub async fn serve(listener: UnixListener, path: &Path, router: Router, shutdown: Shutdown) -> io::Result<()> {
-    let result = axum::serve(listener, router)
-        .with_graceful_shutdown(async move { shutdown.wait().await })
-        .await;
+    let result = axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.wait().await }).await;
     let _ = std::fs::remove_file(path);
     result
 }

@@ -33,11 +33,7 @@ pub enum Next {
 
 /// The decision.
 pub fn next(limits: &BatchLimits, taken: usize, open_for: Duration, queue_empty: bool) -> Next {
-    if queue_empty || taken >= limits.max_writes || open_for >= limits.max_open {
-        Next::Commit
-    } else {
-        Next::Take
-    }
+    if queue_empty || taken >= limits.max_writes || open_for >= limits.max_open { Next::Commit } else { Next::Take }
 }
 
 #[cfg(test)]

@@ -47,11 +47,7 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let permit = self
-            .permits
-            .acquire()
-            .await
-            .map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
+        let permit = self.permits.acquire().await.map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
         let conn = self.idle.lock().expect("reader pool lock").pop().expect("a permit guarantees a connection");
         let pool = self.clone();
         let out = tokio::task::spawn_blocking(move || {

@@ -22,11 +22,7 @@ pub struct Tx<'a> {
 impl Tx<'_> {
     /// The value of a key.
     pub fn get(&self, key: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-            .query_row([key], |r| r.get(0))
-            .optional()?)
+        Ok(self.conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([key], |r| r.get(0)).optional()?)
     }
 
     /// Whether any key lies in `[start, end)`.
@@ -75,19 +71,12 @@ impl Tx<'_> {
 
     /// Deletes a key only when it holds `value`; true when it did.
     pub fn delete_if(&self, key: &str, value: &str) -> Result<bool> {
-        Ok(self
-            .conn
-            .prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = ?2")?
-            .execute(params![key, value])?
-            > 0)
+        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = ?2")?.execute(params![key, value])? > 0)
     }
 
     /// Deletes `[start, end)`; returns the number of rows.
     pub fn delete_range(&self, start: &str, end: &str) -> Result<u64> {
-        Ok(self
-            .conn
-            .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")?
-            .execute(params![start, end])? as u64)
+        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")?.execute(params![start, end])? as u64)
     }
 
     /// Sets a `file:` key and appends `set` to `meta:events` when the value

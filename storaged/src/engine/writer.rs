@@ -169,7 +169,13 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-fn run_group(conn: &Connection, streams: &mut StreamState, group: Vec<Job>, heads: &HeadsPublisher, counters: &Counters) {
+fn run_group(
+    conn: &Connection,
+    streams: &mut StreamState,
+    group: Vec<Job>,
+    heads: &HeadsPublisher,
+    counters: &Counters,
+) {
     let size = group.len() as u64;
     counters.batches.fetch_add(1, Ordering::Relaxed);
     counters.writes.fetch_add(size, Ordering::Relaxed);
@@ -199,7 +205,8 @@ fn run_group(conn: &Connection, streams: &mut StreamState, group: Vec<Job>, head
                     false
                 }
             };
-            let end = if ok { exec(conn, "RELEASE w") } else { exec(conn, "ROLLBACK TO w").and(exec(conn, "RELEASE w")) };
+            let end =
+                if ok { exec(conn, "RELEASE w") } else { exec(conn, "ROLLBACK TO w").and(exec(conn, "RELEASE w")) };
             if !ok {
                 counters.failed_writes.fetch_add(1, Ordering::Relaxed);
             }
