@@ -31,12 +31,10 @@ const MAX_PATH_LEN: usize = 4096;
 // Write side
 // ---------------------------------------------------------------------------
 
-/// Checks every field of a write before anything is written.
-fn check_fields(fields: &Fields) -> Result<()> {
-    for (f, v) in fields {
-        check_write(f, v).map_err(ApiError::from)?;
-    }
-    Ok(())
+/// Checks every field of a write before anything is written; returns the
+/// CID of each `cids/` member, in field order.
+fn check_fields(fields: &Fields) -> Result<Vec<Option<Cid>>> {
+    fields.iter().map(|(f, v)| check_write(f, v).map_err(|e| ApiError::from(e).into())).collect()
 }
 
 /// The root a write lands on, creating the record when the target is a
@@ -119,19 +117,18 @@ fn field_names(tx: &Tx<'_>, rid: Rid) -> Result<Vec<String>> {
 /// addressed by CID, that CID's member, so the write cannot orphan the
 /// address it was made through). Dropped members retract their aliases.
 pub fn replace(tx: &mut Tx<'_>, target: &Target, mut fields: Fields) -> Result<WriteResult> {
-    check_fields(&fields)?;
-    let (rid, created) = resolve_for_write(tx, target)?;
     if let Target::Cid(cid) = target {
         fields.entry(format!("{CIDS_PREFIX}{cid}")).or_insert_with(|| "true".into());
     }
+    let cids = check_fields(&fields)?;
+    let (rid, created) = resolve_for_write(tx, target)?;
     let mut changed = 0;
     for old in field_names(tx, rid)? {
         if !fields.contains_key(&old) && delete_field_row(tx, rid, &old)? {
             changed += 1;
         }
     }
-    for (f, v) in &fields {
-        let cid = check_write(f, v).map_err(ApiError::from)?;
+    for ((f, v), cid) in fields.iter().zip(&cids) {
         if put_field(tx, rid, f, v, cid.as_ref())? {
             changed += 1;
         }
@@ -146,16 +143,17 @@ pub fn replace(tx: &mut Tx<'_>, target: &Target, mut fields: Fields) -> Result<W
 
 /// `PATCH`: the fields are set, the others kept.
 pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &Fields) -> Result<WriteResult> {
-    check_fields(fields)?;
+    let cids = check_fields(fields)?;
     let (rid, created) = resolve_for_write(tx, target)?;
     let mut changed = 0;
-    for (f, v) in fields {
-        let cid = check_write(f, v).map_err(ApiError::from)?;
+    for ((f, v), cid) in fields.iter().zip(&cids) {
         if put_field(tx, rid, f, v, cid.as_ref())? {
             changed += 1;
         }
     }
-    if tx.any_in(&record_start(rid), &record_end(rid))? {
+    // A merge of nothing into a RID without a record leaves no record; a
+    // new CID's record holds its member.
+    if !fields.is_empty() || (created && matches!(target, Target::Cid(_))) {
         ensure_root(tx, rid)?;
     }
     Ok(WriteResult { rid, created, changed })

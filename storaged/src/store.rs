@@ -21,6 +21,7 @@ use rusqlite::{Connection, OpenFlags};
 use tokio::sync::watch;
 
 use crate::engine::Options;
+use crate::engine::checkpointer::{self, Checkpointer};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema::{self, COUNT_ROOTS_KEY};
@@ -48,6 +49,8 @@ pub struct Store {
     /// Held for the life of the store: no other storaged may open the file.
     _lock: DbLock,
     writer_closed: Mutex<bool>,
+    /// Copies the WAL back into the database off the writer's path.
+    checkpointer: Mutex<Option<Checkpointer>>,
 }
 
 fn now_ms() -> u64 {
@@ -79,7 +82,8 @@ impl Store {
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
         let readers = Arc::new(Readers::open(&opts.db_path, opts.readers, opts.reader_cache_mb)?);
-        let writer = Writer::start(conn, state, HeadsPublisher(tx), opts.batch)?;
+        let writer = Writer::start(conn, checkpointer::wal_path(&opts.db_path), state, HeadsPublisher(tx), opts.batch)?;
+        let checkpointer = Checkpointer::start(&opts.db_path)?;
         Ok(Self {
             writer,
             readers,
@@ -89,6 +93,7 @@ impl Store {
             key_count: tokio::sync::Mutex::new(None),
             _lock: lock,
             writer_closed: Mutex::new(false),
+            checkpointer: Mutex::new(Some(checkpointer)),
         })
     }
 
@@ -101,6 +106,8 @@ impl Store {
             }
             *closed = true;
         }
+        // Stop checkpointing first: the writer's last act is a TRUNCATE one.
+        drop(self.checkpointer.lock().expect("checkpointer lock").take());
         self.writer.close().await;
     }
 

@@ -3,6 +3,7 @@
 //! gate, counters, stream marks).
 
 pub mod batch;
+pub mod checkpointer;
 pub mod lock;
 pub mod readers;
 pub mod schema;

@@ -28,6 +28,10 @@ pub fn prepare_writer(conn: &Connection, cache_mb: u32) -> Result<()> {
         )));
     }
     conn.pragma_update(None, "synchronous", "NORMAL")?;
+    // Checkpoints run on their own thread (see `checkpointer`).
+    conn.pragma_update(None, "wal_autocheckpoint", 0)?;
+    // After a restart of the WAL, shrink its file back to this size.
+    conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     common_pragmas(conn, cache_mb)?;
     conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;")?;
     Ok(())

@@ -10,6 +10,7 @@
 //! of it is applied. After each COMMIT the streams' heads are published.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -20,6 +21,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
+use crate::engine::checkpointer::WAL_BOUND_BYTES;
 use crate::engine::tx::Tx;
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
@@ -72,13 +74,19 @@ impl std::fmt::Debug for Msg {
 
 impl Writer {
     /// Starts the writer thread on `conn`.
-    pub fn start(conn: Connection, streams: StreamState, heads: HeadsPublisher, limits: BatchLimits) -> Result<Self> {
+    pub fn start(
+        conn: Connection,
+        wal: PathBuf,
+        streams: StreamState,
+        heads: HeadsPublisher,
+        limits: BatchLimits,
+    ) -> Result<Self> {
         let (queue, rx) = mpsc::channel(QUEUE_DEPTH);
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, streams, rx, heads, limits, &c))
+            .spawn(move || writer_loop(conn, &wal, streams, rx, heads, limits, &c))
             .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
         Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), counters })
     }
@@ -133,6 +141,7 @@ fn now_ms() -> u64 {
 
 fn writer_loop(
     conn: Connection,
+    wal: &Path,
     mut streams: StreamState,
     mut rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
@@ -157,11 +166,27 @@ fn writer_loop(
         }
         if !group.is_empty() {
             run_group(&conn, &mut streams, group, &heads, counters);
+            close_wal_gap(&conn, wal);
         }
     }
     match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
         Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
         Err(e) => tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed"),
+    }
+}
+
+/// Between two groups, when the WAL has outgrown its bound: a PASSIVE
+/// checkpoint on the writer's own connection. The checkpointer thread has
+/// already copied most frames, so this copies the few left, and the next
+/// transaction can restart the WAL from its beginning (a checkpoint running
+/// beside a busy writer never catches up with it on its own).
+fn close_wal_gap(conn: &Connection, wal: &Path) {
+    let size = std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
+    if size < WAL_BOUND_BYTES {
+        return;
+    }
+    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
+        tracing::warn!(error = %e, "writer checkpoint failed");
     }
 }
 
@@ -241,3 +266,7 @@ fn run_group(
         ack(failure.as_deref());
     }
 }
+
+#[cfg(test)]
+#[path = "writer_test.rs"]
+mod tests;
