@@ -37,20 +37,42 @@ fn check_fields(fields: &Fields) -> Result<Vec<Option<Cid>>> {
     fields.iter().map(|(f, v)| check_write(f, v).map_err(|e| ApiError::from(e).into())).collect()
 }
 
-/// The root a write lands on, creating the record when the target is a
-/// valid CID nobody registered (it becomes the new root's alias) or a RID
-/// without a record. Returns the root and whether the write creates it.
-fn resolve_for_write(tx: &mut Tx<'_>, target: &Target) -> Result<(Rid, bool)> {
+/// Where a write lands, as resolved inside its transaction.
+struct Landing {
+    rid: Rid,
+    /// The record existed before this write.
+    existed: bool,
+    /// Rows of the record the resolution itself changed (the member of a
+    /// new CID).
+    changed: u64,
+}
+
+/// The root a write lands on. A valid CID nobody registered gets a new
+/// root whose first field is that CID's member (so it becomes the root's
+/// alias); a RID without a record is used as it is.
+fn resolve_for_write(tx: &mut Tx<'_>, target: &Target) -> Result<Landing> {
     match target {
-        Target::Rid(rid) => Ok((*rid, tx.get(&root_key(*rid))?.is_none())),
+        Target::Rid(rid) => Ok(Landing { rid: *rid, existed: tx.get(&root_key(*rid))?.is_some(), changed: 0 }),
         Target::Cid(cid) => match cid_index::owner_in_tx(tx, cid)? {
-            Some(rid) => Ok((rid, false)),
+            Some(rid) => Ok(Landing { rid, existed: true, changed: 0 }),
             None => {
                 let rid = Rid::mint();
                 put_field(tx, rid, &format!("{CIDS_PREFIX}{cid}"), "true", Some(cid))?;
-                Ok((rid, true))
+                Ok(Landing { rid, existed: false, changed: 1 })
             }
         },
+    }
+}
+
+/// Puts the root in the index, or takes it out, after a write: the record
+/// exists exactly while it has a field. Returns whether it exists.
+fn settle_root(tx: &Tx<'_>, rid: Rid) -> Result<bool> {
+    if tx.any_in(&record_start(rid), &record_end(rid))? {
+        ensure_root(tx, rid)?;
+        Ok(true)
+    } else {
+        drop_root_if_empty(tx, rid)?;
+        Ok(false)
     }
 }
 
@@ -76,12 +98,16 @@ fn put_field(tx: &mut Tx<'_>, rid: Rid, field: &str, value: &str, cid: Option<&C
 }
 
 /// Deletes one field, retracting the alias of a member this root owns.
-fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<bool> {
-    let existed = tx.delete_record_key(&field_key(rid, field))?;
-    if existed && let Some(cid) = cid_index::member_cid(field) {
-        cid_index::retract(tx, cid, rid)?;
+/// Returns the rows removed (0, 1, or 2 with the alias).
+fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<u64> {
+    if !tx.delete_record_key(&field_key(rid, field))? {
+        return Ok(0);
     }
-    Ok(existed)
+    let alias = match cid_index::member_cid(field) {
+        Some(cid) => u64::from(cid_index::retract(tx, cid, rid)?),
+        None => 0,
+    };
+    Ok(1 + alias)
 }
 
 /// Puts the root in the index (after a write that left fields).
@@ -121,10 +147,11 @@ pub fn replace(tx: &mut Tx<'_>, target: &Target, mut fields: Fields) -> Result<W
         fields.entry(format!("{CIDS_PREFIX}{cid}")).or_insert_with(|| "true".into());
     }
     let cids = check_fields(&fields)?;
-    let (rid, created) = resolve_for_write(tx, target)?;
-    let mut changed = 0;
+    let landing = resolve_for_write(tx, target)?;
+    let rid = landing.rid;
+    let mut changed = landing.changed;
     for old in field_names(tx, rid)? {
-        if !fields.contains_key(&old) && delete_field_row(tx, rid, &old)? {
+        if !fields.contains_key(&old) && delete_field_row(tx, rid, &old)? > 0 {
             changed += 1;
         }
     }
@@ -133,46 +160,40 @@ pub fn replace(tx: &mut Tx<'_>, target: &Target, mut fields: Fields) -> Result<W
             changed += 1;
         }
     }
-    if fields.is_empty() {
-        drop_root_if_empty(tx, rid)?;
-    } else {
-        ensure_root(tx, rid)?;
-    }
-    Ok(WriteResult { rid, created, changed })
+    let exists = settle_root(tx, rid)?;
+    Ok(WriteResult { rid, created: exists && !landing.existed, changed })
 }
 
 /// `PATCH`: the fields are set, the others kept.
 pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &Fields) -> Result<WriteResult> {
     let cids = check_fields(fields)?;
-    let (rid, created) = resolve_for_write(tx, target)?;
-    let mut changed = 0;
+    let landing = resolve_for_write(tx, target)?;
+    let rid = landing.rid;
+    let mut changed = landing.changed;
     for ((f, v), cid) in fields.iter().zip(&cids) {
         if put_field(tx, rid, f, v, cid.as_ref())? {
             changed += 1;
         }
     }
-    // A merge of nothing into a RID without a record leaves no record; a
-    // new CID's record holds its member.
-    if !fields.is_empty() || (created && matches!(target, Target::Cid(_))) {
-        ensure_root(tx, rid)?;
-    }
-    Ok(WriteResult { rid, created, changed })
+    // A merge only adds: a record that existed still does.
+    let exists = landing.existed || settle_root(tx, rid)?;
+    Ok(WriteResult { rid, created: exists && !landing.existed, changed })
 }
 
 /// Sets one field.
 pub fn set_field(tx: &mut Tx<'_>, target: &Target, field: &str, value: &str) -> Result<FieldWrite> {
     let cid = check_write(field, value).map_err(ApiError::from)?;
-    let (rid, created) = resolve_for_write(tx, target)?;
-    let changed = put_field(tx, rid, field, value, cid.as_ref())?;
-    ensure_root(tx, rid)?;
-    Ok(FieldWrite { rid, field: field.to_owned(), created, changed })
+    let landing = resolve_for_write(tx, target)?;
+    let changed = put_field(tx, landing.rid, field, value, cid.as_ref())?;
+    ensure_root(tx, landing.rid)?;
+    Ok(FieldWrite { rid: landing.rid, field: field.to_owned(), created: !landing.existed, changed })
 }
 
 /// Deletes one field; the root leaves the index with its last field.
 pub fn delete_field(tx: &mut Tx<'_>, target: &Target, field: &str) -> Result<FieldDelete> {
     check_shape(field).map_err(ApiError::from)?;
     let rid = resolve_existing(tx, target)?;
-    let existed = delete_field_row(tx, rid, field)?;
+    let existed = delete_field_row(tx, rid, field)? > 0;
     drop_root_if_empty(tx, rid)?;
     Ok(FieldDelete { rid, field: field.to_owned(), existed })
 }
@@ -189,7 +210,7 @@ pub fn set_add(tx: &mut Tx<'_>, target: &Target, field: &str, value: &str) -> Re
     if value.contains('|') {
         return Err(schema("a set member cannot contain '|', the set's separator"));
     }
-    let (rid, _) = resolve_for_write(tx, target)?;
+    let rid = resolve_for_write(tx, target)?.rid;
     let key = field_key(rid, field);
     let current = tx.get(&key)?.unwrap_or_default();
     let mut members: Vec<&str> = current.split('|').filter(|m| !m.is_empty()).collect();
@@ -208,9 +229,7 @@ pub fn delete_root(tx: &mut Tx<'_>, target: &Target) -> Result<Deleted> {
     let rid = resolve_existing(tx, target)?;
     let mut deleted = 0;
     for f in field_names(tx, rid)? {
-        if delete_field_row(tx, rid, &f)? {
-            deleted += 1;
-        }
+        deleted += delete_field_row(tx, rid, &f)?;
     }
     deleted += drop_root_if_empty(tx, rid)?;
     Ok(Deleted { rid, deleted })
@@ -233,7 +252,7 @@ pub fn mint(tx: &mut Tx<'_>, body: &MintBody) -> Result<Rid> {
 
 /// Adds a CID to a record's key-set and reverse index.
 pub fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasResult> {
-    let (rid, _) = resolve_for_write(tx, target)?;
+    let rid = resolve_for_write(tx, target)?.rid;
     put_field(tx, rid, &format!("{CIDS_PREFIX}{cid}"), "true", Some(cid))?;
     ensure_root(tx, rid)?;
     let owner = cid_index::owner_in_tx(tx, cid)?.unwrap_or(rid);

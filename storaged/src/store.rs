@@ -14,14 +14,15 @@ use metacore::api::storaged::{
     MintBody, RangeQuery, RecordFields, RootPage, SetAdd, Stats, StreamInfo, WriteResult, WriterStats,
 };
 use metacore::cid::Cid;
-use metacore::record::{Fields, Target};
+use metacore::error::ApiError;
+use metacore::record::{Fields, Target, check_shape};
 use metacore::rid::Rid;
 use metacore::stream::{Entry, EntryFields, StreamId, StreamName};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::watch;
 
 use crate::engine::Options;
-use crate::engine::checkpointer::{self, Checkpointer};
+use crate::engine::checkpointer::{Checkpointer, GapFlag};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema::{self, COUNT_ROOTS_KEY};
@@ -75,15 +76,19 @@ impl Store {
         )?;
         conn.set_prepared_statement_cache_capacity(64);
         schema::prepare_writer(&conn, opts.cache_mb)?;
-        schema::gate(&conn)?;
+        schema::gate(&conn).map_err(|e| match e {
+            StoreError::SchemaGate(why) => StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display())),
+            other => other,
+        })?;
         if schema::build_counters(&conn)? {
             tracing::info!("built idx:count/roots from the root index");
         }
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
         let readers = Arc::new(Readers::open(&opts.db_path, opts.readers, opts.reader_cache_mb)?);
-        let writer = Writer::start(conn, checkpointer::wal_path(&opts.db_path), state, HeadsPublisher(tx), opts.batch)?;
-        let checkpointer = Checkpointer::start(&opts.db_path)?;
+        let gap = GapFlag::default();
+        let writer = Writer::start(conn, gap.clone(), state, HeadsPublisher(tx), opts.batch)?;
+        let checkpointer = Checkpointer::start(&opts.db_path, gap)?;
         Ok(Self {
             writer,
             readers,
@@ -179,6 +184,7 @@ impl Store {
     }
 
     pub async fn get_field(&self, target: Target, field: String) -> Result<FieldValue> {
+        check_shape(&field).map_err(ApiError::from)?;
         self.read_tx(move |c| {
             let rid = records::resolve_or_404(c, &target)?;
             match records::field(c, rid, &field)? {

@@ -1,1 +1,33 @@
-//! End-to-end harness.
+//! End-to-end harness: the real daemons, started as processes in a temp
+//! dir, driven over their real Unix sockets, and the SQLite file read back
+//! row by row to check what they left on disk.
+//!
+//! **Build the binaries first**: these tests spawn `target/<profile>/storaged`
+//! and Cargo does not build other packages' binaries for a test crate, so run
+//!
+//! ```text
+//! cargo build --workspace --bins && cargo test -p e2e
+//! ```
+//!
+//! (the README's test command does both). `META_CORE_BIN_DIR` points the
+//! harness at another directory of binaries; `E2E_KEEP_DIRS=1` keeps every
+//! test's temp dir (database, stderr logs) for a look after the run.
+//!
+//! - [`daemon`]: [`Storaged`], one real storaged process with its own dir,
+//!   readiness by polling `/health`, signals, bounded waits, kill on drop.
+//! - [`snapshot`]: every row of the database as sorted `(k, v)`, a text
+//!   renderer and diff, and the store's invariants as one checker.
+//! - [`raw_http`]: a minimal HTTP/1.1 client over the socket for requests
+//!   the typed client cannot send (malformed bodies, odd paths) and for
+//!   seeing the error envelope byte for byte.
+//! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
+//! - [`wait`]: polling with a deadline, the only way a test waits.
+
+pub mod daemon;
+pub mod fixtures;
+pub mod raw_http;
+pub mod snapshot;
+pub mod wait;
+
+pub use daemon::{Launch, Storaged};
+pub use snapshot::Rows;

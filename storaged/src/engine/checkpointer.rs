@@ -1,13 +1,19 @@
 //! The checkpointer: a thread with its own connection that copies the WAL
-//! back into the database file (a PASSIVE checkpoint, which never blocks the
-//! writer or the readers) whenever the WAL has grown past a threshold.
+//! back into the database file every tick (a PASSIVE checkpoint, which
+//! never blocks the writer or the readers).
 //!
 //! The writer connection has automatic checkpoints turned off, so a commit
-//! never pays for a whole checkpoint and its fsyncs; the writer only closes
-//! the last gap when the WAL outgrows its bound (so the WAL can restart) and
-//! does the final TRUNCATE checkpoint when it stops.
+//! never pays for a whole checkpoint and its fsyncs. A checkpoint running
+//! beside a busy writer never quite catches up with it, though, and the WAL
+//! only restarts from its beginning once a checkpoint has copied every
+//! frame. So when the WAL holds more than [`WAL_BOUND_FRAMES`], the
+//! checkpointer raises [`GapFlag`], and the writer, between two groups,
+//! copies the few frames left itself (`writer::close_wal_gap`). The writer
+//! also does the final TRUNCATE checkpoint when it stops.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::mpsc;
 use std::thread::JoinHandle;
 use std::time::Duration;
@@ -16,13 +22,36 @@ use rusqlite::Connection;
 
 use crate::error::{Result, StoreError};
 
-/// WAL size past which the checkpointer copies frames back.
-pub const WAL_THRESHOLD_BYTES: u64 = 16 * 1024 * 1024;
-/// WAL size past which the writer closes the gap itself between groups,
-/// so the WAL restarts (see `writer::close_wal_gap`).
-pub const WAL_BOUND_BYTES: u64 = 2 * WAL_THRESHOLD_BYTES;
-/// How often the WAL's size is looked at.
+/// WAL length (4 KiB frames) past which the writer closes the gap: 32 MiB.
+pub const WAL_BOUND_FRAMES: i64 = 8192;
+/// How often the checkpointer runs.
 const TICK: Duration = Duration::from_millis(200);
+
+/// Raised by the checkpointer when the writer should close the WAL's gap.
+#[derive(Debug, Clone, Default)]
+pub struct GapFlag(Arc<AtomicBool>);
+
+impl GapFlag {
+    pub fn raise(&self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
+
+    pub fn is_raised(&self) -> bool {
+        self.0.load(Ordering::Relaxed)
+    }
+
+    pub fn lower(&self) {
+        self.0.store(false, Ordering::Relaxed);
+    }
+}
+
+/// Runs `PRAGMA wal_checkpoint(PASSIVE)`: (busy, frames in the WAL, frames
+/// copied).
+pub fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(bool, i64, i64)> {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+    })
+}
 
 /// The running checkpointer; stops when dropped.
 #[derive(Debug)]
@@ -32,31 +61,22 @@ pub struct Checkpointer {
     thread: Option<JoinHandle<()>>,
 }
 
-pub fn wal_path(db: &Path) -> PathBuf {
-    let mut p = db.as_os_str().to_owned();
-    p.push("-wal");
-    PathBuf::from(p)
-}
-
 impl Checkpointer {
-    pub fn start(db: &Path) -> Result<Self> {
+    pub fn start(db: &Path, gap: GapFlag) -> Result<Self> {
         let conn = Connection::open(db)?;
         conn.busy_timeout(Duration::from_secs(5))?;
-        let wal = wal_path(db);
         let (stop, rx) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("storaged-checkpointer".into())
             .spawn(move || {
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
-                    let size = std::fs::metadata(&wal).map(|m| m.len()).unwrap_or(0);
-                    if size < WAL_THRESHOLD_BYTES {
-                        continue;
-                    }
-                    let r = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-                        Ok((r.get::<_, i64>(0)?, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
-                    });
-                    match r {
-                        Ok((_, log, done)) => tracing::debug!(wal_frames = log, copied = done, "checkpoint"),
+                    match passive_checkpoint(&conn) {
+                        Ok((_, log, copied)) => {
+                            if log >= WAL_BOUND_FRAMES {
+                                gap.raise();
+                            }
+                            tracing::trace!(wal_frames = log, copied, "checkpoint");
+                        }
                         Err(e) => tracing::warn!(error = %e, "checkpoint failed; will retry"),
                     }
                 }

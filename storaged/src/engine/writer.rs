@@ -10,7 +10,6 @@
 //! of it is applied. After each COMMIT the streams' heads are published.
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
@@ -21,7 +20,7 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
-use crate::engine::checkpointer::WAL_BOUND_BYTES;
+use crate::engine::checkpointer::{GapFlag, passive_checkpoint};
 use crate::engine::tx::Tx;
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
@@ -76,7 +75,7 @@ impl Writer {
     /// Starts the writer thread on `conn`.
     pub fn start(
         conn: Connection,
-        wal: PathBuf,
+        gap: GapFlag,
         streams: StreamState,
         heads: HeadsPublisher,
         limits: BatchLimits,
@@ -86,7 +85,7 @@ impl Writer {
         let c = counters.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, &wal, streams, rx, heads, limits, &c))
+            .spawn(move || writer_loop(conn, &gap, streams, rx, heads, limits, &c))
             .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
         Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), counters })
     }
@@ -141,7 +140,7 @@ fn now_ms() -> u64 {
 
 fn writer_loop(
     conn: Connection,
-    wal: &Path,
+    gap: &GapFlag,
     mut streams: StreamState,
     mut rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
@@ -166,7 +165,7 @@ fn writer_loop(
         }
         if !group.is_empty() {
             run_group(&conn, &mut streams, group, &heads, counters);
-            close_wal_gap(&conn, wal);
+            close_wal_gap(&conn, gap);
         }
     }
     match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
@@ -175,18 +174,19 @@ fn writer_loop(
     }
 }
 
-/// Between two groups, when the WAL has outgrown its bound: a PASSIVE
-/// checkpoint on the writer's own connection. The checkpointer thread has
-/// already copied most frames, so this copies the few left, and the next
-/// transaction can restart the WAL from its beginning (a checkpoint running
-/// beside a busy writer never catches up with it on its own).
-fn close_wal_gap(conn: &Connection, wal: &Path) {
-    let size = std::fs::metadata(wal).map(|m| m.len()).unwrap_or(0);
-    if size < WAL_BOUND_BYTES {
+/// Between two groups, when the checkpointer asks: a PASSIVE checkpoint on
+/// the writer's own connection. The checkpointer has already copied most
+/// frames, so this copies the few left, and the next transaction restarts
+/// the WAL from its beginning.
+fn close_wal_gap(conn: &Connection, gap: &GapFlag) {
+    if !gap.is_raised() {
         return;
     }
-    if let Err(e) = conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |_| Ok(())) {
-        tracing::warn!(error = %e, "writer checkpoint failed");
+    match passive_checkpoint(conn) {
+        // Busy: the checkpointer is copying right now; try after the next group.
+        Ok((true, _, _)) => {}
+        Ok((false, _, _)) => gap.lower(),
+        Err(e) => tracing::warn!(error = %e, "writer checkpoint failed"),
     }
 }
 

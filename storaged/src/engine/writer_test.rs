@@ -8,6 +8,7 @@ use rusqlite::Connection;
 use tokio::sync::watch;
 
 use super::*;
+use crate::engine::checkpointer::GapFlag;
 use crate::engine::schema;
 use crate::streams::StreamState;
 
@@ -18,7 +19,7 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
     let state = StreamState::load(&conn, 1000, 100).unwrap();
     let (tx, _rx) = watch::channel(state.heads());
     let limits = BatchLimits { max_writes: 1000, max_open: std::time::Duration::from_secs(5) };
-    (Arc::new(Writer::start(conn, dir.path().join("w.db-wal"), state, HeadsPublisher(tx), limits).unwrap()), path)
+    (Arc::new(Writer::start(conn, GapFlag::default(), state, HeadsPublisher(tx), limits).unwrap()), path)
 }
 
 fn rows(path: &std::path::Path) -> Vec<(String, String)> {

@@ -1,0 +1,75 @@
+//! Test data: field maps, random identifiers, and CIDs of every rank taken
+//! from the golden vectors (`metacore/tests/data/cid-rank-vectors.json`,
+//! the vendored copy of `shared/data/cid-rank-vectors.json`).
+
+use metacore::{Cid, Fields, Rid};
+use serde_json::Value;
+
+/// A field map from pairs.
+pub fn fields(pairs: &[(&str, &str)]) -> Fields {
+    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+}
+
+/// A RID no one has used: 128 random bits.
+pub fn random_rid() -> Rid {
+    Rid::from_u128(rand::random())
+}
+
+/// A midhash256 CID (rank 10) of random bytes.
+pub fn random_midhash() -> Cid {
+    Cid::midhash256(&rand::random())
+}
+
+/// The `cids/<cid>` member field of a CID.
+pub fn member(cid: &Cid) -> String {
+    format!("cids/{cid}")
+}
+
+const VECTORS: &str = include_str!("../../metacore/tests/data/cid-rank-vectors.json");
+
+/// The CID and pinned rank of the golden vector `name`.
+pub fn vector(name: &str) -> (Cid, u8) {
+    let v: Value = serde_json::from_str(VECTORS).expect("the vectors are JSON");
+    let item = v["vectors"]
+        .as_array()
+        .expect("a vectors array")
+        .iter()
+        .find(|i| i["name"] == name)
+        .unwrap_or_else(|| panic!("no vector named {name}"));
+    let cid = Cid::parse(item["cid"].as_str().expect("a cid string")).expect("a valid CID");
+    (cid, item["rank"].as_u64().expect("a rank") as u8)
+}
+
+/// A dag-pb CID (rank 40).
+pub fn dag_pb() -> Cid {
+    vector("ipfs-dagpb").0
+}
+
+/// A sha2-256 CID with the raw codec (rank 30).
+pub fn sha2_256() -> Cid {
+    vector("sha2-256-raw-codec").0
+}
+
+/// A BitTorrent v2 CID (rank 20).
+pub fn btih_v2() -> Cid {
+    vector("btih-v2-file").0
+}
+
+/// A midhash256 CID (rank 10).
+pub fn midhash() -> Cid {
+    vector("midhash256-codec-eq-mh").0
+}
+
+/// A URL locator (rank 5).
+pub fn url_locator() -> Cid {
+    vector("url-locator").0
+}
+
+/// The error envelope a call was answered with; panics on success or on a
+/// transport failure.
+pub fn api_error<T: std::fmt::Debug>(r: Result<T, metacore::socket::client::ClientError>) -> metacore::ApiError {
+    match r {
+        Err(metacore::socket::client::ClientError::Api(e)) => e,
+        other => panic!("expected an error envelope, got {other:?}"),
+    }
+}
