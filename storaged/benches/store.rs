@@ -243,129 +243,166 @@ fn bare_simulation(db: &Path, total: u64) -> f64 {
     (total / 16 * 16) as f64 / started.elapsed().as_secs_f64()
 }
 
-#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
-async fn main() {
-    if std::env::args().any(|a| a == "--list" || a == "--test") {
-        return; // `cargo test --benches` / `cargo bench -- --list` probes.
-    }
-    let preload = env_u64("BENCH_RECORDS", 169_000);
-    let measured = env_u64("BENCH_WRITES", 20_000);
-    let dir = tempfile::tempdir().expect("temp dir");
-    println!("storaged benchmark: {WRITERS} writers, 40-field records, preload {preload}, measured {measured}");
-    println!("machine: {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
-
-    // Peer: the bare row pattern, on its own database, same run.
-    let bare = tokio::task::spawn_blocking({
-        let db = dir.path().join("bare.db");
-        move || bare_simulation(&db, 20_000)
+/// Writes through the socket of a running daemon, counting failures.
+async fn socket_writes(client: &StoragedClient, total: u64, seed: u64, errors: &Arc<AtomicU64>) -> (f64, Vec<Cid>) {
+    let client = client.clone();
+    let e = errors.clone();
+    drive(total, seed, move |cid, fields| {
+        let c = client.clone();
+        let e = e.clone();
+        async move {
+            if c.merge(cid.as_str(), fields).await.is_err() {
+                e.fetch_add(1, Ordering::Relaxed);
+            }
+        }
     })
     .await
-    .unwrap();
+}
 
-    // 1. Load through the socket of the real binary.
-    let daemon = start_daemon(dir.path()).await;
-    let pid = daemon.child.id();
-    let client = daemon.client.clone();
-    let errors = Arc::new(AtomicU64::new(0));
-    let e = errors.clone();
-    let (load_rate, _) = drive(preload, 1, move |cid, fields| {
-        let c = client.clone();
-        let e = e.clone();
-        async move {
-            if c.merge(cid.as_str(), fields).await.is_err() {
-                e.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    })
-    .await;
-    let db = dir.path().join("meta-core/db/meta-core.db");
-    let (peak_after_load, _) = rss_mib(pid);
-    let db_after_load = db_mib(&db);
-
-    // 2. Socket writes with the preload stored.
-    let client = daemon.client.clone();
-    let e = errors.clone();
-    let (socket_rate, cids) = drive(measured, 2, move |cid, fields| {
-        let c = client.clone();
-        let e = e.clone();
-        async move {
-            if c.merge(cid.as_str(), fields).await.is_err() {
-                e.fetch_add(1, Ordering::Relaxed);
-            }
-        }
-    })
-    .await;
-
-    // 3. Socket reads: by CID (alias lookup + record) and whole record by RID.
-    let mut by_cid = Vec::new();
-    let mut by_rid = Vec::new();
-    let mut rids = Vec::new();
-    for cid in cids.iter().step_by(4).take(5000) {
-        let t = Instant::now();
-        let doc = daemon.client.document(cid.as_str()).await.expect("document by CID");
-        by_cid.push(t.elapsed());
-        rids.push(doc.rid);
-    }
-    for rid in &rids {
-        let t = Instant::now();
-        daemon.client.get_record(&rid.to_string()).await.expect("record by RID");
-        by_rid.push(t.elapsed());
-    }
-    let (peak, rss_now) = rss_mib(pid);
-    let stats = daemon.client.stats().await.expect("stats");
-    let mut child = daemon.child;
-    unsafe_free_sigterm(child.id());
-    let _ = child.wait();
-
-    // 4. In-process on the same database (now preload + measured records).
-    let store = Arc::new(Store::open(&Options::for_path(&db)).expect("open store"));
+/// Writes in-process.
+async fn store_writes(store: &Arc<Store>, total: u64, seed: u64) -> (f64, Vec<Cid>) {
     let s = store.clone();
-    let (inproc_rate, inproc_cids) = drive(measured, 3, move |cid, fields| {
+    drive(total, seed, move |cid, fields| {
         let s = s.clone();
         async move {
             s.merge(Target::Cid(cid), fields).await.expect("in-process merge");
         }
     })
-    .await;
-    let mut in_cid = Vec::new();
-    let mut in_rid = Vec::new();
-    let mut in_rids = Vec::new();
-    for cid in inproc_cids.iter().step_by(4).take(5000) {
-        let t = Instant::now();
-        let rid = store.resolve(Target::Cid(cid.clone())).await.expect("resolve");
-        in_cid.push(t.elapsed());
-        in_rids.push(rid);
+    .await
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list" || a == "--test") {
+        return; // `cargo test --benches` / `cargo bench -- --list` probes.
     }
-    for rid in &in_rids {
-        let t = Instant::now();
-        store.get_record(Target::Rid(*rid)).await.expect("record");
-        in_rid.push(t.elapsed());
+    let preload = env_u64("BENCH_RECORDS", 169_000) / WRITERS as u64 * WRITERS as u64;
+    let measured = env_u64("BENCH_WRITES", 20_000) / WRITERS as u64 * WRITERS as u64;
+    let phases = std::env::var("BENCH_PHASES").unwrap_or_else(|_| "socket,inproc".into());
+    let socket = phases.contains("socket");
+    let inproc = phases.contains("inproc");
+    let dir = tempfile::tempdir().expect("temp dir");
+    let db = dir.path().join("meta-core/db/meta-core.db");
+    println!("storaged benchmark: {WRITERS} writers, 40-field records, preload {preload}, measured {measured}");
+    println!("machine: {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+
+    let mut writes: Vec<(String, f64)> = Vec::new();
+    let mut reads: Vec<(String, String)> = Vec::new();
+    let mut notes: Vec<String> = Vec::new();
+    let errors = Arc::new(AtomicU64::new(0));
+
+    // Peer on an empty database.
+    let bare_empty = tokio::task::spawn_blocking({
+        let db = dir.path().join("bare.db");
+        move || bare_simulation(&db, 20_000)
+    })
+    .await
+    .unwrap();
+    writes.push(("bare row-pattern simulation, empty database".into(), bare_empty));
+
+    if socket {
+        let daemon = start_daemon(dir.path()).await;
+        let pid = daemon.child.id();
+        let (rate, _) = socket_writes(&daemon.client, preload, 1, &errors).await;
+        writes.push((format!("storaged socket, loading 0 -> {preload}"), rate));
+        let (peak, _) = rss_mib(pid);
+        notes.push(format!(
+            "storaged after loading {preload} records: peak RSS {peak:.1} MiB; db {:.1} MiB",
+            db_mib(&db)
+        ));
+        let (rate, cids) = socket_writes(&daemon.client, measured, 2, &errors).await;
+        writes.push((format!("storaged socket, {preload} stored"), rate));
+        let (mut by_cid, mut by_rid, mut rids) = (Vec::new(), Vec::new(), Vec::new());
+        for cid in cids.iter().step_by(4).take(5000) {
+            let t = Instant::now();
+            let doc = daemon.client.document(cid.as_str()).await.expect("document by CID");
+            by_cid.push(t.elapsed());
+            rids.push(doc.rid);
+        }
+        for rid in &rids {
+            let t = Instant::now();
+            daemon.client.get_record(&rid.to_string()).await.expect("record by RID");
+            by_rid.push(t.elapsed());
+        }
+        reads.push(("socket  document by CID".into(), fmt_lat(by_cid)));
+        reads.push(("socket  record by RID".into(), fmt_lat(by_rid)));
+        let (peak, now) = rss_mib(pid);
+        let stats = daemon.client.stats().await.expect("stats");
+        notes.push(format!(
+            "storaged at the end of the socket phase: peak RSS {peak:.1} MiB, RSS {now:.1} MiB; roots {}; keys {}; db {:.1} MiB",
+            stats.roots,
+            stats.keys,
+            stats.db_bytes as f64 / 1048576.0
+        ));
+        let mut child = daemon.child;
+        sigterm(child.id());
+        let _ = child.wait();
     }
+
+    let mut opts = Options::for_path(&db);
+    opts.retention = env_u64("BENCH_RETENTION", opts.retention);
+    opts.cache_mb = env_u64("BENCH_CACHE_MB", u64::from(opts.cache_mb)) as u32;
+    let store = Arc::new(Store::open(&opts).expect("open store"));
+    if !socket {
+        let (rate, _) = store_writes(&store, preload, 1).await;
+        writes.push((format!("storaged in-process, loading 0 -> {preload}"), rate));
+    }
+    if inproc {
+        let stored = store.roots().await.expect("roots");
+        let (rate, cids) = store_writes(&store, measured, 3).await;
+        writes.push((format!("storaged in-process, {stored} stored"), rate));
+        let w = store.writer_stats();
+        notes.push(format!(
+            "in-process writer: {} writes in {} groups (average {:.1}, largest {})",
+            w.writes,
+            w.batches,
+            w.writes as f64 / w.batches.max(1) as f64,
+            w.largest_batch
+        ));
+        let (mut by_cid, mut by_rid, mut rids) = (Vec::new(), Vec::new(), Vec::new());
+        for cid in cids.iter().step_by(4).take(5000) {
+            let t = Instant::now();
+            rids.push(store.resolve(Target::Cid(cid.clone())).await.expect("resolve"));
+            by_cid.push(t.elapsed());
+        }
+        for rid in &rids {
+            let t = Instant::now();
+            store.get_record(Target::Rid(*rid)).await.expect("record");
+            by_rid.push(t.elapsed());
+        }
+        reads.push(("in-proc resolve CID".into(), fmt_lat(by_cid)));
+        reads.push(("in-proc record by RID".into(), fmt_lat(by_rid)));
+    }
+    let stored = store.roots().await.expect("roots");
     store.close().await;
+    drop(store);
+
+    // Peer on the loaded database: the same rows added beside ours.
+    let bare_loaded = tokio::task::spawn_blocking({
+        let db = db.clone();
+        move || bare_simulation(&db, 20_000)
+    })
+    .await
+    .unwrap();
+    writes.push((format!("bare row-pattern simulation, {stored} stored"), bare_loaded));
 
     println!();
-    println!("{:<58} {:>12}", "writes (16 concurrent writers, 40-field records)", "records/s");
-    println!("{:<58} {:>12.0}", "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC);
-    println!("{:<58} {:>12.0}", "bare row-pattern simulation (peer, this run)", bare);
-    println!("{:<58} {:>12.0}", format!("storaged socket, loading 0 -> {preload}"), load_rate);
-    println!("{:<58} {:>12.0}", format!("storaged socket, {preload} stored"), socket_rate);
-    println!("{:<58} {:>12.0}", format!("storaged in-process, {} stored", preload + measured), inproc_rate);
-    println!("{:<58} {:>12}", "targets", ">= 3000 in-process, >= 2000 socket");
+    println!("{:<60} {:>10}", "writes (16 concurrent writers, 40-field records)", "records/s");
+    println!("{:<60} {:>10.0}", "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC);
+    for (label, rate) in &writes {
+        println!("{label:<60} {rate:>10.0}");
+    }
+    println!("{:<60} {:>10}", "targets (169,000 stored)", "in-process >= 3000, socket >= 2000");
     println!();
     println!("reads (one client, sequential)");
-    println!("  socket  document by CID    {}", fmt_lat(by_cid));
-    println!("  socket  record by RID      {}", fmt_lat(by_rid));
-    println!("  in-proc resolve CID        {}", fmt_lat(in_cid));
-    println!("  in-proc record by RID      {}", fmt_lat(in_rid));
-    println!("  bare simulation reference  p50 ~10 µs (key), p99 ~200 µs (record)");
+    for (label, lat) in &reads {
+        println!("  {label:<26} {lat}");
+    }
+    println!("  {:<26} p50 ~10 µs (key), p99 ~200 µs (record)", "bare simulation reference");
     println!();
-    println!("storaged after loading {preload} records: peak RSS {peak_after_load:.1} MiB; db {db_after_load:.1} MiB");
-    println!(
-        "storaged at the end: peak RSS {peak:.1} MiB, RSS {rss_now:.1} MiB; roots {}; keys {}; db {:.1} MiB",
-        stats.roots,
-        stats.keys,
-        stats.db_bytes as f64 / 1048576.0
-    );
+    for n in &notes {
+        println!("{n}");
+    }
     println!("original: ~6.6 GB RAM for 169k records in the Redis era");
     let failed = errors.load(Ordering::Relaxed);
     if failed > 0 {
@@ -374,6 +411,6 @@ async fn main() {
 }
 
 /// SIGTERM without `unsafe`: the `kill` command.
-fn unsafe_free_sigterm(pid: u32) {
+fn sigterm(pid: u32) {
     let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
 }

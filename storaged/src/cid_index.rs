@@ -15,15 +15,10 @@ use rusqlite::{Connection, OptionalExtension};
 use crate::engine::tx::Tx;
 use crate::error::{Result, StoreError};
 
-/// Registers `cid → rid` unless the CID already has an owner. Returns the
-/// owner after the call.
-pub fn register(tx: &Tx<'_>, cid: &Cid, rid: Rid) -> Result<Rid> {
-    let key = alias_key(cid.as_str());
-    let rid_text = rid.to_string();
-    if tx.insert_new(&key, &rid_text)? {
-        return Ok(rid);
-    }
-    owner_in_tx(tx, cid)?.ok_or_else(|| StoreError::Corrupt { key, detail: "alias vanished".into() })
+/// Registers `cid → rid` unless the CID already has an owner. Returns
+/// whether this call registered it.
+pub fn register(tx: &Tx<'_>, cid: &Cid, rid: Rid) -> Result<bool> {
+    tx.insert_new(&alias_key(cid.as_str()), &rid.to_string())
 }
 
 /// Removes `cid → rid` if (and only if) `rid` owns it.

@@ -66,7 +66,7 @@ fn resolve_for_write(tx: &mut Tx<'_>, target: &Target) -> Result<Landing> {
 
 /// Puts the root in the index, or takes it out, after a write: the record
 /// exists exactly while it has a field. Returns whether it exists.
-fn settle_root(tx: &Tx<'_>, rid: Rid) -> Result<bool> {
+fn settle_root(tx: &mut Tx<'_>, rid: Rid) -> Result<bool> {
     if tx.any_in(&record_start(rid), &record_end(rid))? {
         ensure_root(tx, rid)?;
         Ok(true)
@@ -111,23 +111,23 @@ fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<u64> {
 }
 
 /// Puts the root in the index (after a write that left fields).
-fn ensure_root(tx: &Tx<'_>, rid: Rid) -> Result<bool> {
+fn ensure_root(tx: &mut Tx<'_>, rid: Rid) -> Result<bool> {
     let added = tx.insert_new(&root_key(rid), "")?;
     if added {
-        tx.count_roots(1)?;
+        tx.count_roots(1);
     }
     Ok(added)
 }
 
 /// Takes the root out of the index, with its duplicates, once it has no
 /// field left. Returns the rows removed.
-fn drop_root_if_empty(tx: &Tx<'_>, rid: Rid) -> Result<u64> {
+fn drop_root_if_empty(tx: &mut Tx<'_>, rid: Rid) -> Result<u64> {
     if tx.any_in(&record_start(rid), &record_end(rid))? {
         return Ok(0);
     }
     let mut n = tx.delete_range(&dup_start(rid), &dup_end(rid))?;
     if tx.delete_raw(&root_key(rid))? {
-        tx.count_roots(-1)?;
+        tx.count_roots(-1);
         n += 1;
     }
     Ok(n)
@@ -175,8 +175,12 @@ pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &Fields) -> Result<WriteR
             changed += 1;
         }
     }
-    // A merge only adds: a record that existed still does.
-    let exists = landing.existed || settle_root(tx, rid)?;
+    // A merge only adds: a record that existed still does, and one that
+    // got a field now exists.
+    let exists = landing.existed || landing.changed > 0 || !fields.is_empty();
+    if exists && !landing.existed {
+        ensure_root(tx, rid)?;
+    }
     Ok(WriteResult { rid, created: exists && !landing.existed, changed })
 }
 

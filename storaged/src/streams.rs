@@ -45,6 +45,11 @@ pub struct StreamState {
     touched: BTreeSet<StreamName>,
     /// Appends since the last trim, per stream.
     since_trim: [u64; 2],
+    /// Entries kept per stream: counted at load, then kept by appends and
+    /// trims. Appends of writes that roll back are counted too, so it may
+    /// run a little high; a trim then keeps slightly fewer than the
+    /// retention, never more.
+    length: [u64; 2],
     retention: u64,
     trim_every: u64,
 }
@@ -53,10 +58,12 @@ impl StreamState {
     /// Loads each stream's high-water mark (or its newest row).
     pub fn load(conn: &Connection, retention: u64, trim_every: u64) -> Result<Self> {
         let mut last = [None, None];
+        let mut len = [0, 0];
         for s in StreamName::ALL {
             last[slot(s)] = high_water_mark(conn, s)?;
+            len[slot(s)] = length(conn, s)?;
         }
-        Ok(Self { last, touched: BTreeSet::new(), since_trim: [0, 0], retention, trim_every })
+        Ok(Self { last, touched: BTreeSet::new(), since_trim: [0, 0], length: len, retention, trim_every })
     }
 
     /// The heads as last loaded or issued.
@@ -71,6 +78,7 @@ impl StreamState {
         conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2)")?.execute(params![stream.entry_key(id), json])?;
         self.touched.insert(stream);
         self.since_trim[slot(stream)] += 1;
+        self.length[slot(stream)] += 1;
         Ok(id)
     }
 
@@ -83,27 +91,33 @@ impl StreamState {
                 )?
                 .execute(params![s.hwm_key(), id.to_string()])?;
             }
-            if self.since_trim[slot(s)] >= self.trim_every {
-                self.since_trim[slot(s)] = 0;
-                trim(conn, s, self.retention)?;
+            let i = slot(s);
+            if self.since_trim[i] >= self.trim_every {
+                self.since_trim[i] = 0;
+                let excess = self.length[i].saturating_sub(self.retention);
+                let removed = trim_oldest(conn, s, excess)?;
+                self.length[i] = self.length[i].saturating_sub(removed.max(excess));
             }
         }
         Ok(())
     }
 }
 
-/// Deletes all but the newest `keep` entries of a stream.
-pub fn trim(conn: &Connection, stream: StreamName, keep: u64) -> Result<u64> {
-    let boundary: Option<String> = conn
-        .prepare_cached("SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT 1 OFFSET ?3")?
-        .query_row(params![stream.key_prefix(), stream.key_end(), keep as i64], |r| r.get(0))
+/// Deletes the `n` oldest entries of a stream: one walk to find the first
+/// entry to keep, then a range delete of the rows before it.
+pub fn trim_oldest(conn: &Connection, stream: StreamName, n: u64) -> Result<u64> {
+    if n == 0 {
+        return Ok(0);
+    }
+    let keep_from: Option<String> = conn
+        .prepare_cached("SELECT k FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT 1 OFFSET ?3")?
+        .query_row(params![stream.key_prefix(), stream.key_end(), n as i64], |r| r.get(0))
         .optional()?;
-    let Some(boundary) = boundary else { return Ok(0) };
-    let n = conn
-        .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k <= ?2")?
-        .execute(params![stream.key_prefix(), boundary])?;
-    tracing::debug!(stream = %stream, removed = n, "trimmed stream");
-    Ok(n as u64)
+    let end = keep_from.as_deref().unwrap_or(stream.key_end());
+    let removed =
+        conn.prepare_cached("DELETE FROM kv WHERE k > ?1 AND k < ?2")?.execute(params![stream.key_prefix(), end])?;
+    tracing::debug!(stream = %stream, removed, "trimmed stream");
+    Ok(removed as u64)
 }
 
 /// The stream's high-water mark, or the ID of its newest row.

@@ -17,6 +17,10 @@ pub struct Tx<'a> {
     pub conn: &'a Connection,
     pub streams: &'a mut StreamState,
     pub now_ms: u64,
+    /// Change of `idx:count/roots` by this write; the writer adds it to the
+    /// group's when the write's savepoint is released, and writes the
+    /// group's total once before COMMIT.
+    pub roots_delta: i64,
 }
 
 impl Tx<'_> {
@@ -104,11 +108,17 @@ impl Tx<'_> {
         Ok(())
     }
 
-    /// Adds `delta` to `idx:count/roots`.
-    pub fn count_roots(&self, delta: i64) -> Result<()> {
-        self.conn
-            .prepare_cached("UPDATE kv SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT) WHERE k = ?1")?
-            .execute(params![COUNT_ROOTS_KEY, delta])?;
-        Ok(())
+    /// Counts a root in or out of `idx:count/roots` (written per group).
+    pub fn count_roots(&mut self, delta: i64) {
+        self.roots_delta += delta;
     }
+}
+
+/// Adds `delta` to `idx:count/roots`.
+pub fn add_to_root_count(conn: &Connection, delta: i64) -> Result<()> {
+    if delta != 0 {
+        conn.prepare_cached("UPDATE kv SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT) WHERE k = ?1")?
+            .execute(params![COUNT_ROOTS_KEY, delta])?;
+    }
+    Ok(())
 }

@@ -21,7 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
 use crate::engine::checkpointer::{GapFlag, passive_checkpoint};
-use crate::engine::tx::Tx;
+use crate::engine::tx::{Tx, add_to_root_count};
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
 
@@ -59,6 +59,8 @@ pub struct Writer {
     /// instead of growing memory.
     queue: mpsc::Sender<Msg>,
     thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// The writer thread, to unpark it when a write is queued.
+    waker: std::thread::Thread,
     counters: Arc<Counters>,
 }
 
@@ -87,7 +89,8 @@ impl Writer {
             .name("storaged-writer".into())
             .spawn(move || writer_loop(conn, &gap, streams, rx, heads, limits, &c))
             .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
-        Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), counters })
+        let waker = thread.thread().clone();
+        Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), waker, counters })
     }
 
     /// Runs `op` in the next group and returns its result once committed.
@@ -109,6 +112,8 @@ impl Writer {
             (ok, ack)
         });
         self.queue.send(Msg::Job(job)).await.map_err(|_| StoreError::Unavailable("storaged is shutting down"))?;
+        // Wakes the writer if it lingers for more writes (see `batch`).
+        self.waker.unpark();
         wait.await.map_err(|_| StoreError::Unavailable("the write was aborted (see storaged's log)"))?
     }
 
@@ -148,25 +153,35 @@ fn writer_loop(
     counters: &Counters,
 ) {
     let mut stop = false;
+    // Size of the last group: about how many writers will be back soon.
+    let mut expected = 1;
     while !stop {
         let Some(first) = rx.blocking_recv() else { break };
-        let mut group = Vec::new();
-        match first {
-            Msg::Job(j) => group.push(j),
-            Msg::Stop => stop = true,
-        }
-        let opened = Instant::now();
-        while !stop && batch::next(&limits, group.len(), opened.elapsed(), rx.is_empty()) == Next::Take {
-            match rx.try_recv() {
-                Ok(Msg::Job(j)) => group.push(j),
-                Ok(Msg::Stop) => stop = true,
-                Err(_) => break,
+        let Msg::Job(first) = first else { break };
+        let mut group = Group::open(&conn, &mut streams);
+        group.run(first, counters);
+        loop {
+            if group.failure.is_some() {
+                break;
+            }
+            let next = batch::next(&limits, group.taken, group.opened.elapsed(), rx.is_empty(), expected);
+            match next {
+                Next::Take => match rx.try_recv() {
+                    Ok(Msg::Job(j)) => group.run(j, counters),
+                    Ok(Msg::Stop) => {
+                        stop = true;
+                        break;
+                    }
+                    Err(_) => continue,
+                },
+                // Senders unpark this thread after each send.
+                Next::Wait(d) => std::thread::park_timeout(d),
+                Next::Commit => break,
             }
         }
-        if !group.is_empty() {
-            run_group(&conn, &mut streams, group, &heads, counters);
-            close_wal_gap(&conn, gap);
-        }
+        expected = group.taken;
+        group.commit(&heads, counters);
+        close_wal_gap(&conn, gap);
     }
     match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
         Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
@@ -194,76 +209,111 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
 
-fn run_group(
-    conn: &Connection,
-    streams: &mut StreamState,
-    group: Vec<Job>,
-    heads: &HeadsPublisher,
-    counters: &Counters,
-) {
-    let size = group.len() as u64;
-    counters.batches.fetch_add(1, Ordering::Relaxed);
-    counters.writes.fetch_add(size, Ordering::Relaxed);
-    counters.largest_batch.fetch_max(size, Ordering::Relaxed);
-    let now = now_ms();
-    let mut acks: Vec<Ack> = Vec::with_capacity(group.len());
-    let mut failure: Option<String> = None;
+/// One group: a transaction that writes join as they arrive, each in its
+/// own savepoint, committed once.
+struct Group<'c> {
+    conn: &'c Connection,
+    streams: &'c mut StreamState,
+    now_ms: u64,
+    opened: Instant,
+    taken: usize,
+    /// Sum of the committed writes' root-count changes.
+    roots_delta: i64,
+    acks: Vec<Ack>,
+    /// Set when the group can no longer commit; later writes are not run.
+    failure: Option<String>,
+}
 
-    if let Err(e) = exec(conn, "BEGIN IMMEDIATE") {
-        failure = Some(format!("cannot begin: {e}"));
-    } else {
-        for job in group {
-            if let Err(e) = exec(conn, "SAVEPOINT w") {
-                failure = Some(format!("cannot open a savepoint: {e}"));
-                break;
-            }
-            let mut tx = Tx { conn, streams: &mut *streams, now_ms: now };
-            let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
-            let ok = match outcome {
-                Ok((ok, ack)) => {
-                    acks.push(ack);
-                    ok
-                }
-                Err(_) => {
-                    // The job and its sender are gone: its caller hears "aborted".
-                    tracing::error!("a write panicked; it was rolled back alone");
-                    false
-                }
-            };
-            let end =
-                if ok { exec(conn, "RELEASE w") } else { exec(conn, "ROLLBACK TO w").and(exec(conn, "RELEASE w")) };
-            if !ok {
-                counters.failed_writes.fetch_add(1, Ordering::Relaxed);
-            }
-            if let Err(e) = end {
-                failure = Some(format!("cannot close a savepoint: {e}"));
-                break;
-            }
-        }
-        if failure.is_none()
-            && let Err(e) = streams.finish_group(conn)
-        {
-            failure = Some(format!("cannot record stream marks: {e}"));
-        }
-        if failure.is_none()
-            && let Err(e) = exec(conn, "COMMIT")
-        {
-            failure = Some(format!("COMMIT failed: {e}"));
-        }
-        if failure.is_some() && !conn.is_autocommit() {
-            let _ = conn.execute_batch("ROLLBACK");
+impl<'c> Group<'c> {
+    fn open(conn: &'c Connection, streams: &'c mut StreamState) -> Self {
+        let failure = exec(conn, "BEGIN IMMEDIATE").err().map(|e| format!("cannot begin: {e}"));
+        Self {
+            conn,
+            streams,
+            now_ms: now_ms(),
+            opened: Instant::now(),
+            taken: 0,
+            roots_delta: 0,
+            acks: Vec::new(),
+            failure,
         }
     }
 
-    match &failure {
-        None => heads.publish(streams.heads()),
-        Some(why) => {
-            counters.failed_commits.fetch_add(1, Ordering::Relaxed);
-            tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
+    /// Runs one write inside its savepoint; a failure or a panic rolls back
+    /// that write alone.
+    fn run(&mut self, job: Job, counters: &Counters) {
+        self.taken += 1;
+        if self.failure.is_some() {
+            // Dropping the job tells its caller the write was aborted.
+            return;
+        }
+        if let Err(e) = exec(self.conn, "SAVEPOINT w") {
+            self.failure = Some(format!("cannot open a savepoint: {e}"));
+            return;
+        }
+        let mut tx = Tx { conn: self.conn, streams: &mut *self.streams, now_ms: self.now_ms, roots_delta: 0 };
+        let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
+        let roots_delta = tx.roots_delta;
+        let ok = match outcome {
+            Ok((ok, ack)) => {
+                self.acks.push(ack);
+                ok
+            }
+            Err(_) => {
+                // The job and its sender are gone: its caller hears "aborted".
+                tracing::error!("a write panicked; it was rolled back alone");
+                false
+            }
+        };
+        if !ok {
+            counters.failed_writes.fetch_add(1, Ordering::Relaxed);
+        }
+        let end = if ok {
+            exec(self.conn, "RELEASE w")
+        } else {
+            exec(self.conn, "ROLLBACK TO w").and(exec(self.conn, "RELEASE w"))
+        };
+        match end {
+            Ok(()) if ok => self.roots_delta += roots_delta,
+            Ok(()) => {}
+            Err(e) => self.failure = Some(format!("cannot close a savepoint: {e}")),
         }
     }
-    for ack in acks {
-        ack(failure.as_deref());
+
+    /// Stream marks, COMMIT, then the acknowledgements.
+    fn commit(mut self, heads: &HeadsPublisher, counters: &Counters) {
+        let size = self.taken as u64;
+        counters.batches.fetch_add(1, Ordering::Relaxed);
+        counters.writes.fetch_add(size, Ordering::Relaxed);
+        counters.largest_batch.fetch_max(size, Ordering::Relaxed);
+        if self.failure.is_none()
+            && let Err(e) = add_to_root_count(self.conn, self.roots_delta)
+        {
+            self.failure = Some(format!("cannot count roots: {e}"));
+        }
+        if self.failure.is_none()
+            && let Err(e) = self.streams.finish_group(self.conn)
+        {
+            self.failure = Some(format!("cannot record stream marks: {e}"));
+        }
+        if self.failure.is_none()
+            && let Err(e) = exec(self.conn, "COMMIT")
+        {
+            self.failure = Some(format!("COMMIT failed: {e}"));
+        }
+        if self.failure.is_some() && !self.conn.is_autocommit() {
+            let _ = self.conn.execute_batch("ROLLBACK");
+        }
+        match &self.failure {
+            None => heads.publish(self.streams.heads()),
+            Some(why) => {
+                counters.failed_commits.fetch_add(1, Ordering::Relaxed);
+                tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
+            }
+        }
+        for ack in self.acks {
+            ack(self.failure.as_deref());
+        }
     }
 }
 

@@ -18,7 +18,7 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
     schema::prepare_writer(&conn, 8).unwrap();
     let state = StreamState::load(&conn, 1000, 100).unwrap();
     let (tx, _rx) = watch::channel(state.heads());
-    let limits = BatchLimits { max_writes: 1000, max_open: std::time::Duration::from_secs(5) };
+    let limits = BatchLimits { max_writes: 1000, max_open: std::time::Duration::from_secs(5), ..Default::default() };
     (Arc::new(Writer::start(conn, GapFlag::default(), state, HeadsPublisher(tx), limits).unwrap()), path)
 }
 
