@@ -154,15 +154,14 @@ impl Store {
         self.writer.write(move |tx| records::add_duplicate(tx, &target, &path)).await
     }
 
-    /// Runs `f` inside one read transaction, so its statements see one
-    /// committed state.
+    /// Runs a point read `f` inside one read transaction, so its
+    /// statements see one committed state.
     async fn read_tx<T, F>(&self, f: F) -> Result<T>
     where
-        T: Send + 'static,
-        F: FnOnce(&Connection) -> Result<T> + Send + 'static,
+        F: FnOnce(&Connection) -> Result<T>,
     {
         self.readers
-            .read(move |c| {
+            .read_now(move |c| {
                 let tx = c.unchecked_transaction()?;
                 let out = f(&tx);
                 drop(tx);
@@ -172,7 +171,7 @@ impl Store {
     }
 
     pub async fn resolve(&self, target: Target) -> Result<Rid> {
-        self.readers.read(move |c| records::resolve_or_404(c, &target)).await
+        self.readers.read_now(move |c| records::resolve_or_404(c, &target)).await
     }
 
     pub async fn get_record(&self, target: Target) -> Result<RecordFields> {
@@ -210,7 +209,7 @@ impl Store {
     // --- raw keys ----------------------------------------------------------
 
     pub async fn kv_get(&self, key: String) -> Result<Option<String>> {
-        self.readers.read(move |c| kv::get(c, &key)).await
+        self.readers.read_now(move |c| kv::get(c, &key)).await
     }
 
     pub async fn kv_put(&self, key: String, value: String) -> Result<KvWrite> {
@@ -252,16 +251,19 @@ impl Store {
 
     pub async fn stream_info(&self, stream: StreamName) -> Result<StreamInfo> {
         let last = streams::head_of(&self.heads.borrow(), stream);
-        self.read_tx(move |c| {
-            let hwm = streams::high_water_mark(c, stream)?;
-            Ok(StreamInfo {
-                stream: stream.to_string(),
-                first: streams::first_id(c, stream)?,
-                last: hwm.max(last),
-                length: streams::length(c, stream)?,
+        // Counting the entries walks up to the retention: off the runtime.
+        self.readers
+            .read(move |c| {
+                let tx = c.unchecked_transaction()?;
+                let hwm = streams::high_water_mark(&tx, stream)?;
+                Ok(StreamInfo {
+                    stream: stream.to_string(),
+                    first: streams::first_id(&tx, stream)?,
+                    last: hwm.max(last),
+                    length: streams::length(&tx, stream)?,
+                })
             })
-        })
-        .await
+            .await
     }
 
     /// A receiver of the committed heads, to wait for new entries.

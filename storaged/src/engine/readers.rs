@@ -41,7 +41,23 @@ impl Readers {
         self.size
     }
 
-    /// Runs `f` with a reader connection on the blocking pool.
+    /// Runs `f` with a reader connection on the calling thread: for point
+    /// reads (a key, a record), which take tens of microseconds, so the hop
+    /// to the blocking pool would cost more than the read. The connection
+    /// goes back to the pool even if `f` panics.
+    pub async fn read_now<T, F>(&self, f: F) -> Result<T>
+    where
+        F: FnOnce(&Connection) -> Result<T>,
+    {
+        let _permit = self.permits.acquire().await.map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
+        let lease = Lease {
+            pool: self,
+            conn: Some(self.idle.lock().expect("reader pool lock").pop().expect("a permit guarantees a connection")),
+        };
+        f(lease.conn.as_ref().expect("leased"))
+    }
+
+    /// Runs `f` with a reader connection on the blocking pool: for scans.
     pub async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T>
     where
         T: Send + 'static,
@@ -63,6 +79,20 @@ impl Readers {
                 permit.forget();
                 Err(StoreError::Unavailable("a read panicked (see storaged's log)"))
             }
+        }
+    }
+}
+
+/// A connection borrowed from the pool; returned when dropped.
+struct Lease<'a> {
+    pool: &'a Readers,
+    conn: Option<Connection>,
+}
+
+impl Drop for Lease<'_> {
+    fn drop(&mut self) {
+        if let Some(c) = self.conn.take() {
+            self.pool.idle.lock().expect("reader pool lock").push(c);
         }
     }
 }
