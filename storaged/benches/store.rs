@@ -207,36 +207,66 @@ async fn start_daemon(dir: &Path) -> Daemon {
     Daemon { child, client }
 }
 
-/// The peer: the same rows written by a bare loop on one connection (kv
-/// rows + one event row per field, aliases, root index, a savepoint per
-/// record, 16 records per transaction), without any of storaged's checks.
+/// The peer: the same rows written by a bare loop on one connection, 16
+/// records per transaction, one savepoint each: the fields, one
+/// `meta:events` row per field, an alias per `cids/` member, the root index
+/// and its counter, the stream's mark per transaction, and the retention
+/// trim every 10,000 events, without any of storaged's checks, threads or
+/// sockets.
 fn bare_simulation(db: &Path, total: u64) -> f64 {
     let conn = rusqlite::Connection::open(db).unwrap();
     conn.pragma_update(None, "journal_mode", "WAL").unwrap();
     conn.pragma_update(None, "synchronous", "NORMAL").unwrap();
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID").unwrap();
+    conn.pragma_update(None, "cache_size", -64 * 1024).unwrap();
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID; \
+         INSERT OR IGNORE INTO kv VALUES ('bare:count', '0');",
+    )
+    .unwrap();
+    let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
     let mut g = Gen(7);
     let mut seq = 0u64;
+    let mut since_trim = 0u64;
     let started = Instant::now();
     for batch in 0..total / 16 {
         conn.execute_batch("BEGIN").unwrap();
+        let mut put = conn
+            .prepare_cached(
+                "INSERT INTO kv(k,v) VALUES(?1,?2) ON CONFLICT(k) DO UPDATE SET v=excluded.v WHERE kv.v IS NOT excluded.v",
+            )
+            .unwrap();
         for i in 0..16 {
-            let (cid, fields) = record(&mut g, batch * 16 + i);
+            let (_, fields) = record(&mut g, batch * 16 + i);
             let rid = Rid::mint();
             conn.execute_batch("SAVEPOINT w").unwrap();
-            let mut put = conn
-                .prepare_cached("INSERT INTO kv(k,v) VALUES(?1,?2) ON CONFLICT(k) DO UPDATE SET v=excluded.v WHERE kv.v IS NOT excluded.v")
-                .unwrap();
-            put.execute([format!("cid:{cid}"), rid.to_string()]).unwrap();
             for (f, v) in &fields {
                 let key = format!("file:{rid}/{f}");
                 put.execute([&key, v]).unwrap();
+                if let Some(cid) = f.strip_prefix("cids/") {
+                    put.execute([format!("cid:{cid}"), rid.to_string()]).unwrap();
+                }
                 seq += 1;
-                let ev = format!("{{\"type\":\"set\",\"key\":\"{key}\",\"ts\":\"1\"}}");
-                put.execute([format!("ev:meta:events/{:013}-{seq:010}", 1), ev]).unwrap();
+                let ev = format!("{{\"type\":\"set\",\"key\":\"{key}\",\"ts\":\"{ts}\"}}");
+                put.execute([format!("ev:bare:events/{ts:013}-{seq:010}"), ev]).unwrap();
             }
             put.execute([format!("idx:roots/{rid}"), String::new()]).unwrap();
+            conn.execute("UPDATE kv SET v = CAST(CAST(v AS INTEGER) + 1 AS TEXT) WHERE k = 'bare:count'", []).unwrap();
             conn.execute_batch("RELEASE w").unwrap();
+            since_trim += fields.len() as u64;
+        }
+        put.execute(["evhwm:bare:events".to_owned(), format!("{ts}-{seq}")]).unwrap();
+        if since_trim >= 10_000 {
+            since_trim = 0;
+            let keep: Option<String> = conn
+                .query_row(
+                    "SELECT k FROM kv WHERE k > 'ev:bare:events/' AND k < 'ev:bare:events0' ORDER BY k DESC LIMIT 1 OFFSET 100000",
+                    [],
+                    |r| r.get(0),
+                )
+                .ok();
+            if let Some(k) = keep {
+                conn.execute("DELETE FROM kv WHERE k > 'ev:bare:events/' AND k <= ?1", [k]).unwrap();
+            }
         }
         conn.execute_batch("COMMIT").unwrap();
     }
@@ -298,7 +328,7 @@ async fn main() {
     })
     .await
     .unwrap();
-    writes.push(("bare row-pattern simulation, empty database".into(), bare_empty));
+    writes.push(("bare row-pattern simulation (peer), empty database".into(), bare_empty));
 
     if socket {
         let daemon = start_daemon(dir.path()).await;
@@ -384,7 +414,7 @@ async fn main() {
     })
     .await
     .unwrap();
-    writes.push((format!("bare row-pattern simulation, {stored} stored"), bare_loaded));
+    writes.push((format!("bare row-pattern simulation (peer), {stored} stored"), bare_loaded));
 
     println!();
     println!("{:<60} {:>10}", "writes (16 concurrent writers, 40-field records)", "records/s");
