@@ -177,6 +177,27 @@ fn rss_mib(pid: u32) -> (f64, f64) {
     (field("VmHWM:"), field("VmRSS:"))
 }
 
+/// CPU seconds (user + system) used so far by the thread named `name` of
+/// process `pid`, from /proc: less sensitive to a busy or slowed machine
+/// than wall-clock rates.
+fn thread_cpu_secs(pid: u32, name: &str) -> f64 {
+    let tick = 100.0; // USER_HZ on Linux
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0.0 };
+    for t in tasks.flatten() {
+        let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
+        if comm.trim() != name {
+            continue;
+        }
+        let stat = std::fs::read_to_string(t.path().join("stat")).unwrap_or_default();
+        // Fields after the ")" that ends the command name; utime, stime are 14th and 15th.
+        let rest = stat.rsplit_once(')').map(|(_, r)| r).unwrap_or("");
+        let f: Vec<&str> = rest.split_whitespace().collect();
+        let ticks = |i: usize| f.get(i).and_then(|v| v.parse::<f64>().ok()).unwrap_or(0.0);
+        return (ticks(11) + ticks(12)) / tick;
+    }
+    0.0
+}
+
 fn db_mib(db: &Path) -> f64 {
     let size = |p: PathBuf| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
     let mut wal = db.as_os_str().to_owned();
@@ -340,8 +361,11 @@ async fn main() {
             "storaged after loading {preload} records: peak RSS {peak:.1} MiB; db {:.1} MiB",
             db_mib(&db)
         ));
+        let cpu0 = thread_cpu_secs(pid, "storaged-writer");
         let (rate, cids) = socket_writes(&daemon.client, measured, 2, &errors).await;
+        let cpu = thread_cpu_secs(pid, "storaged-writer") - cpu0;
         writes.push((format!("storaged socket, {preload} stored"), rate));
+        notes.push(format!("socket phase: writer thread CPU {:.0} µs/record", cpu * 1e6 / measured as f64));
         let (mut by_cid, mut by_rid, mut rids) = (Vec::new(), Vec::new(), Vec::new());
         for cid in cids.iter().step_by(4).take(5000) {
             let t = Instant::now();
@@ -379,8 +403,11 @@ async fn main() {
     }
     if inproc {
         let stored = store.roots().await.expect("roots");
+        let cpu0 = thread_cpu_secs(std::process::id(), "storaged-writer");
         let (rate, cids) = store_writes(&store, measured, 3).await;
+        let cpu = thread_cpu_secs(std::process::id(), "storaged-writer") - cpu0;
         writes.push((format!("storaged in-process, {stored} stored"), rate));
+        notes.push(format!("in-process phase: writer thread CPU {:.0} µs/record", cpu * 1e6 / measured as f64));
         let w = store.writer_stats();
         notes.push(format!(
             "in-process writer: {} writes in {} groups (average {:.1}, largest {})",

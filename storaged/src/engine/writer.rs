@@ -11,7 +11,7 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
@@ -49,6 +49,15 @@ pub struct Counters {
     largest_batch: AtomicU64,
 }
 
+/// Named points where a test can make the writer fail (STYLE idea 11).
+/// Checked once per group; never set outside tests.
+#[derive(Debug, Default)]
+pub struct FailPoints {
+    /// The group's COMMIT fails: every write of it must be refused and
+    /// none of it applied.
+    pub before_commit: AtomicBool,
+}
+
 /// Depth of the writer's queue; senders wait when it is full.
 const QUEUE_DEPTH: usize = 4096;
 
@@ -62,6 +71,7 @@ pub struct Writer {
     /// The writer thread, to unpark it when a write is queued.
     waker: std::thread::Thread,
     counters: Arc<Counters>,
+    fail: Arc<FailPoints>,
 }
 
 impl std::fmt::Debug for Msg {
@@ -85,12 +95,14 @@ impl Writer {
         let (queue, rx) = mpsc::channel(QUEUE_DEPTH);
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
+        let fail = Arc::new(FailPoints::default());
+        let f = fail.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, &gap, streams, rx, heads, limits, &c))
+            .spawn(move || writer_loop(conn, &gap, streams, rx, heads, limits, &c, &f))
             .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
         let waker = thread.thread().clone();
-        Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), waker, counters })
+        Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), waker, counters, fail })
     }
 
     /// Runs `op` in the next group and returns its result once committed.
@@ -126,6 +138,11 @@ impl Writer {
         }
     }
 
+    /// The failure points of this writer (for tests).
+    pub fn fail_points(&self) -> &FailPoints {
+        &self.fail
+    }
+
     pub fn stats(&self) -> WriterStats {
         let c = &self.counters;
         WriterStats {
@@ -151,6 +168,7 @@ fn writer_loop(
     heads: HeadsPublisher,
     limits: BatchLimits,
     counters: &Counters,
+    fail: &FailPoints,
 ) {
     let mut stop = false;
     // Size of the last group: about how many writers will be back soon.
@@ -180,6 +198,9 @@ fn writer_loop(
             }
         }
         expected = group.taken;
+        if fail.before_commit.load(Ordering::Relaxed) && group.failure.is_none() {
+            group.failure = Some("failure point before_commit".into());
+        }
         group.commit(&heads, counters);
         close_wal_gap(&conn, gap);
     }

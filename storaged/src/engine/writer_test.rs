@@ -113,3 +113,26 @@ async fn writes_after_close_are_refused() {
     let err = writer.write(|tx| tx.put_raw("b", "1")).await.unwrap_err();
     assert!(matches!(err, StoreError::Unavailable(_)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failed_commit_refuses_every_write_of_its_group_and_applies_none() {
+    let dir = tempfile::tempdir().unwrap();
+    let (writer, path) = open(&dir);
+    writer.fail_points().before_commit.store(true, std::sync::atomic::Ordering::Relaxed);
+    let mut tasks = Vec::new();
+    for i in 0..3 {
+        let w = writer.clone();
+        tasks.push(tokio::spawn(async move { w.write(move |tx| tx.put_raw(&format!("f:{i}"), "x")).await }));
+    }
+    for t in tasks {
+        let err = t.await.unwrap().unwrap_err();
+        assert!(matches!(err, StoreError::Commit(_)), "{err}");
+        assert_eq!(err.to_api().code, metacore::ErrorCode::StorageUnavailable, "a client is told to retry");
+    }
+    assert!(writer.stats().failed_commits >= 1);
+    writer.fail_points().before_commit.store(false, std::sync::atomic::Ordering::Relaxed);
+    writer.write(|tx| tx.put_raw("f:after", "y")).await.unwrap();
+    writer.close().await;
+    let keys: Vec<String> = rows(&path).into_iter().map(|(k, _)| k).filter(|k| k.starts_with("f:")).collect();
+    assert_eq!(keys, vec!["f:after".to_owned()], "nothing of the failed groups was applied");
+}
