@@ -99,7 +99,7 @@ impl Writer {
         let f = fail.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || writer_loop(conn, &gap, streams, rx, heads, limits, &c, &f))
+            .spawn(move || WriterThread { conn, gap, streams, rx, heads, limits, counters: c, fail: f }.run())
             .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
         let waker = thread.thread().clone();
         Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), waker, counters, fail })
@@ -160,53 +160,60 @@ fn now_ms() -> u64 {
     SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
-fn writer_loop(
+/// What the writer thread owns.
+struct WriterThread {
     conn: Connection,
-    gap: &GapFlag,
-    mut streams: StreamState,
-    mut rx: mpsc::Receiver<Msg>,
+    gap: GapFlag,
+    streams: StreamState,
+    rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
     limits: BatchLimits,
-    counters: &Counters,
-    fail: &FailPoints,
-) {
-    let mut stop = false;
-    // Size of the last group: about how many writers will be back soon.
-    let mut expected = 1;
-    while !stop {
-        let Some(first) = rx.blocking_recv() else { break };
-        let Msg::Job(first) = first else { break };
-        let mut group = Group::open(&conn, &mut streams);
-        group.run(first, counters);
-        loop {
-            if group.failure.is_some() {
-                break;
+    counters: Arc<Counters>,
+    fail: Arc<FailPoints>,
+}
+
+impl WriterThread {
+    fn run(self) {
+        let WriterThread { conn, gap, mut streams, mut rx, heads, limits, counters, fail } = self;
+        let (gap, counters, fail) = (&gap, &*counters, &*fail);
+        let mut stop = false;
+        // Size of the last group: about how many writers will be back soon.
+        let mut expected = 1;
+        while !stop {
+            let Some(first) = rx.blocking_recv() else { break };
+            let Msg::Job(first) = first else { break };
+            let mut group = Group::open(&conn, &mut streams);
+            group.run(first, counters);
+            loop {
+                if group.failure.is_some() {
+                    break;
+                }
+                let next = batch::next(&limits, group.taken, group.opened.elapsed(), rx.is_empty(), expected);
+                match next {
+                    Next::Take => match rx.try_recv() {
+                        Ok(Msg::Job(j)) => group.run(j, counters),
+                        Ok(Msg::Stop) => {
+                            stop = true;
+                            break;
+                        }
+                        Err(_) => continue,
+                    },
+                    // Senders unpark this thread after each send.
+                    Next::Wait(d) => std::thread::park_timeout(d),
+                    Next::Commit => break,
+                }
             }
-            let next = batch::next(&limits, group.taken, group.opened.elapsed(), rx.is_empty(), expected);
-            match next {
-                Next::Take => match rx.try_recv() {
-                    Ok(Msg::Job(j)) => group.run(j, counters),
-                    Ok(Msg::Stop) => {
-                        stop = true;
-                        break;
-                    }
-                    Err(_) => continue,
-                },
-                // Senders unpark this thread after each send.
-                Next::Wait(d) => std::thread::park_timeout(d),
-                Next::Commit => break,
+            expected = group.taken;
+            if fail.before_commit.load(Ordering::Relaxed) && group.failure.is_none() {
+                group.failure = Some("failure point before_commit".into());
             }
+            group.commit(&heads, counters);
+            close_wal_gap(&conn, gap);
         }
-        expected = group.taken;
-        if fail.before_commit.load(Ordering::Relaxed) && group.failure.is_none() {
-            group.failure = Some("failure point before_commit".into());
+        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
+            Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
+            Err(e) => tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed"),
         }
-        group.commit(&heads, counters);
-        close_wal_gap(&conn, gap);
-    }
-    match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-        Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
-        Err(e) => tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed"),
     }
 }
 
