@@ -31,10 +31,34 @@ const MAX_PATH_LEN: usize = 4096;
 // Write side
 // ---------------------------------------------------------------------------
 
-/// Checks every field of a write before anything is written; returns the
-/// CID of each `cids/` member, in field order.
-fn check_fields(fields: &Fields) -> Result<Vec<Option<Cid>>> {
-    fields.iter().map(|(f, v)| check_write(f, v).map_err(|e| ApiError::from(e).into())).collect()
+/// The fields of a write, every one checked (shape, retired names, member
+/// CIDs, values), with the CID of each `cids/` member in field order.
+/// Checking happens before a write is queued, so a bad request never takes
+/// the writer's time and never reaches the store.
+#[derive(Debug)]
+pub struct CheckedFields {
+    fields: Fields,
+    cids: Vec<Option<Cid>>,
+}
+
+impl CheckedFields {
+    pub fn check(fields: Fields) -> Result<Self> {
+        let cids = fields.iter().map(|(f, v)| check_write(f, v).map_err(ApiError::from)).collect::<Result<_, _>>()?;
+        Ok(Self { fields, cids })
+    }
+
+    /// Checks `fields` plus, for a write addressed by CID, that CID's
+    /// member (a replace keeps the address it was made through).
+    pub fn check_for(target: &Target, mut fields: Fields) -> Result<Self> {
+        if let Target::Cid(cid) = target {
+            fields.entry(format!("{CIDS_PREFIX}{cid}")).or_insert_with(|| "true".into());
+        }
+        Self::check(fields)
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (&String, &String, Option<&Cid>)> {
+        self.fields.iter().zip(&self.cids).map(|((f, v), c)| (f, v, c.as_ref()))
+    }
 }
 
 /// Where a write lands, as resolved inside its transaction.
@@ -90,7 +114,13 @@ fn resolve_existing(tx: &Tx<'_>, target: &Target) -> Result<Rid> {
 
 /// Writes one field (already checked) and keeps the alias of a member.
 fn put_field(tx: &mut Tx<'_>, rid: Rid, field: &str, value: &str, cid: Option<&Cid>) -> Result<bool> {
-    let changed = tx.put_record_key(&field_key(rid, field), value)?;
+    put_field_at(tx, &record_start(rid), rid, field, value, cid)
+}
+
+/// [`put_field`] with the record's key prefix (`file:<rid>/`) already
+/// formatted, for writes of many fields.
+fn put_field_at(tx: &mut Tx<'_>, prefix: &str, rid: Rid, field: &str, value: &str, cid: Option<&Cid>) -> Result<bool> {
+    let changed = tx.put_record_key(&format!("{prefix}{field}"), value)?;
     if let Some(cid) = cid {
         cid_index::register(tx, cid, rid)?;
     }
@@ -142,21 +172,18 @@ fn field_names(tx: &Tx<'_>, rid: Rid) -> Result<Vec<String>> {
 /// `PUT`: the record's fields become exactly `fields` (plus, when it is
 /// addressed by CID, that CID's member, so the write cannot orphan the
 /// address it was made through). Dropped members retract their aliases.
-pub fn replace(tx: &mut Tx<'_>, target: &Target, mut fields: Fields) -> Result<WriteResult> {
-    if let Target::Cid(cid) = target {
-        fields.entry(format!("{CIDS_PREFIX}{cid}")).or_insert_with(|| "true".into());
-    }
-    let cids = check_fields(&fields)?;
+pub fn replace(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Result<WriteResult> {
     let landing = resolve_for_write(tx, target)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
     for old in field_names(tx, rid)? {
-        if !fields.contains_key(&old) && delete_field_row(tx, rid, &old)? > 0 {
+        if !fields.fields.contains_key(&old) && delete_field_row(tx, rid, &old)? > 0 {
             changed += 1;
         }
     }
-    for ((f, v), cid) in fields.iter().zip(&cids) {
-        if put_field(tx, rid, f, v, cid.as_ref())? {
+    let prefix = record_start(rid);
+    for (f, v, cid) in fields.iter() {
+        if put_field_at(tx, &prefix, rid, f, v, cid)? {
             changed += 1;
         }
     }
@@ -165,19 +192,19 @@ pub fn replace(tx: &mut Tx<'_>, target: &Target, mut fields: Fields) -> Result<W
 }
 
 /// `PATCH`: the fields are set, the others kept.
-pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &Fields) -> Result<WriteResult> {
-    let cids = check_fields(fields)?;
+pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Result<WriteResult> {
     let landing = resolve_for_write(tx, target)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
-    for ((f, v), cid) in fields.iter().zip(&cids) {
-        if put_field(tx, rid, f, v, cid.as_ref())? {
+    let prefix = record_start(rid);
+    for (f, v, cid) in fields.iter() {
+        if put_field_at(tx, &prefix, rid, f, v, cid)? {
             changed += 1;
         }
     }
     // A merge only adds: a record that existed still does, and one that
     // got a field now exists.
-    let exists = landing.existed || landing.changed > 0 || !fields.is_empty();
+    let exists = landing.existed || landing.changed > 0 || !fields.fields.is_empty();
     if exists && !landing.existed {
         ensure_root(tx, rid)?;
     }

@@ -28,6 +28,7 @@ use crate::engine::readers::Readers;
 use crate::engine::schema::{self, COUNT_ROOTS_KEY};
 use crate::engine::writer::Writer;
 use crate::error::{Result, StoreError, schema as reject};
+use crate::records::CheckedFields;
 use crate::streams::{self, Heads, HeadsPublisher, StreamState};
 use crate::{kv, records};
 
@@ -119,10 +120,12 @@ impl Store {
     // --- records -----------------------------------------------------------
 
     pub async fn replace(&self, target: Target, fields: Fields) -> Result<WriteResult> {
-        self.writer.write(move |tx| records::replace(tx, &target, fields)).await
+        let fields = CheckedFields::check_for(&target, fields)?;
+        self.writer.write(move |tx| records::replace(tx, &target, &fields)).await
     }
 
     pub async fn merge(&self, target: Target, fields: Fields) -> Result<WriteResult> {
+        let fields = CheckedFields::check(fields)?;
         self.writer.write(move |tx| records::merge(tx, &target, &fields)).await
     }
 
