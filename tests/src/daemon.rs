@@ -202,7 +202,7 @@ impl Storaged {
                 if let Some(status) = exited {
                     return Some(Err(status));
                 }
-                match client.health().await {
+                match client.handshake().await {
                     Ok(h) if h.pid == pid => Some(Ok(())),
                     _ => None,
                 }

@@ -356,6 +356,18 @@ impl StoragedClient {
         self.inner.get("/health").await
     }
 
+    /// `/health`, refusing a storaged that speaks another socket protocol
+    /// with a sentence an operator can act on (call once per connection).
+    pub async fn handshake(&self) -> Result<Health, ClientError> {
+        let health = self.health().await?;
+        match health.mismatch() {
+            None => Ok(health),
+            Some(why) => {
+                Err(ClientError::Protocol { daemon: "storaged".into(), status: http::StatusCode::OK, detail: why })
+            }
+        }
+    }
+
     pub async fn status(&self) -> Result<StoragedStatus, ClientError> {
         self.inner.get("/status").await
     }

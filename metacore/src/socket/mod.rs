@@ -43,3 +43,17 @@ impl Health {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_peer_of_another_protocol_is_named_in_words() {
+        let mut h = Health::ok("storaged");
+        assert_eq!(h.mismatch(), None);
+        h.protocol = PROTOCOL_VERSION + 1;
+        let why = h.mismatch().expect("a mismatch");
+        assert!(why.contains("storaged") && why.contains("protocol"), "{why}");
+    }
+}
