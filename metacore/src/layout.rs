@@ -66,7 +66,7 @@ impl Layout {
     /// storaged's own lock beside the database: whoever holds it has the
     /// database open for writing.
     pub fn db_lock(&self) -> PathBuf {
-        sibling(&self.db, ".lock")
+        db_lock_path(&self.db)
     }
 
     pub fn services_dir(&self) -> PathBuf {
@@ -94,10 +94,10 @@ impl Layout {
     }
 }
 
-/// `path` with `suffix` appended to its file name (`x.db` → `x.db.lock`).
-fn sibling(path: &Path, suffix: &str) -> PathBuf {
-    let mut s = path.as_os_str().to_owned();
-    s.push(suffix);
+/// storaged's lock for a database file: `x.db` → `x.db.lock`.
+pub fn db_lock_path(db: &Path) -> PathBuf {
+    let mut s = db.as_os_str().to_owned();
+    s.push(".lock");
     PathBuf::from(s)
 }
 

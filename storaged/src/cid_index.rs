@@ -10,7 +10,7 @@
 use metacore::cid::Cid;
 use metacore::record::{CIDS_PREFIX, alias_key};
 use metacore::rid::Rid;
-use rusqlite::{Connection, OptionalExtension};
+use rusqlite::Connection;
 
 use crate::engine::tx::Tx;
 use crate::error::{Result, StoreError};
@@ -36,16 +36,8 @@ fn parse_owner(key: &str, v: &str) -> Result<Rid> {
     Rid::parse(v).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })
 }
 
-/// The owner of a CID, seen from inside the writer's transaction.
-pub fn owner_in_tx(tx: &Tx<'_>, cid: &Cid) -> Result<Option<Rid>> {
-    let key = alias_key(cid.as_str());
-    tx.get(&key)?.map(|v| parse_owner(&key, &v)).transpose()
-}
-
-/// The owner of a CID, from a reader connection.
+/// The owner of a CID (a reader connection, or the writer's `tx.conn`).
 pub fn owner(conn: &Connection, cid: &Cid) -> Result<Option<Rid>> {
     let key = alias_key(cid.as_str());
-    let v: Option<String> =
-        conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([&key], |r| r.get(0)).optional()?;
-    v.map(|v| parse_owner(&key, &v)).transpose()
+    crate::kv::get(conn, &key)?.map(|v| parse_owner(&key, &v)).transpose()
 }

@@ -77,7 +77,7 @@ struct Landing {
 fn resolve_for_write(tx: &mut Tx<'_>, target: &Target) -> Result<Landing> {
     match target {
         Target::Rid(rid) => Ok(Landing { rid: *rid, existed: tx.get(&root_key(*rid))?.is_some(), changed: 0 }),
-        Target::Cid(cid) => match cid_index::owner_in_tx(tx, cid)? {
+        Target::Cid(cid) => match cid_index::owner(tx.conn, cid)? {
             Some(rid) => Ok(Landing { rid, existed: true, changed: 0 }),
             None => {
                 let rid = Rid::mint();
@@ -104,7 +104,7 @@ fn settle_root(tx: &mut Tx<'_>, rid: Rid) -> Result<bool> {
 fn resolve_existing(tx: &Tx<'_>, target: &Target) -> Result<Rid> {
     let rid = match target {
         Target::Rid(rid) => *rid,
-        Target::Cid(cid) => cid_index::owner_in_tx(tx, cid)?.ok_or_else(|| target.not_found())?,
+        Target::Cid(cid) => cid_index::owner(tx.conn, cid)?.ok_or_else(|| target.not_found())?,
     };
     if tx.get(&root_key(rid))?.is_none() && !tx.any_in(&record_start(rid), &record_end(rid))? {
         return Err(target.not_found().into());
@@ -286,7 +286,7 @@ pub fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasRes
     let rid = resolve_for_write(tx, target)?.rid;
     put_field(tx, rid, &format!("{CIDS_PREFIX}{cid}"), "true", Some(cid))?;
     ensure_root(tx, rid)?;
-    let owner = cid_index::owner_in_tx(tx, cid)?.unwrap_or(rid);
+    let owner = cid_index::owner(tx.conn, cid)?.unwrap_or(rid);
     Ok(AliasResult { rid, cid: cid.clone(), owner })
 }
 
@@ -346,10 +346,7 @@ pub fn fields(conn: &Connection, rid: Rid) -> Result<Fields> {
 
 /// One field's value.
 pub fn field(conn: &Connection, rid: Rid, field: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-        .query_row([field_key(rid, field)], |r| r.get(0))
-        .optional()?)
+    crate::kv::get(conn, &field_key(rid, field))
 }
 
 /// The record as a document: fields, the CIDs of its key-set, the canonical

@@ -7,7 +7,7 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
     AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite, KvDeleted, KvRange, KvWrite,
@@ -21,12 +21,12 @@ use metacore::stream::{Entry, EntryFields, StreamId, StreamName};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::watch;
 
-use crate::engine::Options;
 use crate::engine::checkpointer::{Checkpointer, GapFlag};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema::{self, COUNT_ROOTS_KEY};
 use crate::engine::writer::Writer;
+use crate::engine::{Options, now_ms};
 use crate::error::{Result, StoreError, schema as reject};
 use crate::records::CheckedFields;
 use crate::streams::{self, Heads, HeadsPublisher, StreamState};
@@ -50,13 +50,9 @@ pub struct Store {
     key_count: tokio::sync::Mutex<Option<(u64, u64, Instant)>>,
     /// Held for the life of the store: no other storaged may open the file.
     _lock: DbLock,
-    writer_closed: Mutex<bool>,
-    /// Copies the WAL back into the database off the writer's path.
+    /// Copies the WAL back into the database off the writer's path; taken
+    /// (and so stopped) by the first `close`.
     checkpointer: Mutex<Option<Checkpointer>>,
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 impl Store {
@@ -98,22 +94,17 @@ impl Store {
             started: Instant::now(),
             key_count: tokio::sync::Mutex::new(None),
             _lock: lock,
-            writer_closed: Mutex::new(false),
             checkpointer: Mutex::new(Some(checkpointer)),
         })
     }
 
     /// Finishes queued writes, checkpoints the WAL and stops the writer.
     pub async fn close(&self) {
-        {
-            let mut closed = self.writer_closed.lock().expect("close flag");
-            if *closed {
-                return;
-            }
-            *closed = true;
-        }
         // Stop checkpointing first: the writer's last act is a TRUNCATE one.
-        drop(self.checkpointer.lock().expect("checkpointer lock").take());
+        let Some(checkpointer) = self.checkpointer.lock().expect("checkpointer lock").take() else {
+            return; // closed already
+        };
+        drop(checkpointer);
         self.writer.close().await;
     }
 

@@ -11,8 +11,14 @@ pub mod tx;
 pub mod writer;
 
 use std::path::PathBuf;
+use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::streams::{DEFAULT_RETENTION, DEFAULT_TRIM_EVERY};
+
+/// Milliseconds since the Unix epoch (0 if the clock is before it).
+pub fn now_ms() -> u64 {
+    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+}
 
 /// How to open a store.
 #[derive(Debug, Clone)]
@@ -48,10 +54,8 @@ impl Options {
     /// Defaults for a database at `db_path` (tests, tools, benchmarks).
     pub fn for_path(db_path: impl Into<PathBuf>) -> Self {
         let db_path = db_path.into();
-        let mut lock = db_path.clone().into_os_string();
-        lock.push(".lock");
         Self {
-            lock_path: lock.into(),
+            lock_path: metacore::layout::db_lock_path(&db_path),
             db_path,
             cache_mb: 64,
             reader_cache_mb: 16,

@@ -13,7 +13,7 @@ use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::thread::JoinHandle;
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::Instant;
 
 use metacore::api::storaged::WriterStats;
 use rusqlite::Connection;
@@ -21,6 +21,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
 use crate::engine::checkpointer::{GapFlag, passive_checkpoint};
+use crate::engine::now_ms;
 use crate::engine::tx::{Tx, add_to_root_count};
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
@@ -154,10 +155,6 @@ impl Writer {
             queued: (QUEUE_DEPTH - self.queue.capacity()) as u64,
         }
     }
-}
-
-fn now_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
 }
 
 /// What the writer thread owns.
