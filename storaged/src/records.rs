@@ -9,7 +9,7 @@
 use std::collections::BTreeSet;
 
 use metacore::api::storaged::{
-    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldWrite, MintBody, RootPage, SetAdd, WriteResult,
+    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldWrite, FieldsPage, MintBody, RootFields, RootPage, SetAdd, WriteResult,
 };
 use metacore::cid::{Cid, canonical};
 use metacore::error::{ApiError, ErrorCode};
@@ -393,6 +393,23 @@ pub fn list_roots(conn: &Connection, after: Option<Rid>, limit: u32) -> Result<R
         None
     };
     Ok(RootPage { rids, next })
+}
+
+/// The fields `names` of a page of roots in RID order (absent fields are
+/// left out of a row).
+pub fn fields_page(conn: &Connection, names: &[String], after: Option<Rid>, limit: u32) -> Result<FieldsPage> {
+    let page = list_roots(conn, after, limit)?;
+    let mut rows = Vec::with_capacity(page.rids.len());
+    for rid in page.rids {
+        let mut fields = Fields::new();
+        for name in names {
+            if let Some(v) = field(conn, rid, name)? {
+                fields.insert(name.clone(), v);
+            }
+        }
+        rows.push(RootFields { rid, fields });
+    }
+    Ok(FieldsPage { rows, next: page.next })
 }
 
 /// The 404 for a missing field.

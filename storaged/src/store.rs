@@ -10,7 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
-    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite, KvDeleted, KvRange, KvWrite,
+    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite, FieldsPage, KvDeleted, KvRange, KvWrite,
     MintBody, RangeQuery, RecordFields, RootPage, SetAdd, Stats, StreamInfo, WriteResult, WriterStats,
 };
 use metacore::cid::Cid;
@@ -198,6 +198,21 @@ impl Store {
 
     pub async fn list_roots(&self, after: Option<Rid>, limit: u32) -> Result<RootPage> {
         self.readers.read(move |c| records::list_roots(c, after, limit)).await
+    }
+
+    /// Chosen fields of a page of roots, read in one transaction.
+    pub async fn fields_page(&self, names: Vec<String>, after: Option<Rid>, limit: u32) -> Result<FieldsPage> {
+        for n in &names {
+            check_shape(n).map_err(ApiError::from)?;
+        }
+        self.readers
+            .read(move |c| {
+                let tx = c.unchecked_transaction()?;
+                let out = records::fields_page(&tx, &names, after, limit);
+                drop(tx);
+                out
+            })
+            .await
     }
 
     // --- raw keys ----------------------------------------------------------

@@ -81,6 +81,36 @@ pub struct RootPage {
     pub next: Option<Rid>,
 }
 
+/// `GET /records/fields?names=a,b&after=&limit=`: chosen fields of a page
+/// of roots, for listings that need a few fields of every record.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldsPageQuery {
+    /// Comma-separated field names (at most [`MAX_FIELDS_PER_PAGE`]).
+    pub names: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+}
+
+/// Most field names one `GET /records/fields` may ask for.
+pub const MAX_FIELDS_PER_PAGE: usize = 32;
+
+/// One root of a [`FieldsPage`]: the asked fields it has (absent ones are
+/// left out).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RootFields {
+    pub rid: Rid,
+    pub fields: Fields,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldsPage {
+    pub rows: Vec<RootFields>,
+    /// Pass as `after` for the next page; absent on the last page.
+    pub next: Option<Rid>,
+}
+
 /// `PUT /records/{hash}/fields/{field}` and `POST .../set-add/{field}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ValueBody {
@@ -383,6 +413,10 @@ impl StoragedClient {
 
     pub async fn list_roots(&self, q: &PageQuery) -> Result<RootPage, ClientError> {
         self.inner.get(&format!("/records?{}", query(q)?)).await
+    }
+
+    pub async fn fields_page(&self, q: &FieldsPageQuery) -> Result<FieldsPage, ClientError> {
+        self.inner.get(&format!("/records/fields?{}", query(q)?)).await
     }
 
     pub async fn get_record(&self, hash: &str) -> Result<RecordFields, ClientError> {

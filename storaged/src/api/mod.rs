@@ -43,6 +43,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/resolve/{hash}", get(records::resolve))
         .route("/mint", post(records::mint))
         .route("/records", get(records::list))
+        .route("/records/fields", get(records::fields_page))
         .route("/records/{hash}", get(records::get).put(records::replace).patch(records::merge).delete(records::delete))
         .route("/records/{hash}/document", get(records::document))
         .route(

@@ -4,7 +4,7 @@
 use axum::Json;
 use metacore::api::storaged::{
     AliasBody, AliasResult, Deleted, Document, DuplicateBody, DuplicateResult, FieldDelete, FieldValue, FieldWrite,
-    FieldsBody, MintBody, PageQuery, RecordFields, RidBody, RootPage, SetAdd, ValueBody, WriteResult,
+    FieldsBody, FieldsPage, FieldsPageQuery, MAX_FIELDS_PER_PAGE, MintBody, PageQuery, RecordFields, RidBody, RootPage, SetAdd, ValueBody, WriteResult,
 };
 use metacore::error::ApiError;
 use metacore::rid::Rid;
@@ -25,6 +25,18 @@ pub(super) async fn list(st: State, QueryParams(q): QueryParams<PageQuery>) -> R
         Some(a) => Some(Rid::parse(a).map_err(|e| ApiError::schema(format!("after: {e}")))?),
     };
     Ok(Json(st.store.list_roots(after, page(q.limit, 1000)).await?))
+}
+
+pub(super) async fn fields_page(st: State, QueryParams(q): QueryParams<FieldsPageQuery>) -> Res<FieldsPage> {
+    let names: Vec<String> = q.names.split(',').filter(|n| !n.is_empty()).map(str::to_owned).collect();
+    if names.is_empty() || names.len() > MAX_FIELDS_PER_PAGE {
+        return Err(ApiError::schema(format!("names: give 1 to {MAX_FIELDS_PER_PAGE} comma-separated field names")));
+    }
+    let after = match q.after.as_deref() {
+        None | Some("") => None,
+        Some(a) => Some(Rid::parse(a).map_err(|e| ApiError::schema(format!("after: {e}")))?),
+    };
+    Ok(Json(st.store.fields_page(names, after, page(q.limit, 1000)).await?))
 }
 
 pub(super) async fn get(st: State, PathParams(hash): PathParams<String>) -> Res<RecordFields> {
