@@ -180,9 +180,36 @@ impl fmt::Debug for Target {
     }
 }
 
+/// The first string after every string that starts with `prefix`, or
+/// `None` when there is none (a prefix of only `\u{10FFFF}`).
+pub fn prefix_end(prefix: &str) -> Option<String> {
+    let mut chars: Vec<char> = prefix.chars().collect();
+    while let Some(c) = chars.pop() {
+        let mut next = c as u32 + 1;
+        // Skip the surrogate gap.
+        if (0xD800..0xE000).contains(&next) {
+            next = 0xE000;
+        }
+        if let Some(n) = char::from_u32(next) {
+            chars.push(n);
+            return Some(chars.into_iter().collect());
+        }
+    }
+    None
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn prefix_ends() {
+        assert_eq!(prefix_end("file:").as_deref(), Some("file;"));
+        assert_eq!(prefix_end("a/").as_deref(), Some("a0"));
+        assert_eq!(prefix_end("").as_deref(), None);
+        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
+        assert_eq!(prefix_end("x\u{10FFFF}").as_deref(), Some("y"));
+    }
 
     #[test]
     fn shapes() {

@@ -7,7 +7,7 @@
 //! here. Range reads are index range scans, never scans of the table.
 
 use metacore::api::storaged::{KvDeleted, KvRange, KvRow, KvWrite, RangeQuery};
-use metacore::record::{Target, check_shape};
+use metacore::record::{Target, check_shape, prefix_end};
 use metacore::rid::Rid;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -78,23 +78,6 @@ pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
     Ok(conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([key], |r| r.get(0)).optional()?)
 }
 
-/// The first string after every string that starts with `prefix`, or
-/// `None` when there is none (a prefix of only `\u{10FFFF}`).
-pub fn prefix_end(prefix: &str) -> Option<String> {
-    let mut chars: Vec<char> = prefix.chars().collect();
-    while let Some(c) = chars.pop() {
-        let mut next = c as u32 + 1;
-        // Skip the surrogate gap.
-        if (0xD800..0xE000).contains(&next) {
-            next = 0xE000;
-        }
-        if let Some(n) = char::from_u32(next) {
-            chars.push(n);
-            return Some(chars.into_iter().collect());
-        }
-    }
-    None
-}
 
 /// Rows of a range, in key order, at most `limit`.
 pub fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
@@ -125,18 +108,4 @@ pub fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
         None
     };
     Ok(KvRange { rows, next })
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn prefix_ends() {
-        assert_eq!(prefix_end("file:").as_deref(), Some("file;"));
-        assert_eq!(prefix_end("a/").as_deref(), Some("a0"));
-        assert_eq!(prefix_end("").as_deref(), None);
-        assert_eq!(prefix_end("\u{D7FF}").as_deref(), Some("\u{E000}"));
-        assert_eq!(prefix_end("x\u{10FFFF}").as_deref(), Some("y"));
-    }
 }

@@ -1,0 +1,85 @@
+//! The HTTP edge every public route shares: CORS on every answer (and
+//! `OPTIONS` preflights answered before routing), the admin bearer token on
+//! mutating admin routes, body limits, and `{hash}` checking.
+
+use std::sync::Arc;
+
+use axum::extract::{Request, State};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, Method, StatusCode, header};
+use metacore::error::{ApiError, ErrorCode};
+use metacore::record::Target;
+
+use crate::state::AppState;
+
+/// Body limit of the metadata and editor routes (a 413 above it).
+pub const MAX_BODY: usize = 8 * 1024 * 1024;
+/// Body limit of `PUT /meta/{hash}/{key...}` (one value).
+pub const MAX_PROPERTY_BODY: usize = 1024 * 1024;
+
+/// Adds the CORS headers to every answer; answers preflights itself.
+///
+/// The original allowed `GET, POST, PUT, DELETE, OPTIONS` and
+/// `Content-Type`; PATCH, HEAD, `Authorization` (the admin token) and
+/// `Last-Event-ID` (SSE resume) are added so browsers can use every route.
+pub async fn cors(req: Request, next: Next) -> Response {
+    let mut resp = if req.method() == Method::OPTIONS { StatusCode::OK.into_response() } else { next.run(req).await };
+    let h = resp.headers_mut();
+    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_METHODS,
+        HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"),
+    );
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_HEADERS,
+        HeaderValue::from_static("Content-Type, Authorization, Last-Event-ID"),
+    );
+    resp
+}
+
+/// Lets a request through to a mutating admin route only with
+/// `Authorization: Bearer <META_CORE_ADMIN_TOKEN>` when a token is set.
+pub async fn admin_only(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+    let Some(token) = st.config.admin_token.as_deref() else { return next.run(req).await };
+    let given = req
+        .headers()
+        .get(header::AUTHORIZATION)
+        .and_then(|v| v.to_str().ok())
+        .and_then(|v| v.strip_prefix("Bearer "))
+        .map(str::trim);
+    match given {
+        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => next.run(req).await,
+        Some(_) => ApiError::new(ErrorCode::Unauthorized, "the bearer token is not the admin token").into_response(),
+        None => ApiError::new(ErrorCode::Unauthorized, "this route needs Authorization: Bearer <admin token>")
+            .into_response(),
+    }
+}
+
+/// Compares without an early exit, so the time taken says nothing about
+/// how much of the token matched.
+fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
+    if a.len() != b.len() {
+        return false;
+    }
+    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+}
+
+/// Checks a `{hash}` segment (a RID or a CID) and returns it as storaged
+/// takes it; anything else is a 400 before the store is asked.
+pub fn hash(raw: &str) -> Result<String, ApiError> {
+    Ok(Target::parse(raw)?.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tokens_compare_whole() {
+        assert!(constant_time_eq(b"secret", b"secret"));
+        assert!(!constant_time_eq(b"secret", b"secreT"));
+        assert!(!constant_time_eq(b"secret", b"secret2"));
+        assert!(!constant_time_eq(b"", b"x"));
+    }
+}

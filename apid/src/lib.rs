@@ -1,0 +1,62 @@
+//! apid: meta-core's public HTTP API. It serves the endpoint catalogue of
+//! the contract on `META_CORE_HTTP_HOST:META_CORE_HTTP_PORT` and reaches
+//! the store only through storaged's socket, so it holds no data of its
+//! own: while storaged is away it answers 503 `storage_unavailable` with
+//! `Retry-After`, and it works again as soon as storaged is back.
+//!
+//! `run` is what the binary calls: bind the public port and apid's own
+//! socket (`/health`, `/status` for the supervisor), serve until shutdown.
+
+pub mod http;
+pub mod nested;
+pub mod routes;
+pub mod state;
+pub mod urls;
+
+use std::sync::Arc;
+
+use metacore::Config;
+use metacore::layout::Daemon;
+use metacore::shutdown::Shutdown;
+
+pub use state::AppState;
+
+/// Why apid stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot listen on {addr}")]
+    Listen {
+        addr: String,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot serve the socket")]
+    Bind(#[source] metacore::socket::server::BindError),
+    #[error("the HTTP server failed")]
+    Serve(#[source] std::io::Error),
+}
+
+/// Serves the public API and apid's socket until `shutdown` fires.
+pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
+    let layout = config.layout();
+    let addr = format!("{}:{}", config.http_host, config.http_port);
+    let listener =
+        tokio::net::TcpListener::bind(&addr).await.map_err(|source| RunError::Listen { addr: addr.clone(), source })?;
+    let socket = layout.socket(Daemon::Apid);
+    let unix = metacore::socket::server::bind(&socket).await.map_err(RunError::Bind)?;
+    let state = Arc::new(AppState::new(config));
+    match state.store.handshake().await {
+        Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),
+        Err(e) => tracing::warn!("storaged does not answer yet ({e}); answering 503 until it does"),
+    }
+    tracing::info!(%addr, socket = %socket.display(), "apid ready");
+    let internal = metacore::socket::server::serve(unix, &socket, routes::internal(state.clone()), shutdown.clone());
+    let public = axum::serve(listener, routes::public(state))
+        .with_graceful_shutdown({
+            let shutdown = shutdown.clone();
+            async move { shutdown.wait().await }
+        })
+        .into_future();
+    let (public, internal) = tokio::join!(public, internal);
+    public.and(internal).map_err(RunError::Serve)
+}

@@ -1,0 +1,103 @@
+//! Bootstrap and discovery: `/health`, `/status`, `/leader`, `/urls`, and
+//! apid's own socket `/health` and `/status`.
+
+use std::time::{SystemTime, UNIX_EPOCH};
+
+use axum::Json;
+use metacore::socket::Health;
+use serde::Serialize;
+
+use crate::state::State;
+use crate::urls::{LeaderInfo, Urls};
+
+/// `GET /health`: always 200; `status` is `degraded` and `redis` false
+/// while storaged does not answer (the field keeps the original's name).
+#[derive(Debug, Serialize)]
+pub struct PublicHealth {
+    pub status: &'static str,
+    pub redis: bool,
+    pub timestamp: String,
+    pub leader: LeaderInfo,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PublicStatus {
+    pub status: &'static str,
+    pub redis: bool,
+    pub service_name: String,
+    pub version: String,
+    pub uptime_seconds: u64,
+    pub file_count: u64,
+    pub leader: LeaderInfo,
+}
+
+pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
+    let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
+    LeaderInfo { urls: urls.clone(), timestamp, pid: std::process::id() }
+}
+
+fn status_word(up: bool) -> &'static str {
+    if up { "ok" } else { "degraded" }
+}
+
+pub(super) async fn health(st: State) -> Json<PublicHealth> {
+    let up = st.store.health().await.is_ok();
+    Json(PublicHealth {
+        status: status_word(up),
+        redis: up,
+        timestamp: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
+        leader: leader_info(&st.urls),
+    })
+}
+
+pub(super) async fn status(st: State) -> Json<PublicStatus> {
+    let stats = st.store.stats().await;
+    Json(PublicStatus {
+        status: status_word(stats.is_ok()),
+        redis: stats.is_ok(),
+        service_name: st.config.service_name.clone(),
+        version: st.config.service_version.clone(),
+        uptime_seconds: st.started.elapsed().as_secs(),
+        file_count: stats.map(|s| s.roots).unwrap_or(0),
+        leader: leader_info(&st.urls),
+    })
+}
+
+/// `GET /leader`: this process serves only on the leader, so it answers
+/// with its own lock info.
+pub(super) async fn leader(st: State) -> Json<LeaderInfo> {
+    Json(leader_info(&st.urls))
+}
+
+pub(super) async fn urls(st: State) -> Json<Urls> {
+    Json(st.urls.clone())
+}
+
+/// apid's socket `/health`, for the supervisor's liveness check.
+pub(super) async fn socket_health() -> Json<Health> {
+    Json(Health::ok("apid"))
+}
+
+/// apid's socket `/status`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SocketStatus {
+    pub daemon: &'static str,
+    pub version: &'static str,
+    pub pid: u32,
+    pub uptime_secs: u64,
+    pub listen: String,
+    pub storaged: bool,
+}
+
+pub(super) async fn socket_status(st: State) -> Json<SocketStatus> {
+    Json(SocketStatus {
+        daemon: "apid",
+        version: env!("CARGO_PKG_VERSION"),
+        pid: std::process::id(),
+        uptime_secs: st.started.elapsed().as_secs(),
+        listen: format!("{}:{}", st.config.http_host, st.config.http_port),
+        storaged: st.store.health().await.is_ok(),
+    })
+}

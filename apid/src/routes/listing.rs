@@ -1,0 +1,44 @@
+//! Walking every root with a few of its fields, a page at a time, through
+//! storaged's `GET /records/fields` (one read transaction per page).
+
+use metacore::api::storaged::{FieldsPageQuery, RootFields, StoragedClient};
+use metacore::error::ApiError;
+
+/// Roots per page asked of storaged.
+const PAGE: u32 = 2000;
+
+/// Calls `each` for every root in RID order with the fields `names` it has,
+/// until `each` returns false.
+pub async fn each_root(
+    store: &StoragedClient,
+    names: &[&str],
+    mut each: impl FnMut(RootFields) -> bool,
+) -> Result<(), ApiError> {
+    let mut q = FieldsPageQuery { names: names.join(","), after: None, limit: Some(PAGE) };
+    loop {
+        let page = store.fields_page(&q).await?;
+        for row in page.rows {
+            if !each(row) {
+                return Ok(());
+            }
+        }
+        match page.next {
+            Some(next) => q.after = Some(next.to_string()),
+            None => return Ok(()),
+        }
+    }
+}
+
+/// Every root, in RID order.
+pub async fn all_roots(store: &StoragedClient) -> Result<Vec<String>, ApiError> {
+    let mut q = metacore::api::storaged::PageQuery { after: None, limit: Some(metacore::api::storaged::MAX_PAGE) };
+    let mut out = Vec::new();
+    loop {
+        let page = store.list_roots(&q).await?;
+        out.extend(page.rids.iter().map(|r| r.to_string()));
+        match page.next {
+            Some(next) => q.after = Some(next.to_string()),
+            None => return Ok(out),
+        }
+    }
+}

@@ -1,0 +1,33 @@
+//! What every handler shares: the configuration, the storaged client, the
+//! advertised URLs and the start time.
+
+use std::time::Instant;
+
+use metacore::Config;
+use metacore::api::storaged::StoragedClient;
+use metacore::layout::Daemon;
+
+use crate::routes::stats::Sweeper;
+use crate::urls::Urls;
+
+#[derive(Debug)]
+pub struct AppState {
+    pub config: Config,
+    /// storaged's socket; connections are pooled and re-made after a
+    /// storaged restart, so nothing here needs resetting.
+    pub store: StoragedClient,
+    pub urls: Urls,
+    pub started: Instant,
+    /// The `/api/stats` background sweep of file counts and sizes.
+    pub sweeper: Sweeper,
+}
+
+impl AppState {
+    pub fn new(config: Config) -> Self {
+        let store = StoragedClient::new(&config.layout().socket(Daemon::Storaged));
+        Self { urls: Urls::from_config(&config), store, config, started: Instant::now(), sweeper: Sweeper::default() }
+    }
+}
+
+/// The state extractor of every public handler.
+pub type State = axum::extract::State<std::sync::Arc<AppState>>;
