@@ -37,8 +37,7 @@ fn to_value(node: Node) -> Value {
         return Value::String(node.value.unwrap_or_default());
     }
     let n = node.children.len();
-    let is_array =
-        node.value.is_none() && (0..n).all(|i| node.children.contains_key(&i.to_string()));
+    let is_array = node.value.is_none() && (0..n).all(|i| node.children.contains_key(&i.to_string()));
     if is_array {
         let mut items: Vec<(usize, Node)> =
             node.children.into_iter().map(|(k, v)| (k.parse().expect("checked above"), v)).collect();

@@ -78,7 +78,6 @@ pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
     Ok(conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([key], |r| r.get(0)).optional()?)
 }
 
-
 /// Rows of a range, in key order, at most `limit`.
 pub fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
     let (start, end) = match &q.prefix {

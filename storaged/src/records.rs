@@ -9,7 +9,8 @@
 use std::collections::BTreeSet;
 
 use metacore::api::storaged::{
-    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldWrite, FieldsPage, MintBody, RootFields, RootPage, SetAdd, WriteResult,
+    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldWrite, FieldsPage, MintBody, RootFields,
+    RootPage, SetAdd, WriteResult,
 };
 use metacore::cid::{Cid, canonical};
 use metacore::error::{ApiError, ErrorCode};

@@ -10,8 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
-    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite, FieldsPage, KvDeleted, KvRange, KvWrite,
-    MintBody, RangeQuery, RecordFields, RootPage, SetAdd, Stats, StreamInfo, WriteResult, WriterStats,
+    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite, FieldsPage, KvDeleted,
+    KvRange, KvWrite, MintBody, RangeQuery, RecordFields, RootPage, SetAdd, Stats, StreamInfo, WriteResult,
+    WriterStats,
 };
 use metacore::cid::Cid;
 use metacore::error::ApiError;

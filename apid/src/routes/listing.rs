@@ -42,3 +42,31 @@ pub async fn all_roots(store: &StoragedClient) -> Result<Vec<String>, ApiError> 
         }
     }
 }
+
+/// How many record deletions run at once when everything is deleted.
+const DELETE_CONCURRENCY: usize = 8;
+
+/// Deletes every record (fields, aliases, duplicates, index rows, events),
+/// a page of roots at a time; returns how many were deleted.
+pub async fn delete_all_records(store: &StoragedClient) -> Result<u64, ApiError> {
+    use futures_util::StreamExt;
+    let mut deleted = 0u64;
+    loop {
+        let page = store.list_roots(&metacore::api::storaged::PageQuery { after: None, limit: Some(1000) }).await?;
+        if page.rids.is_empty() {
+            return Ok(deleted);
+        }
+        let mut results = futures_util::stream::iter(page.rids)
+            .map(|rid| async move { store.delete_record(&rid.to_string()).await })
+            .buffer_unordered(DELETE_CONCURRENCY);
+        while let Some(r) = results.next().await {
+            match r {
+                Ok(_) => deleted += 1,
+                // Deleted meanwhile by someone else: not ours to count.
+                Err(metacore::socket::client::ClientError::Api(e))
+                    if e.code.status() == http::StatusCode::NOT_FOUND => {}
+                Err(e) => return Err(e.into()),
+            }
+        }
+    }
+}

@@ -1,6 +1,8 @@
 //! The public router (one module per surface) and apid's socket router.
 
 pub mod bootstrap;
+pub mod editor;
+pub mod kv;
 pub mod listing;
 pub mod meta;
 pub mod stats;
@@ -9,10 +11,11 @@ use std::sync::Arc;
 
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
-use axum::routing::{get, post};
+use axum::middleware::from_fn_with_state;
+use axum::routing::{get, post, put};
 use metacore::socket::body::{no_method, no_route};
 
-use crate::http::{MAX_BODY, MAX_PROPERTY_BODY, cors};
+use crate::http::{MAX_BODY, MAX_PROPERTY_BODY, admin_only, cors};
 use crate::state::AppState;
 
 /// The public API on `META_CORE_HTTP_HOST:META_CORE_HTTP_PORT`.
@@ -32,19 +35,42 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/meta", get(meta::list))
         .route("/meta/{hash}", get(meta::get).put(meta::put).patch(meta::patch).delete(meta::delete))
         .route("/meta/{hash}/{*key}", property)
-        .route(
-            "/meta/{hash}/_add/{*key}",
-            post(meta::add_to_set).layer(DefaultBodyLimit::max(MAX_PROPERTY_BODY)),
-        )
+        .route("/meta/{hash}/_add/{*key}", post(meta::add_to_set).layer(DefaultBodyLimit::max(MAX_PROPERTY_BODY)))
         // CID-addressed.
         .route("/api/meta/{cid}", get(meta::by_cid))
         .route("/data/{hash}", get(meta::head_data).head(meta::head_data))
         .route("/data/{hash}/path", get(meta::data_path))
+        // Editor.
+        .route("/api/metadata/hash-ids", get(meta::list))
+        .route("/api/files/tuples", get(editor::tuples))
+        .route("/api/metadata/list", get(editor::list))
+        .route("/api/metadata/{hash_id}", get(editor::get).put(editor::put).delete(editor::delete))
+        .route("/api/metadata/{hash_id}/property", get(editor::get_property).put(editor::put_property))
+        // KV browser (reads).
+        .route("/api/kv/info", get(kv::info))
+        .route("/api/kv/keys", get(kv::keys))
+        .route("/api/kv/tree", get(kv::tree))
+        .route("/api/kv/search", get(kv::search))
+        .route("/api/kv/find", get(kv::find))
+        .route("/api/kv/key/{*key}", get(kv::get_key))
+        .route("/api/kv/value", get(kv::get_value))
+        .merge(admin(state.clone()))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(cors))
         .with_state(state)
+}
+
+/// The mutating admin routes, behind `META_CORE_ADMIN_TOKEN` when it is
+/// set (`GET /api/kv/value` is a read and stays open; axum merges the
+/// methods of one path across the two routers).
+fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
+    Router::new()
+        .route("/api/metadata/batch", post(editor::batch))
+        .route("/api/metadata/clear", post(editor::clear))
+        .route("/api/kv/value", put(kv::put_value).delete(kv::delete_value))
+        .route_layer(from_fn_with_state(state, admin_only))
 }
 
 /// apid's socket: what the supervisor asks.

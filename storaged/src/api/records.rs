@@ -4,7 +4,8 @@
 use axum::Json;
 use metacore::api::storaged::{
     AliasBody, AliasResult, Deleted, Document, DuplicateBody, DuplicateResult, FieldDelete, FieldValue, FieldWrite,
-    FieldsBody, FieldsPage, FieldsPageQuery, MAX_FIELDS_PER_PAGE, MintBody, PageQuery, RecordFields, RidBody, RootPage, SetAdd, ValueBody, WriteResult,
+    FieldsBody, FieldsPage, FieldsPageQuery, MAX_FIELDS_PER_PAGE, MintBody, PageQuery, RecordFields, RidBody, RootPage,
+    SetAdd, ValueBody, WriteResult,
 };
 use metacore::error::ApiError;
 use metacore::rid::Rid;
