@@ -1,0 +1,222 @@
+//! apid's benchmark (not a test): with 169,000 records stored, reads of
+//! `GET /api/meta/{cid}` and `GET /meta/{hash}` from 64 concurrent
+//! connections (requests/s, p50/p99), and `PATCH /meta/{cid}` 40-field
+//! records/s from 16 clients, printed beside the original's 835 records/s
+//! and beside storaged's socket and in-process figures measured in this run.
+//!
+//! `cargo build --release --bins && cargo bench -p apid --bench http`
+//! (env `BENCH_RECORDS` overrides the 169,000 preload, `BENCH_WRITES` the
+//! 20,000 measured writes, `BENCH_READ_SECS` the 10 s of each read phase).
+
+use std::net::TcpListener;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::client::legacy::connect::HttpConnector;
+use hyper_util::rt::TokioExecutor;
+use metacore::api::storaged::StoragedClient;
+use metacore::cid::Cid;
+use metacore::record::Target;
+use storaged::{Options, Store};
+
+#[path = "../../storaged/benches/support/workload.rs"]
+mod workload;
+
+use workload::{drive, env_u64, percentile};
+
+const ORIGINAL_RECORDS_PER_SEC: f64 = 835.0;
+const READERS: usize = 64;
+
+type Http = Client<HttpConnector, Full<Bytes>>;
+
+fn storaged_bin() -> PathBuf {
+    let apid = PathBuf::from(env!("CARGO_BIN_EXE_apid"));
+    let bin = apid.with_file_name("storaged");
+    assert!(bin.is_file(), "{} is missing: run `cargo build --release --bins` first", bin.display());
+    bin
+}
+
+fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
+    Command::new(bin)
+        .env("META_CORE_PATH", dir.join("meta-core"))
+        .env("META_CORE_RUN_DIR", dir.join("run"))
+        .env("FILES_PATH", dir.join("files"))
+        .env("META_CORE_HTTP_HOST", "127.0.0.1")
+        .env("META_CORE_HTTP_PORT", port.to_string())
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .spawn()
+        .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()))
+}
+
+fn sigterm_and_wait(mut child: Child) {
+    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = child.wait();
+}
+
+async fn request(http: &Http, method: &str, url: &str, body: Option<Vec<u8>>) -> (u16, Bytes) {
+    let req = hyper::Request::builder()
+        .method(method)
+        .uri(url)
+        .header("content-type", "application/json")
+        .body(Full::new(body.map(Bytes::from).unwrap_or_default()))
+        .expect("request");
+    let resp = http.request(req).await.expect("apid answers");
+    let status = resp.status().as_u16();
+    (status, resp.into_body().collect().await.expect("body").to_bytes())
+}
+
+/// Reads `urls` round-robin from `READERS` tasks for `secs`; returns
+/// requests/s and the latencies.
+async fn read_load(http: &Http, urls: Arc<Vec<String>>, secs: u64) -> (f64, Vec<Duration>, u64) {
+    let end = Instant::now() + Duration::from_secs(secs);
+    let errors = Arc::new(AtomicU64::new(0));
+    let started = Instant::now();
+    let mut tasks = Vec::new();
+    for t in 0..READERS {
+        let (http, urls, errors) = (http.clone(), urls.clone(), errors.clone());
+        tasks.push(tokio::spawn(async move {
+            let mut lat = Vec::new();
+            let mut i = t * 7919;
+            while Instant::now() < end {
+                let url = &urls[i % urls.len()];
+                i += 1;
+                let t0 = Instant::now();
+                let (status, _) = request(&http, "GET", url, None).await;
+                lat.push(t0.elapsed());
+                if status != 200 {
+                    errors.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+            lat
+        }));
+    }
+    let mut all = Vec::new();
+    for t in tasks {
+        all.extend(t.await.expect("reader"));
+    }
+    let rate = all.len() as f64 / started.elapsed().as_secs_f64();
+    all.sort();
+    (rate, all, errors.load(Ordering::Relaxed))
+}
+
+fn lat(sorted: &[Duration]) -> String {
+    format!(
+        "p50 {:>7.2} ms  p99 {:>7.2} ms",
+        percentile(sorted, 0.5).as_secs_f64() * 1e3,
+        percentile(sorted, 0.99).as_secs_f64() * 1e3
+    )
+}
+
+#[tokio::main(flavor = "multi_thread", worker_threads = 2)]
+async fn main() {
+    if std::env::args().any(|a| a == "--list" || a == "--test") {
+        return;
+    }
+    let preload = env_u64("BENCH_RECORDS", 169_000) / 16 * 16;
+    let measured = env_u64("BENCH_WRITES", 20_000) / 16 * 16;
+    let read_secs = env_u64("BENCH_READ_SECS", 10);
+    let dir = tempfile::tempdir().expect("temp dir");
+    std::fs::create_dir_all(dir.path().join("files")).unwrap();
+    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    println!(
+        "apid benchmark: preload {preload}, measured writes {measured}, reads {READERS} connections x {read_secs} s"
+    );
+
+    let storaged = spawn(&storaged_bin(), dir.path(), port);
+    let apid = spawn(Path::new(env!("CARGO_BIN_EXE_apid")), dir.path(), port);
+    let store = StoragedClient::new(&dir.path().join("run/storaged.sock"));
+    let base = format!("http://127.0.0.1:{port}");
+    let http: Http = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(READERS).build_http();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while store.health().await.is_err() || http.get(format!("{base}/health").parse().unwrap()).await.is_err() {
+        assert!(Instant::now() < deadline, "storaged and apid did not become ready");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+
+    let mut writes: Vec<(String, f64)> = Vec::new();
+    let failed = Arc::new(AtomicU64::new(0));
+    let socket_merge = |seed| {
+        let (store, failed) = (store.clone(), failed.clone());
+        drive(if seed == 1 { preload } else { measured }, seed, move |cid: Cid, fields| {
+            let (store, failed) = (store.clone(), failed.clone());
+            async move {
+                if store.merge(cid.as_str(), fields).await.is_err() {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                }
+            }
+        })
+    };
+    let (rate, _) = socket_merge(1).await;
+    writes.push((format!("storaged socket, loading 0 -> {preload}"), rate));
+    let (rate, _) = socket_merge(2).await;
+    writes.push((format!("storaged socket, {preload} stored"), rate));
+    let socket_rate = rate;
+
+    let rids = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let (rate, cids) = {
+        let (http, base, failed, rids) = (http.clone(), base.clone(), failed.clone(), rids.clone());
+        drive(measured, 3, move |cid: Cid, fields| {
+            let (http, base, failed, rids) = (http.clone(), base.clone(), failed.clone(), rids.clone());
+            async move {
+                let body = serde_json::to_vec(&fields).expect("json");
+                let (status, bytes) = request(&http, "PATCH", &format!("{base}/meta/{cid}"), Some(body)).await;
+                if status != 200 {
+                    failed.fetch_add(1, Ordering::Relaxed);
+                    return;
+                }
+                let v: serde_json::Value = serde_json::from_slice(&bytes).expect("json answer");
+                rids.lock().unwrap().push(v["hashId"].as_str().unwrap_or_default().to_owned());
+            }
+        })
+        .await
+    };
+    writes.push((format!("apid HTTP PATCH /meta/{{cid}}, {} stored", preload + measured), rate));
+    let http_write_rate = rate;
+
+    let cid_urls: Vec<String> = cids.iter().map(|c| format!("{base}/api/meta/{c}")).collect();
+    let rid_urls: Vec<String> = rids.lock().unwrap().iter().map(|r| format!("{base}/meta/{r}")).collect();
+    let (cid_rate, cid_lat, e1) = read_load(&http, Arc::new(cid_urls), read_secs).await;
+    let (rid_rate, rid_lat, e2) = read_load(&http, Arc::new(rid_urls), read_secs).await;
+
+    sigterm_and_wait(apid);
+    sigterm_and_wait(storaged);
+    let store = Arc::new(Store::open(&Options::for_path(dir.path().join("meta-core/db/meta-core.db"))).expect("open"));
+    let (rate, _) = {
+        let store = store.clone();
+        drive(measured, 4, move |cid: Cid, fields| {
+            let store = store.clone();
+            async move {
+                store.merge(Target::Cid(cid), fields).await.expect("in-process merge");
+            }
+        })
+        .await
+    };
+    writes.push((format!("storaged in-process, {} stored", preload + 2 * measured), rate));
+    store.close().await;
+
+    println!();
+    println!("{:<62} {:>10}", "writes (16 concurrent writers, 40-field records)", "records/s");
+    println!("{:<62} {:>10.0}", "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC);
+    for (label, r) in &writes {
+        println!("{label:<62} {r:>10.0}");
+    }
+    println!(
+        "apid HTTP writes are {:.0} % of storaged's socket figure (target >= 80 %)",
+        100.0 * http_write_rate / socket_rate
+    );
+    println!();
+    println!("reads ({READERS} concurrent connections; target >= 10,000 req/s, p99 < 10 ms)");
+    println!("  GET /api/meta/{{cid}}  {cid_rate:>8.0} req/s  {}", lat(&cid_lat));
+    println!("  GET /meta/{{hash}}     {rid_rate:>8.0} req/s  {}", lat(&rid_lat));
+    let failed = failed.load(Ordering::Relaxed) + e1 + e2;
+    if failed > 0 {
+        println!("WARNING: {failed} requests failed");
+    }
+}
