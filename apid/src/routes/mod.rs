@@ -5,6 +5,7 @@ pub mod editor;
 pub mod kv;
 pub mod listing;
 pub mod meta;
+pub mod openapi;
 pub mod stats;
 
 use std::sync::Arc;
@@ -54,6 +55,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/kv/find", get(kv::find))
         .route("/api/kv/key/{*key}", get(kv::get_key))
         .route("/api/kv/value", get(kv::get_value))
+        .route("/api/openapi.json", get(openapi::document))
         .merge(admin(state.clone()))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
