@@ -46,6 +46,9 @@ async fn storaged_killed_gives_503_then_apid_recovers_when_it_is_back() {
     assert_unavailable(&a.send_json("PATCH", &format!("/meta/{rid}"), &json!({"year": "1999"})).await, "PATCH");
     assert_unavailable(&a.get("/meta").await, "GET /meta");
     assert_unavailable(&a.get("/api/stats").await, "GET /api/stats");
+    let head = a.send("HEAD", &format!("/data/{rid}"), "", &[]).await;
+    assert_eq!(head.status, 503, "HEAD /data while storaged is away");
+    assert!(head.header("retry-after").is_some(), "a 503 carries Retry-After (CONTRACT 2): {:?}", head.headers);
     assert_degraded(&a).await;
     let st = a.get("/status").await;
     assert_eq!((st.status, st.json()["redis"].clone()), (200, json!(false)));
