@@ -439,3 +439,41 @@ async fn with_an_admin_token_meta_writes_stay_open() {
     assert_eq!(r.status, 200, "{}", r.text());
     assert!(roots(&dump(&s.db_path())).is_empty());
 }
+
+#[tokio::test]
+async fn bulk_writes_drop_the_reserved_field_silently() {
+    let (s, a) = start().await;
+    let rid = random_rid().to_string();
+    let w = ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"__fields__": "x", "title": "T"})).await;
+    assert_eq!(w["updated"], 1, "__fields__ is not counted: {w}");
+    ok_json(&a, "PUT", &format!("/meta/{rid}"), &json!({"__fields__": "x", "title": "U"})).await;
+    let before = dump(&s.db_path());
+    assert_eq!(record(&before, &rid), fields(&[("title", "U")]));
+    // One property is not a bulk write: naming the reserved field is refused.
+    a.send("PUT", &format!("/meta/{rid}/__fields__"), "x", &[]).await.assert_error(400, "schema_violation");
+    assert_same(&before, &dump(&s.db_path()), "a refused reserved property");
+}
+
+#[tokio::test]
+async fn a_cid_owned_by_one_record_stays_with_it_when_another_claims_it() {
+    let (s, a) = start().await;
+    let cid = random_midhash();
+    let owner = ok_json(&a, "PATCH", &format!("/meta/{cid}"), &json!({"title": "first"})).await["hashId"]
+        .as_str()
+        .unwrap()
+        .to_owned();
+    let other = random_rid().to_string();
+    ok_json(&a, "PATCH", &format!("/meta/{other}"), &json!({"title": "second", member(&cid): "true"})).await;
+    let w = a.send("PUT", &format!("/meta/{other}/{}", member(&cid)), "true", &[]).await;
+    assert_eq!(w.status, 200, "{}", w.text());
+
+    let rows = dump(&s.db_path());
+    assert_eq!(aliases(&rows).get(cid.as_str()), Some(&owner), "the first owner keeps the alias");
+    assert_sound(&rows);
+    assert_eq!(get_ok(&a, &format!("/meta/{cid}")).await["hashId"], owner.as_str());
+
+    // The other record dropping its member leaves the owner's alias alone.
+    let d = a.send("DELETE", &format!("/meta/{other}/{}", member(&cid)), "", &[]).await;
+    assert_eq!(d.status, 200, "{}", d.text());
+    assert_eq!(aliases(&dump(&s.db_path())).get(cid.as_str()), Some(&owner));
+}
