@@ -13,6 +13,8 @@
 //! harness at another directory of binaries; `E2E_KEEP_DIRS=1` keeps every
 //! test's temp dir (database, stderr logs) for a look after the run.
 //!
+//! - [`apid`]: [`Apid`], one real apid process beside a storaged, on a
+//!   free TCP port, with a real HTTP client of it.
 //! - [`daemon`]: [`Storaged`], one real storaged process with its own dir,
 //!   readiness by polling `/health`, signals, bounded waits, kill on drop.
 //! - [`snapshot`]: every row of the database as sorted `(k, v)`, a text
@@ -23,11 +25,13 @@
 //! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
+pub mod apid;
 pub mod daemon;
 pub mod fixtures;
 pub mod raw_http;
 pub mod snapshot;
 pub mod wait;
 
+pub use apid::Apid;
 pub use daemon::{Launch, Storaged};
 pub use snapshot::Rows;

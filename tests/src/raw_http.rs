@@ -1,4 +1,4 @@
-//! A minimal HTTP/1.1 client over a Unix socket, for what the typed client
+//! A minimal HTTP/1.1 client over a Unix socket (or TCP), for what the typed client
 //! cannot or should not send: malformed bodies, paths with `..`, `//` or
 //! `%00` exactly as written, oversized bodies. One request per connection
 //! (`Connection: close`); the body is written while the answer is read, so
@@ -7,8 +7,8 @@
 use std::path::Path;
 
 use serde_json::Value;
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::UnixStream;
+use tokio::io::{AsyncRead, AsyncReadExt, AsyncWrite, AsyncWriteExt};
+use tokio::net::{TcpStream, UnixStream};
 
 use crate::wait::{IO_DEADLINE, within};
 
@@ -24,6 +24,11 @@ impl RawResponse {
     /// The first header named `name` (case-insensitive).
     pub fn header(&self, name: &str) -> Option<&str> {
         self.headers.iter().find(|(k, _)| k.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_str())
+    }
+
+    /// The body as text (lossy UTF-8).
+    pub fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
     }
 
     /// The body as JSON, or a panic that shows it.
@@ -60,9 +65,26 @@ pub async fn request(socket: &Path, method: &str, target: &str, body: Option<&[u
     within(&what, IO_DEADLINE, exchange(socket, method, target, body.map(<[u8]>::to_vec))).await
 }
 
+/// The same over TCP (`addr` is `host:port`), for apid's public port.
+pub async fn request_tcp(addr: &str, method: &str, target: &str, body: Option<&[u8]>) -> RawResponse {
+    let what = format!("{method} {target}");
+    within(&what, IO_DEADLINE, async {
+        let stream = TcpStream::connect(addr).await.unwrap_or_else(|e| panic!("connect {addr}: {e}"));
+        exchange_on(stream, method, target, body.map(<[u8]>::to_vec)).await
+    })
+    .await
+}
+
 async fn exchange(socket: &Path, method: &str, target: &str, body: Option<Vec<u8>>) -> RawResponse {
     let stream = UnixStream::connect(socket).await.unwrap_or_else(|e| panic!("connect {}: {e}", socket.display()));
-    let (mut rd, mut wr) = stream.into_split();
+    exchange_on(stream, method, target, body).await
+}
+
+async fn exchange_on<S>(stream: S, method: &str, target: &str, body: Option<Vec<u8>>) -> RawResponse
+where
+    S: AsyncRead + AsyncWrite + Send + 'static,
+{
+    let (mut rd, mut wr) = tokio::io::split(stream);
     let mut head = format!("{method} {target} HTTP/1.1\r\nHost: storaged\r\nConnection: close\r\n");
     if let Some(b) = &body {
         head.push_str(&format!("Content-Type: application/json\r\nContent-Length: {}\r\n", b.len()));

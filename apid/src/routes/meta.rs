@@ -185,12 +185,16 @@ pub(super) async fn by_cid(
 }
 
 /// `HEAD /data/{hash}`: 200 when a record answers, else 404 / 400 / 503,
-/// without a body.
-pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) -> StatusCode {
-    let Ok(target) = hash(&raw) else { return StatusCode::BAD_REQUEST };
+/// without a body; the 503 keeps its `Retry-After` (CONTRACT decision 2).
+pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) -> Response {
+    let Ok(target) = hash(&raw) else { return StatusCode::BAD_REQUEST.into_response() };
     match st.store.resolve(&target).await {
-        Ok(_) => StatusCode::OK,
-        Err(e) => ApiError::from(e).code.status(),
+        Ok(_) => StatusCode::OK.into_response(),
+        Err(e) => {
+            let (mut parts, _) = ApiError::from(e).into_response().into_parts();
+            parts.headers.remove(header::CONTENT_TYPE);
+            Response::from_parts(parts, axum::body::Body::empty())
+        }
     }
 }
 

@@ -1,0 +1,194 @@
+//! Hostile input to apid over real HTTP: each request gets a clear 4xx with
+//! the error envelope, and the database file is row for row what it was.
+
+use e2e::fixtures::{random_midhash, random_rid};
+use e2e::raw_http::RawResponse;
+use e2e::snapshot::{assert_same, dump};
+use e2e::{Apid, Storaged};
+use serde_json::{Value, json};
+
+/// Both daemons and one record, so there is something to damage.
+async fn start() -> (Storaged, Apid, String) {
+    let s = Storaged::start().await;
+    let a = Apid::start(&s).await;
+    let rid = random_rid().to_string();
+    let r = a.send_json("PATCH", &format!("/meta/{rid}"), &json!({"title": "T", "a/b": "c"})).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    (s, a, rid)
+}
+
+/// A 4xx with the envelope `{error, message, retryable: false}`, whatever
+/// the slug; returns the slug.
+fn assert_4xx(r: &RawResponse, what: &str) -> String {
+    assert!((400..500).contains(&r.status), "{what}: want a 4xx, got {} {}", r.status, r.text());
+    let v = r.json();
+    let slug = v["error"].as_str().unwrap_or_else(|| panic!("{what}: no slug in {v}")).to_owned();
+    r.assert_error(r.status, &slug);
+    slug
+}
+
+#[tokio::test]
+async fn malformed_and_misshapen_json_bodies_are_400() {
+    let (s, a, rid) = start().await;
+    let before = dump(&s.db_path());
+    let json_ct = [("content-type", "application/json")];
+    let targets = [rid.clone(), random_rid().to_string(), random_midhash().to_string()];
+    for target in &targets {
+        for method in ["PUT", "PATCH"] {
+            let path = format!("/meta/{target}");
+            for body in [r#"{"title":"#, "{", "not json", "{\"a\":\"b\"} trailing"] {
+                a.send(method, &path, body, &json_ct).await.assert_error(400, "bad_request");
+            }
+            for body in
+                ["[]", r#""x""#, "42", "null", r#"{"a":1}"#, r#"{"a":{"b":"c"}}"#, r#"{"a":["x"]}"#, r#"{"a":null}"#]
+            {
+                let r = a.send(method, &path, body, &json_ct).await;
+                assert_eq!(r.status, 400, "{method} {path} {body}: {}", r.text());
+                r.assert_error(400, "schema_violation");
+            }
+            let r = a.send(method, &path, "", &json_ct).await;
+            assert_eq!(assert_4xx(&r, "an empty body"), "bad_request");
+        }
+    }
+    assert_same(&before, &dump(&s.db_path()), "bad JSON bodies");
+}
+
+#[tokio::test]
+async fn bad_field_names_and_values_in_a_body_are_4xx() {
+    let (s, a, rid) = start().await;
+    let before = dump(&s.db_path());
+    for body in [
+        json!({"a//b": "x"}),
+        json!({"/a": "x"}),
+        json!({"a/": "x"}),
+        json!({"a/../b": "x"}),
+        json!({"..": "x"}),
+        json!({"a/./b": "x"}),
+        json!({"a\u{0}b": "x"}),
+        json!({"": "x"}),
+        json!({"ok": "x\u{0}y"}),
+        json!({"ok": "fine", "cids/not-a-cid": "true"}),
+    ] {
+        for method in ["PUT", "PATCH"] {
+            let r = a.send_json(method, &format!("/meta/{rid}"), &body).await;
+            assert_4xx(&r, &format!("{method} {body}"));
+        }
+    }
+    assert_same(&before, &dump(&s.db_path()), "bad field names");
+}
+
+#[tokio::test]
+async fn oversized_bodies_are_413() {
+    let (s, a, rid) = start().await;
+    let before = dump(&s.db_path());
+    // 10 MiB of valid JSON: over the 8 MiB of the metadata routes.
+    let big = format!(r#"{{"title":"{}"}}"#, "x".repeat(10 * 1024 * 1024));
+    for method in ["PUT", "PATCH"] {
+        let r = a.send_raw(method, &format!("/meta/{rid}"), Some(big.as_bytes())).await;
+        r.assert_error(413, "payload_too_large");
+    }
+    // 2 MiB: over the 1 MiB of one property and of _add.
+    let two = "y".repeat(2 * 1024 * 1024);
+    let two = Some(two.as_bytes());
+    a.send_raw("PUT", &format!("/meta/{rid}/title"), two).await.assert_error(413, "payload_too_large");
+    a.send_raw("POST", &format!("/meta/{rid}/_add/tags"), two).await.assert_error(413, "payload_too_large");
+    assert_same(&before, &dump(&s.db_path()), "oversized bodies");
+    let r = a.get(&format!("/meta/{rid}/title")).await;
+    assert_eq!((r.status, r.text().as_str()), (200, "T"), "apid still serves");
+}
+
+#[tokio::test]
+async fn invalid_rids_and_cids_are_400() {
+    let (s, a, rid) = start().await;
+    let before = dump(&s.db_path());
+    let bad = [
+        "not-a-hash",
+        "zzzz",
+        "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
+        "BAFKREIGH2AKISCAIVRAEQ2ORX6HSWEJSKMJCJCH3YMEVPKHHXDOYTDZSPI",
+        "sha256:abcd",
+        "%00",
+        "..",
+    ];
+    for h in bad {
+        for (method, path, body) in [
+            ("GET", format!("/meta/{h}"), ""),
+            ("PATCH", format!("/meta/{h}"), r#"{"a":"b"}"#),
+            ("PUT", format!("/meta/{h}"), r#"{"a":"b"}"#),
+            ("DELETE", format!("/meta/{h}"), ""),
+            ("GET", format!("/meta/{h}/title"), ""),
+            ("PUT", format!("/meta/{h}/title"), "v"),
+            ("POST", format!("/meta/{h}/_add/tags"), "v"),
+            ("GET", format!("/api/meta/{h}"), ""),
+            ("GET", format!("/data/{h}/path"), ""),
+        ] {
+            let r = a.send(method, &path, body, &[("content-type", "application/json")]).await;
+            let what = format!("{method} {path}");
+            if h == ".." {
+                // `/meta/..` may not even reach the route; any clear 4xx.
+                assert_4xx(&r, &what);
+            } else {
+                assert_eq!(r.status, 400, "{what}: {}", r.text());
+                assert_4xx(&r, &what);
+            }
+        }
+        let head = a.send("HEAD", &format!("/data/{h}"), "", &[]).await;
+        assert!((400..500).contains(&head.status), "HEAD /data/{h}: {}", head.status);
+    }
+    assert_same(&before, &dump(&s.db_path()), "invalid hashes");
+    assert_eq!(a.get(&format!("/meta/{rid}")).await.status, 200);
+}
+
+#[tokio::test]
+async fn bad_property_keys_are_4xx() {
+    let (s, a, rid) = start().await;
+    let before = dump(&s.db_path());
+    for key in ["a//b", "a/../b", "..", "a/..", "./a", "a%00b", "%00", "a/%2e%2e/b", "a/"] {
+        for (method, path, body) in [
+            ("PUT", format!("/meta/{rid}/{key}"), "v"),
+            ("POST", format!("/meta/{rid}/_add/{key}"), "v"),
+            ("DELETE", format!("/meta/{rid}/{key}"), ""),
+            ("GET", format!("/meta/{rid}/{key}"), ""),
+        ] {
+            let r = a.send(method, &path, body, &[]).await;
+            assert_4xx(&r, &format!("{method} {path}"));
+        }
+    }
+    // The empty value of _add is refused too.
+    a.send("POST", &format!("/meta/{rid}/_add/tags"), "", &[]).await.assert_error(400, "schema_violation");
+    assert_same(&before, &dump(&s.db_path()), "bad property keys");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods_get_the_envelope() {
+    let (s, a, rid) = start().await;
+    let before = dump(&s.db_path());
+    for path in ["/nope", "/api", "/api/nope", "/metadata", "/data", "/meta/"] {
+        let r = a.get(path).await;
+        let slug = assert_4xx(&r, path);
+        assert_eq!(r.status, 404, "{path}");
+        assert_eq!(slug, "not_found", "{path}");
+    }
+    for (method, path) in [
+        ("POST", format!("/meta/{rid}")),
+        ("DELETE", "/health".to_owned()),
+        ("PUT", "/api/stats".to_owned()),
+        ("POST", "/meta".to_owned()),
+        ("PATCH", format!("/meta/{rid}/title")),
+        ("GET", format!("/meta/{rid}/_add/tags")),
+        ("DELETE", format!("/api/meta/{}", random_midhash())),
+        ("POST", format!("/data/{rid}")),
+    ] {
+        let r = a.send(method, &path, "{}", &[("content-type", "application/json")]).await;
+        let what = format!("{method} {path}");
+        if method == "GET" && path.contains("/_add/") {
+            // `GET /meta/<rid>/_add/tags` is the property `_add/tags`.
+            assert!(matches!(r.status, 404 | 405), "{what}: {}", r.text());
+            continue;
+        }
+        r.assert_error(405, "method_not_allowed");
+    }
+    assert_same(&before, &dump(&s.db_path()), "unknown routes");
+    let v: Value = a.get(&format!("/meta/{rid}")).await.json();
+    assert_eq!(v["metadata"]["title"], "T");
+}
