@@ -245,8 +245,9 @@ pub(super) async fn get(
     PathParams(raw): PathParams<String>,
     QueryParams(shape): QueryParams<ShapeQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    let shape = shape.shape()?;
     let rec = st.store.get_record(&hash(&raw)?).await?;
-    Ok(Json(json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields)? })))
+    Ok(Json(json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields) })))
 }
 
 /// `PUT /api/metadata/{hashId}`: the record's fields become the body's

@@ -34,13 +34,28 @@ pub struct ShapeQuery {
 }
 
 impl ShapeQuery {
-    /// The fields as the client asked for them: flat (the default) or the
-    /// nested reconstruction.
-    pub fn render(&self, fields: Fields) -> Result<Value, ApiError> {
+    /// The asked shape, checked before the store is asked.
+    pub fn shape(&self) -> Result<Shape, ApiError> {
         match self.shape.as_deref() {
-            None | Some("") | Some("flat") => Ok(json!(fields)),
-            Some("nested") => Ok(crate::nested::nest(&fields)),
+            None | Some("") | Some("flat") => Ok(Shape::Flat),
+            Some("nested") => Ok(Shape::Nested),
             Some(other) => Err(ApiError::bad_request(format!("shape must be flat or nested, not {other:?}"))),
+        }
+    }
+}
+
+/// How record fields go over the wire.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Shape {
+    Flat,
+    Nested,
+}
+
+impl Shape {
+    pub fn render(self, fields: Fields) -> Value {
+        match self {
+            Shape::Flat => json!(fields),
+            Shape::Nested => crate::nested::nest(&fields),
         }
     }
 }
@@ -63,8 +78,9 @@ pub(super) async fn get(
     PathParams(raw): PathParams<String>,
     QueryParams(shape): QueryParams<ShapeQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    let shape = shape.shape()?;
     let rec = st.store.get_record(&hash(&raw)?).await?;
-    Ok(Json(json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields)? })))
+    Ok(Json(json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields) })))
 }
 
 /// Drops the reserved `__fields__` as the original's bulk writes did.
@@ -173,11 +189,12 @@ pub(super) async fn by_cid(
     PathParams(raw): PathParams<String>,
     QueryParams(shape): QueryParams<ShapeQuery>,
 ) -> Result<Json<Value>, ApiError> {
+    let shape = shape.shape()?;
     let cid = Cid::parse(&raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))?;
     let Document { fields, cids, canonical_cid, duplicates, .. } = st.store.document(cid.as_str()).await?;
     Ok(Json(json!({
         "cid": cid.as_str(),
-        "metadata": shape.render(fields)?,
+        "metadata": shape.render(fields),
         "cids": cids,
         "canonical_cid": canonical_cid,
         "duplicates": duplicates,
