@@ -3,6 +3,7 @@
 pub mod bootstrap;
 pub mod listing;
 pub mod meta;
+pub mod snapshot;
 pub mod stats;
 
 use std::sync::Arc;
@@ -40,6 +41,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/meta/{cid}", get(meta::by_cid))
         .route("/data/{hash}", get(meta::head_data).head(meta::head_data))
         .route("/data/{hash}/path", get(meta::data_path))
+        .merge(snapshot::routes(state.clone()))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
