@@ -944,6 +944,17 @@ mod tests {
         assert!(!base.join("dry.txt").exists(), "a dry run writes nothing");
     }
 
+    #[tokio::test]
+    async fn spooling_stops_over_the_limit() {
+        let chunks = || futures_util::stream::iter([Ok::<_, io::Error>(vec![1u8; 6]), Ok(vec![2u8; 6])]);
+        let mut file = spool(chunks(), 12).await.unwrap();
+        let mut back = Vec::new();
+        file.read_to_end(&mut back).unwrap();
+        assert_eq!(back.len(), 12, "the spooled file is rewound and whole");
+        let e = spool(chunks(), 11).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge);
+    }
+
     #[test]
     fn archive_names_follow_the_original() {
         assert_eq!(archive_name("2024-03-05T07:08:09Z"), "metamesh-snapshot-20240305-070809.zip");
