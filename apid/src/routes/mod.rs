@@ -6,6 +6,7 @@ pub mod kv;
 pub mod listing;
 pub mod meta;
 pub mod openapi;
+pub mod snapshot;
 pub mod stats;
 
 use std::sync::Arc;
@@ -57,6 +58,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/kv/value", get(kv::get_value))
         .route("/api/openapi.json", get(openapi::document))
         .merge(admin(state.clone()))
+        .merge(snapshot::routes(state.clone()))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
