@@ -6,6 +6,7 @@
 pub mod api;
 pub mod cid;
 pub mod config;
+pub mod daemon;
 pub mod error;
 pub mod layout;
 pub mod record;

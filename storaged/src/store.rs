@@ -155,14 +155,7 @@ impl Store {
     where
         F: FnOnce(&Connection) -> Result<T>,
     {
-        self.readers
-            .read_now(move |c| {
-                let tx = c.unchecked_transaction()?;
-                let out = f(&tx);
-                drop(tx);
-                out
-            })
-            .await
+        self.readers.read_now(move |c| in_read_tx(c, f)).await
     }
 
     pub async fn resolve(&self, target: Target) -> Result<Rid> {
@@ -206,14 +199,8 @@ impl Store {
         for n in &names {
             check_shape(n).map_err(ApiError::from)?;
         }
-        self.readers
-            .read(move |c| {
-                let tx = c.unchecked_transaction()?;
-                let out = records::fields_page(&tx, &names, after, limit);
-                drop(tx);
-                out
-            })
-            .await
+        // A page reads thousands of rows: on the blocking pool, not inline.
+        self.readers.read(move |c| in_read_tx(c, |c| records::fields_page(c, &names, after, limit))).await
     }
 
     // --- raw keys ----------------------------------------------------------
@@ -333,4 +320,13 @@ impl Store {
     pub fn readers(&self) -> u32 {
         self.readers.size()
     }
+}
+
+/// Runs `f` inside one read transaction on `c`, so its statements see one
+/// committed state.
+fn in_read_tx<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let tx = c.unchecked_transaction()?;
+    let out = f(&tx);
+    drop(tx);
+    out
 }

@@ -13,11 +13,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use super::listing::{delete_all_records, each_root};
-use super::meta::ShapeQuery;
 use crate::http::hash;
 use crate::state::State;
-
-type Res<T> = Result<Json<T>, ApiError>;
 
 /// The editor's status field, never stored (the original dropped it).
 const PROCESSING_STATUS: &str = "processingStatus";
@@ -240,16 +237,6 @@ pub(super) async fn clear(st: State) -> Result<Json<Value>, ApiError> {
     Ok(Json(json!({ "status": "ok", "message": "Metadata cleared", "deletedCount": deleted })))
 }
 
-pub(super) async fn get(
-    st: State,
-    PathParams(raw): PathParams<String>,
-    QueryParams(shape): QueryParams<ShapeQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let shape = shape.shape()?;
-    let rec = st.store.get_record(&hash(&raw)?).await?;
-    Ok(Json(json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields) })))
-}
-
 /// `PUT /api/metadata/{hashId}`: the record's fields become the body's
 /// (without `processingStatus`).
 pub(super) async fn put(
@@ -276,7 +263,7 @@ pub(super) async fn get_property(
     st: State,
     PathParams(raw): PathParams<String>,
     QueryParams(q): QueryParams<PropertyQuery>,
-) -> Res<Value> {
+) -> Result<Json<Value>, ApiError> {
     let v = st.store.get_field(&hash(&raw)?, &q.property).await?;
     Ok(Json(json!({ "hashId": v.rid.to_string(), "property": v.field, "value": v.value })))
 }
@@ -292,7 +279,7 @@ pub(super) async fn put_property(
     st: State,
     PathParams(raw): PathParams<String>,
     JsonBody(body): JsonBody<PropertyBody>,
-) -> Res<Value> {
+) -> Result<Json<Value>, ApiError> {
     let w = st.store.set_field(&hash(&raw)?, &body.property, &body.value).await?;
     Ok(Json(json!({
         "status": "ok",

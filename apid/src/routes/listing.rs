@@ -3,6 +3,7 @@
 
 use metacore::api::storaged::{FieldsPageQuery, RootFields, StoragedClient};
 use metacore::error::ApiError;
+use metacore::rid::Rid;
 
 /// Roots per page asked of storaged.
 const PAGE: u32 = 2000;
@@ -29,13 +30,13 @@ pub async fn each_root(
     }
 }
 
-/// Every root, in RID order.
-pub async fn all_roots(store: &StoragedClient) -> Result<Vec<String>, ApiError> {
+/// Every root, in RID order (16 bytes each: fine to hold for a listing).
+pub async fn all_roots(store: &StoragedClient) -> Result<Vec<Rid>, ApiError> {
     let mut q = metacore::api::storaged::PageQuery { after: None, limit: Some(metacore::api::storaged::MAX_PAGE) };
     let mut out = Vec::new();
     loop {
         let page = store.list_roots(&q).await?;
-        out.extend(page.rids.iter().map(|r| r.to_string()));
+        out.extend(page.rids);
         match page.next {
             Some(next) => q.after = Some(next.to_string()),
             None => return Ok(out),

@@ -13,7 +13,8 @@ use metacore::api::storaged::Document;
 use metacore::cid::Cid;
 use metacore::error::{ApiError, ErrorCode};
 use metacore::record::Fields;
-use metacore::socket::body::{JsonBody, PathParams, QueryParams};
+use metacore::rid::Rid;
+use metacore::socket::body::{JsonBody, PathParams, QueryParams, RawBody};
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
@@ -69,7 +70,7 @@ pub struct HashIds {
 
 /// `GET /meta` and `GET /api/metadata/hash-ids`: every root.
 pub(super) async fn list(st: State) -> Res<HashIds> {
-    let hash_ids = all_roots(&st.store).await?;
+    let hash_ids: Vec<String> = all_roots(&st.store).await?.iter().map(Rid::to_string).collect();
     Ok(Json(HashIds { count: hash_ids.len(), hash_ids }))
 }
 
@@ -142,9 +143,9 @@ fn property_value(body: &Bytes) -> Result<String, ApiError> {
 pub(super) async fn put_property(
     st: State,
     PathParams((raw, key)): PathParams<(String, String)>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
-    let value = property_value(&body_or_413(body)?)?;
+    let value = property_value(&body)?;
     let w = st.store.set_field(&hash(&raw)?, &key, &value).await?;
     Ok(Json(json!({ "success": true, "hashId": w.rid.to_string(), "property": key })))
 }
@@ -162,25 +163,14 @@ pub(super) async fn delete_property(
 pub(super) async fn add_to_set(
     st: State,
     PathParams((raw, key)): PathParams<(String, String)>,
-    body: Result<Bytes, axum::extract::rejection::BytesRejection>,
+    RawBody(body): RawBody,
 ) -> Result<Json<Value>, ApiError> {
-    let value = property_value(&body_or_413(body)?)?;
+    let value = property_value(&body)?;
     if value.is_empty() {
         return Err(ApiError::schema("a value to add is required"));
     }
     let a = st.store.set_add(&hash(&raw)?, &key, &value).await?;
     Ok(Json(json!({ "success": true, "hashId": a.rid.to_string(), "property": key, "added": a.added })))
-}
-
-/// A body read as bytes, its length-limit rejection turned into 413.
-pub(crate) fn body_or_413(body: Result<Bytes, axum::extract::rejection::BytesRejection>) -> Result<Bytes, ApiError> {
-    body.map_err(|rej| {
-        if rej.status() == StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(ErrorCode::PayloadTooLarge, "request body is larger than this route accepts")
-        } else {
-            ApiError::bad_request(format!("cannot read the request body: {rej}"))
-        }
-    })
 }
 
 /// `GET /api/meta/{cid}`: the metadata document of a CID.

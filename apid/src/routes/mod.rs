@@ -46,7 +46,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/metadata/hash-ids", get(meta::list))
         .route("/api/files/tuples", get(editor::tuples))
         .route("/api/metadata/list", get(editor::list))
-        .route("/api/metadata/{hash_id}", get(editor::get).put(editor::put).delete(editor::delete))
+        .route("/api/metadata/{hash_id}", get(meta::get).put(editor::put).delete(editor::delete))
         .route("/api/metadata/{hash_id}/property", get(editor::get_property).put(editor::put_property))
         // KV browser (reads).
         .route("/api/kv/info", get(kv::info))

@@ -25,7 +25,7 @@ use axum::routing::{get, post};
 use axum::{Json, Router};
 use futures_util::{Stream, StreamExt};
 use http::header;
-use metacore::api::storaged::{MAX_PAGE, PageQuery, RangeQuery, StoragedClient};
+use metacore::api::storaged::{MAX_PAGE, RangeQuery, StoragedClient};
 use metacore::error::{ApiError, ErrorCode};
 use metacore::record::Fields;
 use metacore::rid::Rid;
@@ -101,7 +101,7 @@ async fn export(st: State, QueryParams(q): QueryParams<ExportQuery>) -> Result<R
     };
     // The roots are listed before the answer starts, so a storaged that is
     // away is a clean 503 rather than a truncated download.
-    let rids = collect_roots(&st.store).await?;
+    let rids = super::listing::all_roots(&st.store).await?;
     let (tx, rx) = mpsc::channel::<io::Result<Bytes>>(8);
     let store = st.store.clone();
     tokio::spawn(async move {
@@ -133,27 +133,13 @@ fn archive_name(rfc3339: &str) -> String {
     format!("metamesh-snapshot-{date}-{time}.zip")
 }
 
-/// Every root, in RID order.
-pub async fn collect_roots(store: &StoragedClient) -> Result<Vec<Rid>, ApiError> {
-    let mut q = PageQuery { after: None, limit: Some(MAX_PAGE) };
-    let mut out = Vec::new();
-    loop {
-        let page = store.list_roots(&q).await?;
-        out.extend(page.rids);
-        match page.next {
-            Some(next) => q.after = Some(next.to_string()),
-            None => return Ok(out),
-        }
-    }
-}
-
 /// Writes a whole snapshot to `out`; returns the records written.
 pub async fn export_to<W: Write + Send + 'static>(
     store: &StoragedClient,
     opts: ExportOptions,
     out: W,
 ) -> Result<u64, ApiError> {
-    let rids = collect_roots(store).await?;
+    let rids = super::listing::all_roots(store).await?;
     export_roots(store, rids, opts, out).await
 }
 

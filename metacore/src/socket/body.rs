@@ -44,6 +44,19 @@ impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     }
 }
 
+/// The raw body, its rejections answered with the envelope (413 over the
+/// route's limit) like [`JsonBody`]'s.
+#[derive(Debug, Clone)]
+pub struct RawBody(pub Bytes);
+
+impl<S: Send + Sync> FromRequest<S> for RawBody {
+    type Rejection = ApiError;
+
+    async fn from_request(req: Request, state: &S) -> Result<Self, Self::Rejection> {
+        read_body(req, state).await.map(RawBody)
+    }
+}
+
 /// `Path<T>` whose rejection is the error envelope (400).
 #[derive(Debug, Clone)]
 pub struct PathParams<T>(pub T);
