@@ -15,10 +15,8 @@
 //! storaged. The process is killed when the handle drops.
 
 use std::ffi::OsString;
-use std::fs::File;
+use std::ops::Deref;
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use bytes::Bytes;
 use http::{HeaderName, HeaderValue, Method, Request};
@@ -28,12 +26,9 @@ use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 
 use crate::Storaged;
-use crate::daemon::binary;
+use crate::process::{self, Process};
 use crate::raw_http::RawResponse;
-use crate::wait::{self, DAEMON_DEADLINE, IO_DEADLINE, within};
-
-/// Numbers the stderr logs, so several processes can share a dir.
-static LAUNCHES: AtomicU32 = AtomicU32::new(0);
+use crate::wait::{IO_DEADLINE, within};
 
 /// A port nobody listens on right now: bind port 0, read it, let it go.
 pub fn free_port() -> u16 {
@@ -41,16 +36,23 @@ pub fn free_port() -> u16 {
     l.local_addr().expect("the bound address").port()
 }
 
-/// One apid process and an HTTP client of its port.
+/// One apid process and an HTTP client of its port; the requests
+/// ([`Http`]) are reached through `Deref`, the process with
+/// [`Apid::process`].
 #[derive(Debug)]
 pub struct Apid {
     dir: PathBuf,
-    env: Vec<(String, String)>,
     port: u16,
-    child: Option<Child>,
-    exit: Option<ExitStatus>,
-    stderr_path: PathBuf,
+    process: Process,
     client: Http,
+}
+
+impl Deref for Apid {
+    type Target = Http;
+
+    fn deref(&self) -> &Http {
+        &self.client
+    }
 }
 
 impl Apid {
@@ -75,72 +77,46 @@ impl Apid {
     /// Spawns without waiting for readiness.
     pub fn spawn_in(dir: &Path, env: &[(&str, &str)]) -> Self {
         let port = free_port();
-        let env = env.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect();
-        let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        let stderr_path = dir.join(format!("apid-{n}.stderr"));
-        let mut a = Self {
-            dir: dir.to_owned(),
-            env,
-            port,
-            child: None,
-            exit: None,
-            stderr_path,
-            client: Http::new(&format!("http://127.0.0.1:{port}")),
-        };
-        a.child = Some(a.spawn_child());
-        a
-    }
-
-    fn spawn_child(&self) -> Child {
-        std::fs::create_dir_all(self.files_path()).expect("create FILES_PATH");
-        let stderr = File::create(&self.stderr_path).expect("create the stderr log");
-        let mut cmd = Command::new(binary("apid"));
-        for (key, _) in std::env::vars_os() {
-            let k = key.to_string_lossy();
-            if k.starts_with("META_CORE_") || k == "BASE_URL" {
-                cmd.env_remove(&key);
-            }
-        }
-        cmd.env("META_CORE_PATH", self.dir.join("meta-core"))
-            .env("META_CORE_RUN_DIR", self.dir.join("run"))
-            .env("FILES_PATH", self.files_path())
+        std::fs::create_dir_all(dir.join("files")).expect("create FILES_PATH");
+        let mut cmd = process::command("apid");
+        cmd.env("META_CORE_PATH", dir.join("meta-core"))
+            .env("META_CORE_RUN_DIR", dir.join("run"))
+            .env("FILES_PATH", dir.join("files"))
             .env("META_CORE_HTTP_HOST", "127.0.0.1")
-            .env("META_CORE_HTTP_PORT", self.port.to_string())
+            .env("META_CORE_HTTP_PORT", port.to_string())
             .env("LOG_FORMAT", "text")
             .env("RUST_LOG", "info");
-        for (k, v) in &self.env {
+        for (k, v) in env {
             cmd.env(OsString::from(k), OsString::from(v));
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-        cmd.spawn().expect("spawn apid")
+        let process = Process::spawn("apid", dir, cmd);
+        Self { dir: dir.to_owned(), port, process, client: Http::new(port) }
     }
 
-    /// Waits until this process answers `GET /health` with 200; panics
-    /// with its stderr if it exits first or the deadline passes.
+    /// Waits until this very process (`leader.pid`) answers `GET /health`
+    /// with 200.
     pub async fn wait_ready(&mut self) {
-        let pid = self.pid();
+        let pid = self.process.pid();
         let client = self.client.clone();
-        let ready = wait::until("apid to answer /health", DAEMON_DEADLINE, || {
-            let exited = self.try_exit();
-            let client = client.clone();
-            async move {
-                if let Some(status) = exited {
-                    return Some(Err(status));
+        self.process
+            .wait_ready(|| {
+                let client = client.clone();
+                async move {
+                    matches!(client.try_send(Method::GET, "/health", Bytes::new(), &[]).await,
+                        Ok(r) if r.status == 200 && r.json()["leader"]["pid"] == pid)
                 }
-                match client.try_send(Method::GET, "/health", Bytes::new(), &[]).await {
-                    Ok(r) if r.status == 200 && r.json()["leader"]["pid"] == pid => Some(Ok(())),
-                    _ => None,
-                }
-            }
-        })
-        .await;
-        if let Err(status) = ready {
-            panic!("apid exited ({status}) before it was ready; its stderr:\n{}", self.stderr());
-        }
+            })
+            .await;
     }
 
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(Child::id).expect("a spawned process")
+    /// The process: pid, stderr, signals.
+    pub fn process(&self) -> &Process {
+        &self.process
+    }
+
+    /// The process, for waiting on its exit.
+    pub fn process_mut(&mut self) -> &mut Process {
+        &mut self.process
     }
 
     pub fn port(&self) -> u16 {
@@ -160,82 +136,6 @@ impl Apid {
     pub fn files_path(&self) -> PathBuf {
         self.dir.join("files")
     }
-
-    /// Everything the process has written to stderr so far.
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    /// The exit status, if the process has exited (reaps it).
-    pub fn try_exit(&mut self) -> Option<ExitStatus> {
-        if self.exit.is_none()
-            && let Some(child) = self.child.as_mut()
-        {
-            self.exit = child.try_wait().expect("poll the child");
-        }
-        self.exit
-    }
-
-    /// SIGTERM: an orderly stop. See [`Apid::wait_exit`].
-    pub fn sigterm(&self) {
-        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("a positive pid");
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("send SIGTERM");
-    }
-
-    /// Waits (bounded) for the process to exit and returns its status.
-    pub async fn wait_exit(&mut self) -> ExitStatus {
-        let status = wait::until("apid to exit", DAEMON_DEADLINE, || std::future::ready(self.try_exit())).await;
-        self.exit = Some(status);
-        status
-    }
-
-    /// The HTTP client of this process's port.
-    pub fn http(&self) -> &Http {
-        &self.client
-    }
-
-    /// `GET path`.
-    pub async fn get(&self, path: &str) -> RawResponse {
-        self.client.get(path).await
-    }
-
-    /// Any request; see [`Http::send`].
-    pub async fn send(
-        &self,
-        method: &str,
-        path: &str,
-        body: impl Into<Bytes>,
-        headers: &[(&str, &str)],
-    ) -> RawResponse {
-        self.client.send(method, path, body, headers).await
-    }
-
-    /// One request over a fresh TCP connection, written while the answer
-    /// is read (see [`crate::raw_http`]): for bodies apid refuses before
-    /// reading them (413), which hyper's client reports as a broken pipe.
-    pub async fn send_raw(&self, method: &str, path: &str, body: Option<&[u8]>) -> RawResponse {
-        crate::raw_http::request_tcp(&format!("127.0.0.1:{}", self.port), method, path, body).await
-    }
-
-    /// `method path` with a JSON body.
-    pub async fn send_json(&self, method: &str, path: &str, body: &serde_json::Value) -> RawResponse {
-        let bytes = serde_json::to_vec(body).expect("serialize a JSON body");
-        self.client.send(method, path, bytes, &[("content-type", "application/json")]).await
-    }
-}
-
-impl Drop for Apid {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut()
-            && self.exit.is_none()
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!("--- stderr of apid in {} ---\n{}", self.dir.display(), self.stderr());
-        }
-    }
 }
 
 /// A real HTTP/1.1 client over TCP (hyper's pooled client), every request
@@ -243,18 +143,45 @@ impl Drop for Apid {
 /// `json`, `text`, `header` and `assert_error` every test uses.
 #[derive(Debug, Clone)]
 pub struct Http {
-    base: String,
+    port: u16,
     client: Client<HttpConnector, Full<Bytes>>,
 }
 
 impl Http {
-    pub fn new(base: &str) -> Self {
-        let client = Client::builder(TokioExecutor::new()).build_http();
-        Self { base: base.trim_end_matches('/').to_owned(), client }
+    /// A client of `http://127.0.0.1:<port>`.
+    pub fn new(port: u16) -> Self {
+        Self { port, client: Client::builder(TokioExecutor::new()).build_http() }
     }
 
     pub async fn get(&self, path: &str) -> RawResponse {
         self.send("GET", path, Bytes::new(), &[]).await
+    }
+
+    /// `GET path`, which must answer 200; its JSON.
+    pub async fn get_ok(&self, path: &str) -> serde_json::Value {
+        let r = self.get(path).await;
+        assert_eq!(r.status, 200, "GET {path}: {}", r.text());
+        r.json()
+    }
+
+    /// `method path` with a JSON body.
+    pub async fn send_json(&self, method: &str, path: &str, body: &serde_json::Value) -> RawResponse {
+        let bytes = serde_json::to_vec(body).expect("serialize a JSON body");
+        self.send(method, path, bytes, &[("content-type", "application/json")]).await
+    }
+
+    /// `method path` with a JSON body, which must answer 200; its JSON.
+    pub async fn ok_json(&self, method: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+        let r = self.send_json(method, path, body).await;
+        assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
+        r.json()
+    }
+
+    /// One request over a fresh TCP connection, written while the answer
+    /// is read (see [`crate::raw_http`]): for bodies apid refuses before
+    /// reading them (413), which hyper's client reports as a broken pipe.
+    pub async fn send_raw(&self, method: &str, path: &str, body: Option<&[u8]>) -> RawResponse {
+        crate::raw_http::request_tcp(&format!("127.0.0.1:{}", self.port), method, path, body).await
     }
 
     /// Sends `method path` (the path exactly as written, query included)
@@ -285,7 +212,7 @@ impl Http {
         headers: &[(&str, &str)],
     ) -> Result<RawResponse, String> {
         let what = format!("{method} {path}");
-        let mut req = Request::builder().method(method).uri(format!("{}{path}", self.base));
+        let mut req = Request::builder().method(method).uri(format!("http://127.0.0.1:{}{path}", self.port));
         for (k, v) in headers {
             req = req.header(
                 HeaderName::from_bytes(k.as_bytes()).expect("a header name"),

@@ -15,18 +15,13 @@
 //! wait is bounded; the process is killed when the handle drops.
 
 use std::ffi::OsString;
-use std::fs::File;
+use std::ops::{Deref, DerefMut};
 use std::path::{Path, PathBuf};
-use std::process::{Child, Command, ExitStatus, Stdio};
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use metacore::api::storaged::StoragedClient;
 use tempfile::TempDir;
 
-use crate::wait::{self, DAEMON_DEADLINE};
-
-/// Numbers the stderr logs, so several processes can share a dir.
-static LAUNCHES: AtomicU32 = AtomicU32::new(0);
+use crate::process::{self, Process};
 
 /// Where the daemons' binaries are: `META_CORE_BIN_DIR`, else the profile
 /// directory of the running test (`target/<profile>/deps/..`), else
@@ -124,22 +119,14 @@ impl Launch {
     /// Spawns the process without waiting for it to be ready (for starts
     /// that are expected to fail; see [`Launch::start`] otherwise).
     pub fn spawn(self) -> Storaged {
-        let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        let stderr_path = self.dir.join(format!("storaged-{n}.stderr"));
-        let child = self.spawn_child(&stderr_path);
+        let process = self.spawn_process();
         let client = StoragedClient::new(&self.run_dir.join("storaged.sock"));
-        Storaged { launch: self, owned_dir: None, child: Some(child), exit: None, client, stderr_path }
+        Storaged { launch: self, process, owned_dir: None, client }
     }
 
-    fn spawn_child(&self, stderr_path: &Path) -> Child {
+    fn spawn_process(&self) -> Process {
         std::fs::create_dir_all(self.dir.join("files")).expect("create FILES_PATH");
-        let stderr = File::create(stderr_path).expect("create the stderr log");
-        let mut cmd = Command::new(binary("storaged"));
-        for (key, _) in std::env::vars_os() {
-            if key.to_string_lossy().starts_with("META_CORE_") {
-                cmd.env_remove(&key);
-            }
-        }
+        let mut cmd = process::command("storaged");
         cmd.env("META_CORE_PATH", self.dir.join("meta-core"))
             .env("META_CORE_RUN_DIR", &self.run_dir)
             .env("FILES_PATH", self.dir.join("files"))
@@ -152,8 +139,7 @@ impl Launch {
         for (k, v) in &self.env {
             cmd.env(OsString::from(k), OsString::from(v));
         }
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
-        cmd.spawn().expect("spawn storaged")
+        Process::spawn("storaged", &self.dir, cmd)
     }
 
     /// Spawns the process and waits until it answers `/health`.
@@ -164,16 +150,30 @@ impl Launch {
     }
 }
 
-/// One storaged process and its client.
+/// One storaged process and its client. The process's own handle
+/// ([`Process`]: pid, stderr, signals, exit) is reached through `Deref`.
 #[derive(Debug)]
 pub struct Storaged {
     launch: Launch,
+    /// Declared before the dir so the process dies before its dir goes.
+    process: Process,
     /// The temp dir, when this handle made it.
     owned_dir: Option<TempDir>,
-    child: Option<Child>,
-    exit: Option<ExitStatus>,
     client: StoragedClient,
-    stderr_path: PathBuf,
+}
+
+impl Deref for Storaged {
+    type Target = Process;
+
+    fn deref(&self) -> &Process {
+        &self.process
+    }
+}
+
+impl DerefMut for Storaged {
+    fn deref_mut(&mut self) -> &mut Process {
+        &mut self.process
+    }
 }
 
 impl Storaged {
@@ -190,37 +190,21 @@ impl Storaged {
         Launch::in_dir(dir).start().await
     }
 
-    /// Waits until this process answers `GET /health`; panics with its
-    /// stderr if it exits first or the deadline passes.
+    /// Waits until this very process (its pid) answers `GET /health`.
     pub async fn wait_ready(&mut self) {
         let pid = self.pid();
         let client = self.client.clone();
-        let ready = wait::until("storaged to answer /health", DAEMON_DEADLINE, || {
-            let exited = self.try_exit();
-            let client = client.clone();
-            async move {
-                if let Some(status) = exited {
-                    return Some(Err(status));
-                }
-                match client.handshake().await {
-                    Ok(h) if h.pid == pid => Some(Ok(())),
-                    _ => None,
-                }
-            }
-        })
-        .await;
-        if let Err(status) = ready {
-            panic!("storaged exited ({status}) before it was ready; its stderr:\n{}", self.stderr());
-        }
+        self.process
+            .wait_ready(|| {
+                let client = client.clone();
+                async move { matches!(client.handshake().await, Ok(h) if h.pid == pid) }
+            })
+            .await;
     }
 
     /// The typed client of this process's socket.
     pub fn client(&self) -> &StoragedClient {
         &self.client
-    }
-
-    pub fn pid(&self) -> u32 {
-        self.child.as_ref().map(Child::id).expect("a spawned process")
     }
 
     pub fn dir(&self) -> &Path {
@@ -235,58 +219,11 @@ impl Storaged {
         self.launch.db()
     }
 
-    pub fn stderr_path(&self) -> &Path {
-        &self.stderr_path
-    }
-
-    /// Everything the process has written to stderr so far.
-    pub fn stderr(&self) -> String {
-        std::fs::read_to_string(&self.stderr_path).unwrap_or_default()
-    }
-
-    /// The exit status, if the process has exited (reaps it).
-    pub fn try_exit(&mut self) -> Option<ExitStatus> {
-        if self.exit.is_none()
-            && let Some(child) = self.child.as_mut()
-        {
-            self.exit = child.try_wait().expect("poll the child");
-        }
-        self.exit
-    }
-
-    /// SIGKILL, then reap. Returns the exit status.
-    pub fn kill9(&mut self) -> ExitStatus {
-        if let Some(status) = self.try_exit() {
-            return status;
-        }
-        let child = self.child.as_mut().expect("a spawned process");
-        child.kill().expect("SIGKILL storaged");
-        let status = child.wait().expect("reap storaged");
-        self.exit = Some(status);
-        status
-    }
-
-    /// SIGTERM: an orderly stop. See [`Storaged::wait_exit`].
-    pub fn sigterm(&self) {
-        let pid = rustix::process::Pid::from_raw(self.pid() as i32).expect("a positive pid");
-        rustix::process::kill_process(pid, rustix::process::Signal::TERM).expect("send SIGTERM");
-    }
-
-    /// Waits (bounded) for the process to exit and returns its status.
-    pub async fn wait_exit(&mut self) -> ExitStatus {
-        let status = wait::until("storaged to exit", DAEMON_DEADLINE, || std::future::ready(self.try_exit())).await;
-        self.exit = Some(status);
-        status
-    }
-
     /// Starts the same launch again (same dir, database and socket), after
     /// killing this process if it still runs.
     pub async fn restart(&mut self) {
         self.kill9();
-        let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
-        self.stderr_path = self.launch.dir.join(format!("storaged-{n}.stderr"));
-        self.child = Some(self.launch.spawn_child(&self.stderr_path));
-        self.exit = None;
+        self.process = self.launch.spawn_process();
         // A new client: the old pool holds connections to the dead process.
         self.client = StoragedClient::new(&self.socket_path());
         self.wait_ready().await;
@@ -295,19 +232,5 @@ impl Storaged {
     /// A new launch in the same dir (to start a second process there).
     pub fn launch(&self) -> Launch {
         self.launch.clone()
-    }
-}
-
-impl Drop for Storaged {
-    fn drop(&mut self) {
-        if let Some(child) = self.child.as_mut()
-            && self.exit.is_none()
-        {
-            let _ = child.kill();
-            let _ = child.wait();
-        }
-        if std::thread::panicking() {
-            eprintln!("--- stderr of storaged in {} ---\n{}", self.launch.dir.display(), self.stderr());
-        }
     }
 }

@@ -15,8 +15,10 @@
 //!
 //! - [`apid`]: [`Apid`], one real apid process beside a storaged, on a
 //!   free TCP port, with a real HTTP client of it.
-//! - [`daemon`]: [`Storaged`], one real storaged process with its own dir,
-//!   readiness by polling `/health`, signals, bounded waits, kill on drop.
+//! - [`process`]: [`process::Process`], one spawned daemon: pid, stderr log,
+//!   readiness polling, signals, bounded waits, kill on drop.
+//! - [`daemon`]: [`Storaged`], one real storaged process with its own dir
+//!   and socket client; [`apid`]: [`Apid`] beside it, with an HTTP client.
 //! - [`snapshot`]: every row of the database as sorted `(k, v)`, a text
 //!   renderer and diff, and the store's invariants as one checker.
 //! - [`raw_http`]: a minimal HTTP/1.1 client over the socket for requests
@@ -28,6 +30,7 @@
 pub mod apid;
 pub mod daemon;
 pub mod fixtures;
+pub mod process;
 pub mod raw_http;
 pub mod snapshot;
 pub mod wait;

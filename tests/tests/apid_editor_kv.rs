@@ -13,22 +13,10 @@ async fn start_with(env: &[(&str, &str)]) -> (Storaged, Apid) {
     (s, a)
 }
 
-async fn ok(a: &Apid, method: &str, path: &str, body: &Value) -> Value {
-    let r = a.send_json(method, path, body).await;
-    assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
-    r.json()
-}
-
-async fn get_ok(a: &Apid, path: &str) -> Value {
-    let r = a.get(path).await;
-    assert_eq!(r.status, 200, "GET {path}: {}", r.text());
-    r.json()
-}
-
 /// Mints a record by CID through `/meta` and returns its RID.
 async fn mint(a: &Apid, fields: Value) -> String {
     let cid = random_midhash();
-    let v = ok(a, "PATCH", &format!("/meta/{cid}"), &fields).await;
+    let v = a.ok_json("PATCH", &format!("/meta/{cid}"), &fields).await;
     v["hashId"].as_str().expect("hashId").to_owned()
 }
 
@@ -39,14 +27,14 @@ async fn tuples_and_list_read_a_few_fields_of_every_record() {
     let _partial = mint(&a, json!({"filePath": "/files/b.mkv", "title": "B"})).await;
     let _bad_size = mint(&a, json!({"filePath": "/files/c.mkv", "sizeByte": "big", "mtimeNano": "1"})).await;
 
-    let t = get_ok(&a, "/api/files/tuples").await;
+    let t = a.get_ok("/api/files/tuples").await;
     assert_eq!(t["count"], 1, "{t}");
     assert_eq!(t["totalSize"], 100);
     assert_eq!(t["files"], json!([{"hashId": full, "filePath": "/files/a.mkv", "sizeByte": 100, "mtimeNano": 7}]));
-    let summary = get_ok(&a, "/api/files/tuples?summary=1").await;
+    let summary = a.get_ok("/api/files/tuples?summary=1").await;
     assert!(summary.get("files").is_none() && summary["count"] == 1, "{summary}");
 
-    let l = get_ok(&a, "/api/metadata/list?limit=2").await;
+    let l = a.get_ok("/api/metadata/list?limit=2").await;
     assert_eq!((l["count"].as_u64(), l["total"].as_u64()), (Some(2), Some(3)), "{l}");
     let first = &l["items"][0];
     assert_eq!(first["hashId"], full.as_str(), "roots come in RID order: {l}");
@@ -54,12 +42,12 @@ async fn tuples_and_list_read_a_few_fields_of_every_record() {
         (first["title"].as_str(), first["type"].as_str(), first["year"].as_str()),
         (Some("A"), Some("video"), Some("2001"))
     );
-    let rest = get_ok(&a, "/api/metadata/list?offset=2&limit=5").await;
+    let rest = a.get_ok("/api/metadata/list?offset=2&limit=5").await;
     assert_eq!(rest["count"], 1, "{rest}");
-    let past = get_ok(&a, "/api/metadata/list?offset=10").await;
+    let past = a.get_ok("/api/metadata/list?offset=10").await;
     assert_eq!(past["items"], json!([]), "empty is [] not null: {past}");
 
-    let ids = get_ok(&a, "/api/metadata/hash-ids").await;
+    let ids = a.get_ok("/api/metadata/hash-ids").await;
     assert_eq!(ids["count"], 3);
     assert_sound(&dump(&s.db_path()));
 }
@@ -70,29 +58,30 @@ async fn per_record_editor_routes_read_replace_and_delete() {
     let cid = random_midhash();
     let rid = mint(&a, json!({"title": "Old", "keep": "no", member(&cid): "true"})).await;
 
-    let g = get_ok(&a, &format!("/api/metadata/{rid}")).await;
+    let g = a.get_ok(&format!("/api/metadata/{rid}")).await;
     assert_eq!(g["metadata"]["title"], "Old");
-    let nested = get_ok(&a, &format!("/api/metadata/{rid}?shape=nested")).await;
+    let nested = a.get_ok(&format!("/api/metadata/{rid}?shape=nested")).await;
     assert_eq!(nested["metadata"]["cids"][cid.to_string()], "true", "{nested}");
 
-    let p = ok(&a, "PUT", &format!("/api/metadata/{rid}"), &json!({"title": "New", "processingStatus": "busy"})).await;
+    let p =
+        a.ok_json("PUT", &format!("/api/metadata/{rid}"), &json!({"title": "New", "processingStatus": "busy"})).await;
     assert_eq!((p["status"].as_str(), p["hashId"].as_str()), (Some("ok"), Some(rid.as_str())));
     let rows = dump(&s.db_path());
     let rec = record(&rows, &rid);
     assert_eq!(rec.get("title").map(String::as_str), Some("New"));
     assert!(!rec.contains_key("keep") && !rec.contains_key("processingStatus"), "PUT replaces: {rec:?}");
 
-    let prop = get_ok(&a, &format!("/api/metadata/{rid}/property?property=title")).await;
+    let prop = a.get_ok(&format!("/api/metadata/{rid}/property?property=title")).await;
     assert_eq!(prop, json!({"hashId": rid, "property": "title", "value": "New"}));
     let set =
-        ok(&a, "PUT", &format!("/api/metadata/{rid}/property"), &json!({"property": "year", "value": "1999"})).await;
+        a.ok_json("PUT", &format!("/api/metadata/{rid}/property"), &json!({"property": "year", "value": "1999"})).await;
     assert_eq!((set["property"].as_str(), set["value"].as_str()), (Some("year"), Some("1999")));
     assert_eq!(record(&dump(&s.db_path()), &rid).get("year").map(String::as_str), Some("1999"));
     a.send_json("PUT", &format!("/api/metadata/{rid}/property"), &json!({"property": "midhash256", "value": "x"}))
         .await
         .assert_error(400, "deprecated_field");
 
-    let d = ok(&a, "DELETE", &format!("/api/metadata/{rid}"), &json!(null)).await;
+    let d = a.ok_json("DELETE", &format!("/api/metadata/{rid}"), &json!(null)).await;
     assert!(d["deletedKeys"].as_u64().is_some_and(|n| n >= 2), "{d}");
     let rows = dump(&s.db_path());
     assert!(record(&rows, &rid).is_empty() && !roots(&rows).contains(&rid));
@@ -105,17 +94,17 @@ async fn batch_applies_each_update_in_one_transaction_and_reports_each() {
     let rid = mint(&a, json!({"title": "T", "old": "x"})).await;
     let other = mint(&a, json!({"title": "U"})).await;
     let before_other = record(&dump(&s.db_path()), &other);
-    let r = ok(
-        &a,
-        "POST",
-        "/api/metadata/batch",
-        &json!({"updates": [
-            {"hashId": rid, "metadata": {"title": "T2", "processingStatus": "x"}, "properties": {"year": "2000"}},
-            {"metadata": {"a": "b"}},
-            {"hashId": other, "properties": {"canonical_cid": "b"}},
-        ]}),
-    )
-    .await;
+    let r = a
+        .ok_json(
+            "POST",
+            "/api/metadata/batch",
+            &json!({"updates": [
+                {"hashId": rid, "metadata": {"title": "T2", "processingStatus": "x"}, "properties": {"year": "2000"}},
+                {"metadata": {"a": "b"}},
+                {"hashId": other, "properties": {"canonical_cid": "b"}},
+            ]}),
+        )
+        .await;
     assert_eq!(
         (r["status"].as_str(), r["total"].as_u64(), r["success"].as_u64(), r["errors"].as_u64()),
         (Some("completed"), Some(3), Some(1), Some(2)),
@@ -137,7 +126,7 @@ async fn clear_deletes_every_record_and_alias() {
     for i in 0..5 {
         mint(&a, json!({"title": format!("t{i}")})).await;
     }
-    let c = ok(&a, "POST", "/api/metadata/clear", &json!(null)).await;
+    let c = a.ok_json("POST", "/api/metadata/clear", &json!(null)).await;
     assert_eq!(c, json!({"status": "ok", "message": "Metadata cleared", "deletedCount": 5}));
     let rows = dump(&s.db_path());
     assert!(roots(&rows).is_empty() && aliases(&rows).is_empty(), "nothing left");
@@ -150,52 +139,50 @@ async fn kv_browser_reads_keys_tree_search_find_and_values() {
     let r1 = mint(&a, json!({"title": "Night River", "sizeByte": "10", "fileinfo/codec": "h264"})).await;
     let r2 = mint(&a, json!({"title": "Day", "sizeByte": "5"})).await;
 
-    let info = get_ok(&a, "/api/kv/info").await;
+    let info = a.get_ok("/api/kv/info").await;
     assert_eq!(
         (info["prefix"].as_str(), info["fileCount"].as_u64(), info["totalSize"].as_u64()),
         (Some("file:"), Some(2), Some(15)),
         "{info}"
     );
 
-    let k1 = get_ok(&a, "/api/kv/keys?count=1").await;
+    let k1 = a.get_ok("/api/kv/keys?count=1").await;
     assert_eq!(k1["keys"], json!([format!("file:{r1}")]));
     assert_eq!(k1["hasMore"], true);
-    let k2 = get_ok(&a, &format!("/api/kv/keys?count=1&cursor={}", k1["cursor"].as_str().unwrap())).await;
+    let k2 = a.get_ok(&format!("/api/kv/keys?count=1&cursor={}", k1["cursor"].as_str().unwrap())).await;
     assert_eq!(k2["keys"], json!([format!("file:{r2}")]));
     assert_eq!((k2["cursor"].as_str(), k2["hasMore"].as_bool()), (Some("0"), Some(false)), "{k2}");
 
-    let top = get_ok(&a, "/api/kv/tree?prefix=&delimiter=:").await;
+    let top = a.get_ok("/api/kv/tree?prefix=&delimiter=:").await;
     let branches: Vec<&str> = top["branches"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert!(branches.contains(&"file:") && branches.contains(&"cid:"), "{top}");
-    let rec = get_ok(&a, &format!("/api/kv/tree?prefix=file:{r1}/&delimiter=/")).await;
+    let rec = a.get_ok(&format!("/api/kv/tree?prefix=file:{r1}/&delimiter=/")).await;
     assert_eq!(rec["branches"], json!([format!("file:{r1}/cids/"), format!("file:{r1}/fileinfo/")]), "{rec}");
     assert_eq!(rec["leaves"], json!([format!("file:{r1}/sizeByte"), format!("file:{r1}/title")]));
-    let paged = get_ok(&a, &format!("/api/kv/tree?prefix=file:{r1}/&delimiter=/&max=3")).await;
+    let paged = a.get_ok(&format!("/api/kv/tree?prefix=file:{r1}/&delimiter=/&max=3")).await;
     assert_eq!(paged["hasMore"], true, "{paged}");
-    let next = get_ok(
-        &a,
-        &format!(
+    let next = a
+        .get_ok(&format!(
             "/api/kv/tree?prefix=file:{r1}/&delimiter=/&max=3&cursor={}",
             urlencode(paged["cursor"].as_str().unwrap())
-        ),
-    )
-    .await;
+        ))
+        .await;
     assert_eq!(next["leaves"], json!([format!("file:{r1}/title")]), "the cursor continues: {next}");
 
-    let found = get_ok(&a, "/api/kv/search?contains=codec").await;
+    let found = a.get_ok("/api/kv/search?contains=codec").await;
     assert_eq!(found["keys"], json!([format!("file:{r1}/fileinfo/codec")]));
-    let f = get_ok(&a, "/api/kv/find?contains=river&fields=title,fileinfo/codec").await;
+    let f = a.get_ok("/api/kv/find?contains=river&fields=title,fileinfo/codec").await;
     assert_eq!(
         f["matches"],
         json!([{"key": format!("file:{r1}/title"), "value": "Night River", "entryPath": format!("file:{r1}"), "field": "title"}])
     );
     a.get("/api/kv/find?contains=x").await.assert_error(400, "schema_violation");
 
-    let v = get_ok(&a, &format!("/api/kv/value?key=file:{r2}/title")).await;
+    let v = a.get_ok(&format!("/api/kv/value?key=file:{r2}/title")).await;
     assert_eq!(v, json!({"key": format!("file:{r2}/title"), "type": "string", "value": "Day", "exists": true}));
-    let missing = get_ok(&a, "/api/kv/value?key=nope").await;
+    let missing = a.get_ok("/api/kv/value?key=nope").await;
     assert_eq!((missing["exists"].as_bool(), missing["type"].as_str()), (Some(false), Some("")));
-    let h = get_ok(&a, &format!("/api/kv/key/file:{r2}")).await;
+    let h = a.get_ok(&format!("/api/kv/key/file:{r2}")).await;
     assert_eq!((h["type"].as_str(), h["value"]["title"].as_str()), (Some("hash"), Some("Day")));
     a.get("/api/kv/key/udl:x").await.assert_error(400, "schema_violation");
     assert_sound(&dump(&s.db_path()));
@@ -205,10 +192,10 @@ async fn kv_browser_reads_keys_tree_search_find_and_values() {
 async fn kv_writes_follow_the_record_rules_and_refuse_bookkeeping_keys() {
     let (s, a) = start_with(&[]).await;
     let rid = mint(&a, json!({"title": "x"})).await;
-    let w = ok(&a, "PUT", "/api/kv/value", &json!({"key": format!("file:{rid}/year"), "value": "1990"})).await;
+    let w = a.ok_json("PUT", "/api/kv/value", &json!({"key": format!("file:{rid}/year"), "value": "1990"})).await;
     assert_eq!(w, json!({"key": format!("file:{rid}/year"), "type": "string", "value": "1990", "exists": true}));
     assert_eq!(record(&dump(&s.db_path()), &rid).get("year").map(String::as_str), Some("1990"));
-    ok(&a, "PUT", "/api/kv/value", &json!({"key": "udl:u1/prefs", "value": "{}"})).await;
+    a.ok_json("PUT", "/api/kv/value", &json!({"key": "udl:u1/prefs", "value": "{}"})).await;
 
     let before = dump(&s.db_path());
     for key in ["idx:roots/x", "cid:bafkreiabc", "ev:meta:events/1-1", "meta-core:schema-version"] {
@@ -217,7 +204,7 @@ async fn kv_writes_follow_the_record_rules_and_refuse_bookkeeping_keys() {
     }
     assert_same(&before, &dump(&s.db_path()), "refused kv writes");
 
-    let d = ok(&a, "DELETE", "/api/kv/value?key=udl:u1/prefs", &json!(null)).await;
+    let d = a.ok_json("DELETE", "/api/kv/value?key=udl:u1/prefs", &json!(null)).await;
     assert_eq!(d, json!({"key": "udl:u1/prefs", "deleted": true}));
     assert!(!dump(&s.db_path()).contains_key("udl:u1/prefs"));
 }
@@ -249,7 +236,7 @@ async fn the_admin_token_guards_mutating_admin_routes_only() {
     }
     assert_same(&before, &dump(&s.db_path()), "refused admin calls");
 
-    get_ok(&a, &format!("/api/kv/value?key=file:{rid}/title")).await; // reads stay open
+    a.get_ok(&format!("/api/kv/value?key=file:{rid}/title")).await; // reads stay open
     let r = a
         .send(
             "PUT",

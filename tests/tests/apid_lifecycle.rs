@@ -22,7 +22,7 @@ async fn assert_degraded(a: &Apid) {
     assert_eq!(h.status, 200, "/health is always 200");
     let v = h.json();
     assert_eq!((v["status"].clone(), v["redis"].clone()), (json!("degraded"), json!(false)), "{v}");
-    assert_eq!(v["leader"]["pid"], a.pid());
+    assert_eq!(v["leader"]["pid"], a.process().pid());
 }
 
 /// Polls until `PATCH /meta/<rid>` succeeds again.
@@ -88,8 +88,8 @@ async fn apid_exits_0_on_sigterm() {
     let s = Storaged::start().await;
     let mut a = Apid::start(&s).await;
     assert_eq!(a.get("/health").await.status, 200);
-    a.sigterm();
-    let status = a.wait_exit().await;
-    assert!(status.success(), "apid exits 0 on SIGTERM, got {status}; its stderr:\n{}", a.stderr());
+    a.process().sigterm();
+    let status = a.process_mut().wait_exit().await;
+    assert!(status.success(), "apid exits 0 on SIGTERM, got {status}; its stderr:\n{}", a.process().stderr());
     assert!(!a.dir().join("run/apid.sock").exists(), "apid removes its socket on an orderly stop");
 }

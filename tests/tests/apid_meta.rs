@@ -18,20 +18,6 @@ async fn start() -> (Storaged, Apid) {
     (s, a)
 }
 
-/// Sends `method path` with a JSON body and returns the 200 answer's JSON,
-/// or panics with what came back.
-async fn ok_json(a: &Apid, method: &str, path: &str, body: &Value) -> Value {
-    let r = a.send_json(method, path, body).await;
-    assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
-    r.json()
-}
-
-async fn get_ok(a: &Apid, path: &str) -> Value {
-    let r = a.get(path).await;
-    assert_eq!(r.status, 200, "GET {path}: {}", r.text());
-    r.json()
-}
-
 fn assert_url_block(v: &Value) {
     for k in ["hostname", "baseUrl", "apiUrl", "webdavUrl", "webdavUrlInternal"] {
         assert!(v[k].as_str().is_some_and(|s| !s.is_empty()), "{k} of {v}");
@@ -43,20 +29,20 @@ fn assert_url_block(v: &Value) {
 async fn bootstrap_routes_answer_with_the_original_shapes() {
     let (_s, a) = start().await;
 
-    let h = get_ok(&a, "/health").await;
+    let h = a.get_ok("/health").await;
     assert_eq!(h["status"], "ok");
     assert_eq!(h["redis"], true);
     let ts = h["timestamp"].as_str().expect("an RFC 3339 timestamp");
     assert!(ts.ends_with('Z') && ts.len() == 20, "RFC 3339 UTC seconds: {ts}");
     assert_url_block(&h["leader"]);
     assert!(h["leader"]["timestamp"].as_u64().is_some_and(|t| t > 1_600_000_000_000), "Unix ms: {h}");
-    assert_eq!(h["leader"]["pid"], a.pid());
+    assert_eq!(h["leader"]["pid"], a.process().pid());
     assert!(
         h["leader"]["apiUrl"].as_str().unwrap().ends_with(&format!("127.0.0.1:{}", a.port())),
         "a bind on 127.0.0.1 advertises it (CONTRACT 14): {h}"
     );
 
-    let st = get_ok(&a, "/status").await;
+    let st = a.get_ok("/status").await;
     assert_eq!(
         (st["status"].clone(), st["redis"].clone(), st["fileCount"].clone()),
         (json!("ok"), json!(true), json!(0))
@@ -67,12 +53,12 @@ async fn bootstrap_routes_answer_with_the_original_shapes() {
     assert!(st["uptimeSeconds"].is_u64(), "{st}");
     assert_url_block(&st["leader"]);
 
-    let l = get_ok(&a, "/leader").await;
+    let l = a.get_ok("/leader").await;
     assert_url_block(&l);
-    assert_eq!(l["pid"], a.pid());
+    assert_eq!(l["pid"], a.process().pid());
     assert!(l["timestamp"].is_u64());
 
-    let u = get_ok(&a, "/urls").await;
+    let u = a.get_ok("/urls").await;
     assert_url_block(&u);
     let mut keys: Vec<&str> = u.as_object().unwrap().keys().map(String::as_str).collect();
     keys.sort_unstable();
@@ -83,23 +69,13 @@ async fn bootstrap_routes_answer_with_the_original_shapes() {
 #[tokio::test]
 async fn stats_count_records_and_fill_file_totals_after_the_sweep() {
     let (s, a) = start().await;
-    ok_json(
-        &a,
-        "PATCH",
-        &format!("/meta/{}", random_midhash()),
-        &json!({"filePath": "/files/a.mkv", "sizeByte": "100"}),
-    )
-    .await;
-    ok_json(
-        &a,
-        "PATCH",
-        &format!("/meta/{}", random_midhash()),
-        &json!({"filePath": "/files/b.mkv", "sizeByte": "23"}),
-    )
-    .await;
-    ok_json(&a, "PATCH", &format!("/meta/{}", random_rid()), &json!({"title": "no file"})).await;
+    a.ok_json("PATCH", &format!("/meta/{}", random_midhash()), &json!({"filePath": "/files/a.mkv", "sizeByte": "100"}))
+        .await;
+    a.ok_json("PATCH", &format!("/meta/{}", random_midhash()), &json!({"filePath": "/files/b.mkv", "sizeByte": "23"}))
+        .await;
+    a.ok_json("PATCH", &format!("/meta/{}", random_rid()), &json!({"title": "no file"})).await;
 
-    let first = get_ok(&a, "/api/stats").await;
+    let first = a.get_ok("/api/stats").await;
     assert_eq!(first["records"], 3);
     assert_eq!(first["files"], Value::Null, "no sweep has finished yet: {first}");
     assert_eq!(first["udlUsers"], Value::Null);
@@ -109,7 +85,7 @@ async fn stats_count_records_and_fill_file_totals_after_the_sweep() {
     assert!(first["sweeping"].is_boolean());
 
     let swept = wait::until("the stats sweep to finish", IO_DEADLINE, || async {
-        let v = get_ok(&a, "/api/stats").await;
+        let v = a.get_ok("/api/stats").await;
         (!v["files"].is_null()).then_some(v)
     })
     .await;
@@ -124,7 +100,7 @@ async fn patch_by_an_unregistered_cid_mints_a_record_readable_by_cid_and_rid() {
     let cid = random_midhash();
     let body = json!({"filePath": "/files/watch/a.mkv", "title": "A", "streams/0/lang": "en", "streams/1/lang": "fr"});
 
-    let w = ok_json(&a, "PATCH", &format!("/meta/{cid}"), &body).await;
+    let w = a.ok_json("PATCH", &format!("/meta/{cid}"), &body).await;
     assert_eq!((w["success"].clone(), w["updated"].clone()), (json!(true), json!(4)), "{w}");
     let rid = w["hashId"].as_str().expect("a hashId").to_owned();
     assert_ne!(rid, cid.to_string(), "the record gets its own root");
@@ -143,17 +119,17 @@ async fn patch_by_an_unregistered_cid_mints_a_record_readable_by_cid_and_rid() {
     assert_sound(&rows);
 
     let flat = json!({"hashId": rid, "metadata": want});
-    assert_eq!(get_ok(&a, &format!("/meta/{cid}")).await, flat);
-    assert_eq!(get_ok(&a, &format!("/meta/{rid}")).await, flat);
-    assert_eq!(get_ok(&a, &format!("/meta/{rid}?shape=flat")).await, flat);
+    assert_eq!(a.get_ok(&format!("/meta/{cid}")).await, flat);
+    assert_eq!(a.get_ok(&format!("/meta/{rid}")).await, flat);
+    assert_eq!(a.get_ok(&format!("/meta/{rid}?shape=flat")).await, flat);
 
-    let nested = get_ok(&a, &format!("/meta/{cid}?shape=nested")).await;
+    let nested = a.get_ok(&format!("/meta/{cid}?shape=nested")).await;
     assert_eq!(nested["hashId"], rid.as_str());
     assert_eq!(nested["metadata"]["streams"], json!([{"lang": "en"}, {"lang": "fr"}]), "{nested}");
     assert_eq!(nested["metadata"]["title"], "A");
     assert_eq!(nested["metadata"]["cids"][cid.as_str()], "true");
 
-    let again = ok_json(&a, "PATCH", &format!("/meta/{cid}"), &json!({"title": "B"})).await;
+    let again = a.ok_json("PATCH", &format!("/meta/{cid}"), &json!({"title": "B"})).await;
     assert_eq!(again["hashId"], rid.as_str(), "the CID now addresses that record");
     assert_eq!(roots(&dump(&s.db_path())).len(), 1, "no second record");
 }
@@ -163,8 +139,7 @@ async fn put_replaces_and_retracts_the_aliases_of_dropped_members() {
     let (s, a) = start().await;
     let rid = random_rid().to_string();
     let (x, y) = (random_midhash(), random_midhash());
-    ok_json(
-        &a,
+    a.ok_json(
         "PATCH",
         &format!("/meta/{rid}"),
         &json!({"title": "T", "year": "1999", member(&x): "true", member(&y): "true"}),
@@ -174,7 +149,7 @@ async fn put_replaces_and_retracts_the_aliases_of_dropped_members() {
     assert_eq!(aliases(&rows).get(x.as_str()), Some(&rid));
     assert_eq!(aliases(&rows).get(y.as_str()), Some(&rid));
 
-    let w = ok_json(&a, "PUT", &format!("/meta/{rid}"), &json!({"title": "T2", member(&y): "true"})).await;
+    let w = a.ok_json("PUT", &format!("/meta/{rid}"), &json!({"title": "T2", member(&y): "true"})).await;
     assert_eq!(w, json!({"success": true, "hashId": rid}));
 
     let rows = dump(&s.db_path());
@@ -183,33 +158,33 @@ async fn put_replaces_and_retracts_the_aliases_of_dropped_members() {
     assert_eq!(aliases(&rows).get(y.as_str()), Some(&rid));
     assert_sound(&rows);
     a.get(&format!("/meta/{x}")).await.assert_error(404, "unknown_cid");
-    assert_eq!(get_ok(&a, &format!("/meta/{y}")).await["metadata"]["title"], "T2");
+    assert_eq!(a.get_ok(&format!("/meta/{y}")).await["metadata"]["title"], "T2");
 }
 
 #[tokio::test]
 async fn patch_merges_into_the_record() {
     let (s, a) = start().await;
     let rid = random_rid().to_string();
-    let w = ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"a": "1", "b": "2"})).await;
+    let w = a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"a": "1", "b": "2"})).await;
     assert_eq!(w, json!({"success": true, "hashId": rid, "updated": 2}));
-    let w = ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"b": "3", "c": "4"})).await;
+    let w = a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"b": "3", "c": "4"})).await;
     assert_eq!(w["updated"], 2);
 
     let rows = dump(&s.db_path());
     assert_eq!(record(&rows, &rid), fields(&[("a", "1"), ("b", "3"), ("c", "4")]));
     assert_sound(&rows);
-    assert_eq!(get_ok(&a, &format!("/meta/{rid}")).await["metadata"], json!({"a": "1", "b": "3", "c": "4"}));
+    assert_eq!(a.get_ok(&format!("/meta/{rid}")).await["metadata"], json!({"a": "1", "b": "3", "c": "4"}));
 }
 
 #[tokio::test]
 async fn delete_removes_every_row_of_the_record() {
     let (s, a) = start().await;
     let (cid, other) = (random_midhash(), random_midhash());
-    let w = ok_json(&a, "PATCH", &format!("/meta/{cid}"), &json!({"title": "T", "filePath": "/files/x.mkv"})).await;
+    let w = a.ok_json("PATCH", &format!("/meta/{cid}"), &json!({"title": "T", "filePath": "/files/x.mkv"})).await;
     let rid = w["hashId"].as_str().unwrap().to_owned();
-    ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({member(&other): "true"})).await;
+    a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({member(&other): "true"})).await;
     let keep = random_rid().to_string();
-    ok_json(&a, "PATCH", &format!("/meta/{keep}"), &json!({"title": "kept"})).await;
+    a.ok_json("PATCH", &format!("/meta/{keep}"), &json!({"title": "kept"})).await;
     assert!(keys_naming(&dump(&s.db_path()), &rid).len() >= 6, "file: rows, two cid: aliases, idx:roots");
 
     let d = a.send("DELETE", &format!("/meta/{cid}"), "", &[]).await;
@@ -233,7 +208,7 @@ async fn delete_removes_every_row_of_the_record() {
 async fn properties_read_write_and_delete_one_field() {
     let (s, a) = start().await;
     let rid = random_rid().to_string();
-    ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"title": "T"})).await;
+    a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"title": "T"})).await;
 
     let r = a.get(&format!("/meta/{rid}/title")).await;
     assert_eq!((r.status, r.text().as_str()), (200, "T"));
@@ -255,7 +230,7 @@ async fn properties_read_write_and_delete_one_field() {
     let w = a.send("PUT", &format!("/meta/{rid}/{}", member(&c)), "true", &[]).await;
     assert_eq!(w.status, 200, "{}", w.text());
     assert_eq!(aliases(&dump(&s.db_path())).get(c.as_str()), Some(&rid));
-    assert_eq!(get_ok(&a, &format!("/meta/{c}")).await["hashId"], rid.as_str());
+    assert_eq!(a.get_ok(&format!("/meta/{c}")).await["hashId"], rid.as_str());
     let d = a.send("DELETE", &format!("/meta/{rid}/{}", member(&c)), "", &[]).await;
     assert_eq!(d.status, 200, "{}", d.text());
     assert_eq!(d.json(), json!({"success": true, "hashId": rid, "property": member(&c)}));
@@ -296,14 +271,14 @@ async fn add_to_set_keeps_a_pipe_delimited_value() {
 #[tokio::test]
 async fn meta_lists_every_root() {
     let (_s, a) = start().await;
-    assert_eq!(get_ok(&a, "/meta").await, json!({"hashIds": [], "count": 0}), "empty is [], not null");
+    assert_eq!(a.get_ok("/meta").await, json!({"hashIds": [], "count": 0}), "empty is [], not null");
     let r1 = random_rid().to_string();
-    ok_json(&a, "PATCH", &format!("/meta/{r1}"), &json!({"t": "1"})).await;
-    let r2 = ok_json(&a, "PATCH", &format!("/meta/{}", random_midhash()), &json!({"t": "2"})).await["hashId"]
+    a.ok_json("PATCH", &format!("/meta/{r1}"), &json!({"t": "1"})).await;
+    let r2 = a.ok_json("PATCH", &format!("/meta/{}", random_midhash()), &json!({"t": "2"})).await["hashId"]
         .as_str()
         .unwrap()
         .to_owned();
-    let l = get_ok(&a, "/meta").await;
+    let l = a.get_ok("/meta").await;
     assert_eq!(l["count"], 2);
     let ids: BTreeSet<&str> = l["hashIds"].as_array().unwrap().iter().filter_map(Value::as_str).collect();
     assert_eq!(ids, BTreeSet::from([r1.as_str(), r2.as_str()]));
@@ -315,10 +290,10 @@ async fn api_meta_by_cid_gives_the_document() {
     let mid = random_midhash();
     let sha = sha2_256();
     let w =
-        ok_json(&a, "PATCH", &format!("/meta/{mid}"), &json!({"filePath": "/files/a.mkv", member(&sha): "true"})).await;
+        a.ok_json("PATCH", &format!("/meta/{mid}"), &json!({"filePath": "/files/a.mkv", member(&sha): "true"})).await;
     let rid = w["hashId"].as_str().unwrap().to_owned();
 
-    let d = get_ok(&a, &format!("/api/meta/{mid}")).await;
+    let d = a.get_ok(&format!("/api/meta/{mid}")).await;
     assert_eq!(d["cid"], mid.as_str());
     assert_eq!(
         d["metadata"],
@@ -329,7 +304,7 @@ async fn api_meta_by_cid_gives_the_document() {
     assert_eq!(cids, BTreeSet::from([mid.as_str(), sha.as_str()]), "bare CIDs");
     assert_eq!(d["canonical_cid"], sha.as_str(), "sha2-256 (30) outranks midhash256 (10)");
     assert_eq!(d["duplicates"], json!([]));
-    assert_eq!(get_ok(&a, &format!("/api/meta/{sha}")).await["canonical_cid"], sha.as_str());
+    assert_eq!(a.get_ok(&format!("/api/meta/{sha}")).await["canonical_cid"], sha.as_str());
 
     a.get(&format!("/api/meta/{}", random_midhash())).await.assert_error(404, "unknown_cid");
     let bad = a.get("/api/meta/not-a-cid").await;
@@ -343,7 +318,7 @@ async fn api_meta_by_cid_gives_the_document() {
 async fn data_routes_answer_by_status_and_map_the_file_path_once() {
     let (_s, a) = start().await;
     let cid = random_midhash();
-    let rid = ok_json(&a, "PATCH", &format!("/meta/{cid}"), &json!({"filePath": "/files/watch/a.mkv"})).await["hashId"]
+    let rid = a.ok_json("PATCH", &format!("/meta/{cid}"), &json!({"filePath": "/files/watch/a.mkv"})).await["hashId"]
         .as_str()
         .unwrap()
         .to_owned();
@@ -361,11 +336,11 @@ async fn data_routes_answer_by_status_and_map_the_file_path_once() {
     }
 
     let disk = a.files_path().join("watch/a.mkv");
-    let p = get_ok(&a, &format!("/data/{rid}/path")).await;
+    let p = a.get_ok(&format!("/data/{rid}/path")).await;
     assert_eq!(p, json!({"hashId": rid, "path": disk.display().to_string(), "exists": false}), "no doubled prefix");
     std::fs::create_dir_all(disk.parent().unwrap()).unwrap();
     std::fs::write(&disk, b"x").unwrap();
-    let p = get_ok(&a, &format!("/data/{cid}/path")).await;
+    let p = a.get_ok(&format!("/data/{cid}/path")).await;
     assert_eq!(p, json!({"hashId": rid, "path": disk.display().to_string(), "exists": true}));
     a.get(&format!("/data/{}/path", random_rid())).await.assert_error(404, "unknown_root");
 }
@@ -374,7 +349,7 @@ async fn data_routes_answer_by_status_and_map_the_file_path_once() {
 async fn deprecated_fields_are_refused_on_every_write_route_and_change_nothing() {
     let (s, a) = start().await;
     let rid = random_rid().to_string();
-    ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"title": "T"})).await;
+    a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"title": "T"})).await;
     let before = dump(&s.db_path());
     let new_cid = random_midhash();
 
@@ -428,8 +403,8 @@ async fn with_an_admin_token_meta_writes_stay_open() {
     let s = Storaged::start().await;
     let a = Apid::start_with(&s, &[("META_CORE_ADMIN_TOKEN", "secret")]).await;
     let rid = random_rid().to_string();
-    ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"title": "T"})).await;
-    ok_json(&a, "PUT", &format!("/meta/{rid}"), &json!({"title": "U"})).await;
+    a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"title": "T"})).await;
+    a.ok_json("PUT", &format!("/meta/{rid}"), &json!({"title": "U"})).await;
     let r = a.send("PUT", &format!("/meta/{rid}/year"), "2001", &[]).await;
     assert_eq!(r.status, 200, "{}", r.text());
     let r = a.send("POST", &format!("/meta/{rid}/_add/tags"), "x", &[]).await;
@@ -444,9 +419,9 @@ async fn with_an_admin_token_meta_writes_stay_open() {
 async fn bulk_writes_drop_the_reserved_field_silently() {
     let (s, a) = start().await;
     let rid = random_rid().to_string();
-    let w = ok_json(&a, "PATCH", &format!("/meta/{rid}"), &json!({"__fields__": "x", "title": "T"})).await;
+    let w = a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"__fields__": "x", "title": "T"})).await;
     assert_eq!(w["updated"], 1, "__fields__ is not counted: {w}");
-    ok_json(&a, "PUT", &format!("/meta/{rid}"), &json!({"__fields__": "x", "title": "U"})).await;
+    a.ok_json("PUT", &format!("/meta/{rid}"), &json!({"__fields__": "x", "title": "U"})).await;
     let before = dump(&s.db_path());
     assert_eq!(record(&before, &rid), fields(&[("title", "U")]));
     // One property is not a bulk write: naming the reserved field is refused.
@@ -458,19 +433,19 @@ async fn bulk_writes_drop_the_reserved_field_silently() {
 async fn a_cid_owned_by_one_record_stays_with_it_when_another_claims_it() {
     let (s, a) = start().await;
     let cid = random_midhash();
-    let owner = ok_json(&a, "PATCH", &format!("/meta/{cid}"), &json!({"title": "first"})).await["hashId"]
+    let owner = a.ok_json("PATCH", &format!("/meta/{cid}"), &json!({"title": "first"})).await["hashId"]
         .as_str()
         .unwrap()
         .to_owned();
     let other = random_rid().to_string();
-    ok_json(&a, "PATCH", &format!("/meta/{other}"), &json!({"title": "second", member(&cid): "true"})).await;
+    a.ok_json("PATCH", &format!("/meta/{other}"), &json!({"title": "second", member(&cid): "true"})).await;
     let w = a.send("PUT", &format!("/meta/{other}/{}", member(&cid)), "true", &[]).await;
     assert_eq!(w.status, 200, "{}", w.text());
 
     let rows = dump(&s.db_path());
     assert_eq!(aliases(&rows).get(cid.as_str()), Some(&owner), "the first owner keeps the alias");
     assert_sound(&rows);
-    assert_eq!(get_ok(&a, &format!("/meta/{cid}")).await["hashId"], owner.as_str());
+    assert_eq!(a.get_ok(&format!("/meta/{cid}")).await["hashId"], owner.as_str());
 
     // The other record dropping its member leaves the owner's alias alone.
     let d = a.send("DELETE", &format!("/meta/{other}/{}", member(&cid)), "", &[]).await;
