@@ -69,9 +69,11 @@ pub fn hostname() -> String {
 /// interface the default route leaves by (a UDP "connect" sends nothing),
 /// else loopback.
 pub fn advertised_ip(bind_host: &str) -> IpAddr {
+    if bind_host == "localhost" {
+        return IpAddr::V4(Ipv4Addr::LOCALHOST);
+    }
     match bind_host.parse::<IpAddr>() {
         Ok(ip) if !ip.is_unspecified() => ip,
-        Ok(_) | Err(_) if bind_host == "localhost" => IpAddr::V4(Ipv4Addr::LOCALHOST),
         _ => outbound_ip().unwrap_or(IpAddr::V4(Ipv4Addr::LOCALHOST)),
     }
 }
