@@ -7,6 +7,12 @@
 //! `cargo build --release --bins && cargo bench -p apid --bench http`
 //! (env `BENCH_RECORDS` overrides the 169,000 preload, `BENCH_WRITES` the
 //! 20,000 measured writes, `BENCH_READ_SECS` the 10 s of each read phase).
+//!
+//! The reads are driven by `wrk` (Debian package `wrk`) when it is on the
+//! PATH, with `benches/wrk-urls.lua` cycling through the written records: a
+//! C load generator leaves the two cores of a small machine to apid and
+//! storaged. Without it the benchmark falls back to a hyper client in this
+//! process, which competes with the daemons for CPU and reads lower.
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -55,6 +61,10 @@ fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
         .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()))
 }
 
+fn which_wrk() -> bool {
+    Command::new("wrk").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
+}
+
 fn sigterm_and_wait(mut child: Child) {
     let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
     let _ = child.wait();
@@ -70,6 +80,57 @@ async fn request(http: &Http, method: &str, url: &str, body: Option<Vec<u8>>) ->
     let resp = http.request(req).await.expect("apid answers");
     let status = resp.status().as_u16();
     (status, resp.into_body().collect().await.expect("body").to_bytes())
+}
+
+/// One read phase's figures.
+struct Reads {
+    rate: f64,
+    p50: Duration,
+    p99: Duration,
+    failed: u64,
+}
+
+/// Reads `paths` (below `base`) round robin from `READERS` connections for
+/// `secs`, with wrk when installed, else with the in-process client.
+async fn read_phase(http: &Http, base: &str, paths: Vec<String>, secs: u64, dir: &Path) -> Reads {
+    if let Some(reads) = wrk_load(base, &paths, secs, dir) {
+        return reads;
+    }
+    let urls = paths.iter().map(|p| format!("{base}{p}")).collect();
+    let (rate, lat, failed) = read_load(http, Arc::new(urls), secs).await;
+    Reads { rate, p50: percentile(&lat, 0.5), p99: percentile(&lat, 0.99), failed }
+}
+
+/// Runs `wrk` over `paths`; `None` when wrk is not installed.
+fn wrk_load(base: &str, paths: &[String], secs: u64, dir: &Path) -> Option<Reads> {
+    let list = dir.join("wrk-paths.txt");
+    std::fs::write(&list, paths.join("\n")).expect("write the wrk path list");
+    let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/wrk-urls.lua");
+    let out = Command::new("wrk")
+        .args(["-t2", &format!("-c{READERS}"), &format!("-d{secs}s"), "--timeout", "5s", "-s"])
+        .arg(&script)
+        .arg(base)
+        .arg("--")
+        .arg(&list)
+        .stderr(Stdio::inherit())
+        .output()
+        .ok()?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    let line =
+        text.lines().find(|l| l.starts_with("WRK ")).unwrap_or_else(|| panic!("wrk printed no summary:\n{text}"));
+    let field = |name: &str| -> u64 {
+        line.split_whitespace()
+            .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
+            .and_then(|v| v.parse().ok())
+            .unwrap_or_else(|| panic!("wrk summary lacks {name}: {line}"))
+    };
+    let duration = Duration::from_micros(field("duration_us"));
+    Some(Reads {
+        rate: field("requests") as f64 / duration.as_secs_f64(),
+        p50: Duration::from_micros(field("p50_us")),
+        p99: Duration::from_micros(field("p99_us")),
+        failed: field("errors") + field("non2xx"),
+    })
 }
 
 /// Reads `urls` round-robin from `READERS` tasks for `secs`; returns
@@ -106,12 +167,15 @@ async fn read_load(http: &Http, urls: Arc<Vec<String>>, secs: u64) -> (f64, Vec<
     (rate, all, errors.load(Ordering::Relaxed))
 }
 
-fn lat(sorted: &[Duration]) -> String {
-    format!(
-        "p50 {:>7.2} ms  p99 {:>7.2} ms",
-        percentile(sorted, 0.5).as_secs_f64() * 1e3,
-        percentile(sorted, 0.99).as_secs_f64() * 1e3
-    )
+impl Reads {
+    fn line(&self) -> String {
+        format!(
+            "{:>8.0} req/s  p50 {:>7.2} ms  p99 {:>7.2} ms",
+            self.rate,
+            self.p50.as_secs_f64() * 1e3,
+            self.p99.as_secs_f64() * 1e3
+        )
+    }
 }
 
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
@@ -180,10 +244,12 @@ async fn main() {
     writes.push((format!("apid HTTP PATCH /meta/{{cid}}, {} stored", preload + measured), rate));
     let http_write_rate = rate;
 
-    let cid_urls: Vec<String> = cids.iter().map(|c| format!("{base}/api/meta/{c}")).collect();
-    let rid_urls: Vec<String> = rids.lock().unwrap().iter().map(|r| format!("{base}/meta/{r}")).collect();
-    let (cid_rate, cid_lat, e1) = read_load(&http, Arc::new(cid_urls), read_secs).await;
-    let (rid_rate, rid_lat, e2) = read_load(&http, Arc::new(rid_urls), read_secs).await;
+    let cid_paths: Vec<String> = cids.iter().map(|c| format!("/api/meta/{c}")).collect();
+    let rid_paths: Vec<String> = rids.lock().unwrap().iter().map(|r| format!("/meta/{r}")).collect();
+    let by_cid = read_phase(&http, &base, cid_paths, read_secs, dir.path()).await;
+    let by_rid = read_phase(&http, &base, rid_paths, read_secs, dir.path()).await;
+    let generator =
+        if which_wrk() { "wrk, 2 threads" } else { "in-process hyper client: install wrk for fair figures" };
 
     sigterm_and_wait(apid);
     sigterm_and_wait(storaged);
@@ -212,10 +278,10 @@ async fn main() {
         100.0 * http_write_rate / socket_rate
     );
     println!();
-    println!("reads ({READERS} concurrent connections; target >= 10,000 req/s, p99 < 10 ms)");
-    println!("  GET /api/meta/{{cid}}  {cid_rate:>8.0} req/s  {}", lat(&cid_lat));
-    println!("  GET /meta/{{hash}}     {rid_rate:>8.0} req/s  {}", lat(&rid_lat));
-    let failed = failed.load(Ordering::Relaxed) + e1 + e2;
+    println!("reads ({READERS} concurrent connections, {generator}; target >= 10,000 req/s, p99 < 10 ms)");
+    println!("  GET /api/meta/{{cid}}  {}", by_cid.line());
+    println!("  GET /meta/{{hash}}     {}", by_rid.line());
+    let failed = failed.load(Ordering::Relaxed) + by_cid.failed + by_rid.failed;
     if failed > 0 {
         println!("WARNING: {failed} requests failed");
     }
