@@ -11,7 +11,7 @@ pub mod http;
 pub mod nested;
 pub mod routes;
 pub mod state;
-pub mod urls;
+pub use metacore::urls;
 
 use std::sync::Arc;
 
@@ -50,6 +50,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         Err(e) => tracing::warn!("storaged does not answer yet ({e}); answering 503 until it does"),
     }
     tracing::info!(%addr, socket = %socket.display(), "apid ready");
+    metacore::daemon::notify_ready();
     let internal = metacore::socket::server::serve(unix, &socket, routes::internal(state.clone()), shutdown.clone());
     let public = axum::serve(listener, routes::public(state))
         .with_graceful_shutdown({

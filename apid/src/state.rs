@@ -5,6 +5,7 @@ use std::time::Instant;
 
 use metacore::Config;
 use metacore::api::storaged::StoragedClient;
+use metacore::api::supervisor::SupervisorClient;
 use metacore::layout::Daemon;
 
 use crate::routes::stats::Sweeper;
@@ -16,6 +17,8 @@ pub struct AppState {
     /// storaged's socket; connections are pooled and re-made after a
     /// storaged restart, so nothing here needs resetting.
     pub store: StoragedClient,
+    /// The supervisor's control socket, for the daemon table in `/status`.
+    pub supervisor: SupervisorClient,
     pub urls: Urls,
     pub started: Instant,
     /// The `/api/stats` background sweep of file counts and sizes.
@@ -25,7 +28,15 @@ pub struct AppState {
 impl AppState {
     pub fn new(config: Config) -> Self {
         let store = StoragedClient::new(&config.layout().socket(Daemon::Storaged));
-        Self { urls: Urls::from_config(&config), store, config, started: Instant::now(), sweeper: Sweeper::default() }
+        let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
+        Self {
+            urls: Urls::from_config(&config),
+            store,
+            supervisor,
+            config,
+            started: Instant::now(),
+            sweeper: Sweeper::default(),
+        }
     }
 }
 

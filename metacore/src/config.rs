@@ -39,6 +39,16 @@ pub struct Config {
     pub election_retry: Duration,
     pub run_dir: PathBuf,
     pub log_format: LogFormat,
+    /// Where the supervisor writes `<daemon>.log` (`META_CORE_LOG_DIR`,
+    /// default `$META_CORE_PATH/logs`).
+    pub log_dir: PathBuf,
+    /// Size at which a daemon's log file is rotated (`META_CORE_LOG_MAX_BYTES`).
+    pub log_max_bytes: u64,
+    /// Rotated files kept per daemon, `<daemon>.log.1` newest (`META_CORE_LOG_KEEP`).
+    pub log_keep: u32,
+    /// Where the supervisor finds the daemon binaries (`META_CORE_BIN_DIR`,
+    /// default: the directory of the `meta-core` executable).
+    pub bin_dir: Option<PathBuf>,
     /// Bearer token for mutating admin routes; never printed.
     pub admin_token: Option<String>,
 }
@@ -163,6 +173,11 @@ impl Config {
                 .map(Duration::from_secs)?,
             run_dir: PathBuf::from(r.string("META_CORE_RUN_DIR", "/run/meta-core")),
             log_format,
+            log_dir: r.raw("META_CORE_LOG_DIR").map(PathBuf::from).unwrap_or_else(|| meta_core_path.join("logs")),
+            log_max_bytes: r
+                .parse("META_CORE_LOG_MAX_BYTES", 10 << 20, "a number of bytes (at least 4096)", |v| *v >= 4096)?,
+            log_keep: r.parse("META_CORE_LOG_KEEP", 3, "a file count (0-100)", |v| *v <= 100)?,
+            bin_dir: r.raw("META_CORE_BIN_DIR").map(PathBuf::from),
             admin_token: r.raw("META_CORE_ADMIN_TOKEN"),
             meta_core_path,
         })

@@ -2,9 +2,16 @@
 //! (a malformed value exits 2 naming it), set up tracing, turn SIGTERM and
 //! SIGINT into the shutdown signal, run the daemon, and map its result to
 //! the exit status (an error is logged with its causes and exits 1).
+//!
+//! Under the `meta-core` supervisor a daemon also binds its life to the
+//! supervisor's (it is killed when the supervisor dies, even by SIGKILL, so
+//! no orphan keeps the database open) and tells it when it is ready by
+//! writing a line to the descriptor the supervisor passed (s6-style).
 
 use std::future::Future;
+use std::io::Write;
 use std::process::ExitCode;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use crate::Config;
 use crate::shutdown::{self, Shutdown};
@@ -17,6 +24,10 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: std::error::Error + 'static,
 {
+    if let Err(why) = bind_to_supervisor() {
+        eprintln!("{name}: {why}");
+        return ExitCode::FAILURE;
+    }
     let config = match Config::from_env() {
         Ok(c) => c,
         Err(e) => {
@@ -39,5 +50,50 @@ where
             tracing::error!("{}", telemetry::report(&e));
             ExitCode::FAILURE
         }
+    }
+}
+
+/// The supervisor's pid, set in every daemon it starts.
+pub const SUPERVISOR_PID_ENV: &str = "META_CORE_SUPERVISOR_PID";
+/// The descriptor a daemon writes one line to once it serves.
+pub const READY_FD_ENV: &str = "META_CORE_READY_FD";
+
+/// When started by the supervisor: ask the kernel for SIGKILL when the
+/// supervisor dies, then check it has not died already (between the fork
+/// and this call nothing would have told us).
+fn bind_to_supervisor() -> Result<(), String> {
+    let Some(raw) = std::env::var(SUPERVISOR_PID_ENV).ok() else {
+        return Ok(());
+    };
+    let pid: i32 = raw.trim().parse().map_err(|_| format!("{SUPERVISOR_PID_ENV}={raw:?} is not a pid"))?;
+    rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
+        .map_err(|e| format!("cannot bind to the supervisor's life: {e}"))?;
+    match rustix::process::getppid() {
+        Some(parent) if parent.as_raw_nonzero().get() == pid => Ok(()),
+        _ => Err(format!("the supervisor (pid {pid}) is gone; not starting")),
+    }
+}
+
+static READY_SENT: AtomicBool = AtomicBool::new(false);
+
+/// Tells the supervisor this daemon serves: writes a newline to the
+/// descriptor named by `META_CORE_READY_FD` (once; a no-op when the daemon
+/// runs on its own). It goes through `/proc/self/fd`, which opens the same
+/// pipe without taking ownership of a raw descriptor.
+pub fn notify_ready() {
+    let Ok(fd) = std::env::var(READY_FD_ENV) else { return };
+    if READY_SENT.swap(true, Ordering::SeqCst) {
+        return;
+    }
+    let Ok(fd) = fd.trim().parse::<u32>() else {
+        tracing::warn!("{READY_FD_ENV}={fd:?} is not a descriptor number; readiness not signalled");
+        return;
+    };
+    let sent = std::fs::OpenOptions::new()
+        .write(true)
+        .open(format!("/proc/self/fd/{fd}"))
+        .and_then(|mut pipe| pipe.write_all(b"\n"));
+    if let Err(e) = sent {
+        tracing::warn!("cannot signal readiness on descriptor {fd}: {e}");
     }
 }

@@ -41,6 +41,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// The body is not JSON, or not the JSON shape the route takes.
     BadRequest,
+    /// The request cannot be carried out in the current state (a standby
+    /// supervisor runs no daemons; a stop is under way).
+    Conflict,
 }
 
 /// One row of the error table.
@@ -65,6 +68,7 @@ const TABLE: &[Row] = &[
     Row { code: ErrorCode::NotFound, status: 404, slug: "not_found", retryable: false },
     Row { code: ErrorCode::MethodNotAllowed, status: 405, slug: "method_not_allowed", retryable: false },
     Row { code: ErrorCode::BadRequest, status: 400, slug: "bad_request", retryable: false },
+    Row { code: ErrorCode::Conflict, status: 409, slug: "conflict", retryable: true },
 ];
 
 /// Seconds a client is told to wait on a 503.

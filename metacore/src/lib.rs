@@ -15,6 +15,7 @@ pub mod shutdown;
 pub mod socket;
 pub mod stream;
 pub mod telemetry;
+pub mod urls;
 
 pub use cid::Cid;
 pub use config::Config;

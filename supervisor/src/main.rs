@@ -1,6 +1,5 @@
-//! `meta-core`: not built yet; see the issue that introduces it.
+//! `meta-core`: see the crate documentation.
 
-fn main() {
-    eprintln!("meta-core is not part of this build yet");
-    std::process::exit(2);
+fn main() -> std::process::ExitCode {
+    supervisor::cli::main()
 }

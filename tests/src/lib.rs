@@ -24,6 +24,8 @@
 //! - [`raw_http`]: a minimal HTTP/1.1 client over the socket for requests
 //!   the typed client cannot send (malformed bodies, odd paths) and for
 //!   seeing the error envelope byte for byte.
+//! - [`supervisor`]: [`supervisor::MetaCore`], one real `meta-core`
+//!   supervisor running the daemons, its control socket and its CLI.
 //! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
@@ -33,6 +35,7 @@ pub mod fixtures;
 pub mod process;
 pub mod raw_http;
 pub mod snapshot;
+pub mod supervisor;
 pub mod wait;
 
 pub use apid::Apid;

@@ -4,6 +4,7 @@
 use std::time::{SystemTime, UNIX_EPOCH};
 
 use axum::Json;
+use metacore::api::supervisor::SupervisorStatus;
 use metacore::socket::Health;
 use serde::Serialize;
 
@@ -30,6 +31,9 @@ pub struct PublicStatus {
     pub uptime_seconds: u64,
     pub file_count: u64,
     pub leader: LeaderInfo,
+    /// The supervisor's daemon table (`meta-core status`); null when apid
+    /// runs without the supervisor.
+    pub supervisor: Option<SupervisorStatus>,
 }
 
 pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
@@ -52,7 +56,7 @@ pub(super) async fn health(st: State) -> Json<PublicHealth> {
 }
 
 pub(super) async fn status(st: State) -> Json<PublicStatus> {
-    let stats = st.store.stats().await;
+    let (stats, supervisor) = tokio::join!(st.store.stats(), st.supervisor.status());
     Json(PublicStatus {
         status: status_word(stats.is_ok()),
         redis: stats.is_ok(),
@@ -61,6 +65,7 @@ pub(super) async fn status(st: State) -> Json<PublicStatus> {
         uptime_seconds: st.started.elapsed().as_secs(),
         file_count: stats.map(|s| s.roots).unwrap_or(0),
         leader: leader_info(&st.urls),
+        supervisor: supervisor.ok(),
     })
 }
 

@@ -2,3 +2,4 @@
 //! typed client each. Daemons define no wire types of their own.
 
 pub mod storaged;
+pub mod supervisor;

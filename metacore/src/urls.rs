@@ -5,7 +5,7 @@
 
 use std::net::{IpAddr, Ipv4Addr, UdpSocket};
 
-use metacore::Config;
+use crate::Config;
 use serde::Serialize;
 
 /// The `/urls` block.

@@ -1,0 +1,120 @@
+//! The restart policy, as one table: what each daemon needs before it
+//! starts, how long it may take to become ready and to stop, how restarts
+//! back off, and what a crash loop does. Adding a daemon is adding a row.
+
+use std::time::Duration;
+
+use metacore::layout::Daemon;
+
+/// What the supervisor does when a daemon keeps failing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnCrashLoop {
+    /// Stop the whole tree and exit non-zero, so the container is restarted
+    /// or a standby takes over (the store is not worth running half-broken).
+    GiveUp,
+    /// Keep restarting at the longest backoff, shown as `crash-loop` in the
+    /// status, while the rest of the tree keeps serving.
+    KeepRetrying,
+}
+
+/// One row of the table.
+#[derive(Debug, Clone, Copy)]
+pub struct Policy {
+    pub daemon: Daemon,
+    /// Started only once these have been ready (they are not restarted with it).
+    pub after: &'static [Daemon],
+    /// Longer than this from start to readiness counts as a failed start.
+    pub ready_timeout: Duration,
+    /// Time between SIGTERM and SIGKILL on an orderly stop.
+    pub stop_grace: Duration,
+    /// Delay before the first restart after a failure; each further failure
+    /// in a row multiplies it by [`BACKOFF_FACTOR`], up to `max_backoff`.
+    pub first_backoff: Duration,
+    pub max_backoff: Duration,
+    /// An uptime this long forgives the failures before it.
+    pub stable_after: Duration,
+    /// This many failures in a row is a crash loop.
+    pub crash_loop_after: u32,
+    pub on_crash_loop: OnCrashLoop,
+}
+
+pub const BACKOFF_FACTOR: u32 = 4;
+
+/// Health checks missed in a row before a daemon is declared hung and killed.
+pub const MISSED_HEALTH_CHECKS: u32 = 3;
+
+/// The longest a health check may take.
+pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The table, in start order (stop order is the reverse). watcherd and
+/// mountd join it when they are built.
+pub const TABLE: &[Policy] = &[
+    Policy {
+        daemon: Daemon::Storaged,
+        after: &[],
+        // Opening a large database runs the integrity checks and migrations.
+        ready_timeout: Duration::from_secs(120),
+        // Queued writes are committed before it exits.
+        stop_grace: Duration::from_secs(15),
+        first_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(10),
+        stable_after: Duration::from_secs(30),
+        crash_loop_after: 5,
+        on_crash_loop: OnCrashLoop::GiveUp,
+    },
+    Policy {
+        daemon: Daemon::Apid,
+        after: &[Daemon::Storaged],
+        ready_timeout: Duration::from_secs(30),
+        stop_grace: Duration::from_secs(5),
+        first_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(10),
+        stable_after: Duration::from_secs(30),
+        crash_loop_after: 5,
+        on_crash_loop: OnCrashLoop::KeepRetrying,
+    },
+];
+
+impl Policy {
+    /// The row of `daemon`, if it is supervised.
+    pub fn of(daemon: Daemon) -> Option<&'static Policy> {
+        TABLE.iter().find(|p| p.daemon == daemon)
+    }
+
+    /// The delay before the next start after `failures` failures in a row
+    /// (at least 1).
+    pub fn backoff(&self, failures: u32) -> Duration {
+        let mut d = self.first_backoff;
+        for _ in 1..failures {
+            d = d.saturating_mul(BACKOFF_FACTOR);
+            if d >= self.max_backoff {
+                return self.max_backoff;
+            }
+        }
+        d.min(self.max_backoff)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn backoff_starts_fast_grows_and_is_capped() {
+        let p = Policy::of(Daemon::Storaged).unwrap();
+        let delays: Vec<u128> = (1..=8).map(|n| p.backoff(n).as_millis()).collect();
+        assert_eq!(delays, [10, 40, 160, 640, 2560, 10_000, 10_000, 10_000]);
+    }
+
+    #[test]
+    fn the_table_starts_dependencies_first() {
+        for (i, p) in TABLE.iter().enumerate() {
+            for dep in p.after {
+                let at = TABLE.iter().position(|q| q.daemon == *dep).expect("a dependency is in the table");
+                assert!(at < i, "{:?} must come after {:?}", p.daemon, dep);
+            }
+        }
+        assert_eq!(TABLE[0].daemon, Daemon::Storaged);
+        assert_eq!(TABLE[0].on_crash_loop, OnCrashLoop::GiveUp);
+    }
+}

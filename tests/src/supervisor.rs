@@ -1,0 +1,204 @@
+//! [`MetaCore`]: one real `meta-core` supervisor for one test, running the
+//! real daemons beside it, with the operator CLI and the control socket.
+//!
+//! ```text
+//! <dir>/meta-core/                  META_CORE_PATH (shared by a standby)
+//! <dir>/meta-core/logs/<daemon>.log what the supervisor captured
+//! <run dir>/meta-core.sock          the control socket (one per supervisor)
+//! <dir>/files/                      FILES_PATH
+//! <dir>/meta-core-<n>.stderr        the supervisor's own log
+//! ```
+//!
+//! The supervisor finds the daemons in the test's binary directory. Its
+//! stdout (the daemons' lines, echoed) is not kept: the log files have it.
+
+use std::ffi::OsString;
+use std::ops::Deref;
+use std::path::{Path, PathBuf};
+use std::process::Output;
+
+use metacore::api::supervisor::{DaemonState, DaemonStatus, Role, SupervisorClient, SupervisorStatus};
+
+use crate::apid::{Http, free_port};
+use crate::daemon::bin_dir;
+use crate::process::{self, Process};
+use crate::wait::{DAEMON_DEADLINE, until};
+
+/// How to start one supervisor.
+#[derive(Debug, Clone)]
+pub struct Launch {
+    dir: PathBuf,
+    run_dir: PathBuf,
+    port: u16,
+    env: Vec<(String, String)>,
+}
+
+impl Launch {
+    /// `META_CORE_PATH=<dir>/meta-core`, run dir `<dir>/<run>`, a free port.
+    pub fn in_dir(dir: &Path, run: &str) -> Self {
+        Self { dir: dir.to_owned(), run_dir: dir.join(run), port: free_port(), env: Vec::new() }
+    }
+
+    pub fn port(mut self, port: u16) -> Self {
+        self.port = port;
+        self
+    }
+
+    pub fn env(mut self, key: &str, value: &str) -> Self {
+        self.env.push((key.to_owned(), value.to_owned()));
+        self
+    }
+
+    /// The environment the supervisor and the CLI get.
+    fn apply(&self, cmd: &mut std::process::Command) {
+        cmd.env("META_CORE_PATH", self.dir.join("meta-core"))
+            .env("META_CORE_RUN_DIR", &self.run_dir)
+            .env("FILES_PATH", self.dir.join("files"))
+            .env("META_CORE_HTTP_HOST", "127.0.0.1")
+            .env("META_CORE_HTTP_PORT", self.port.to_string())
+            .env("META_CORE_BIN_DIR", bin_dir())
+            .env("META_CORE_DB_READERS", "4")
+            .env("LOG_FORMAT", "text")
+            .env("RUST_LOG", "info");
+        for (k, v) in &self.env {
+            cmd.env(OsString::from(k), OsString::from(v));
+        }
+    }
+
+    /// Spawns the supervisor (ready or not).
+    pub fn spawn(self) -> MetaCore {
+        let mut cmd = process::command("meta-core");
+        self.apply(&mut cmd);
+        let process = Process::spawn("meta-core", &self.dir, cmd);
+        let control = SupervisorClient::new(&self.run_dir.join("meta-core.sock"));
+        MetaCore { http: Http::new(self.port), launch: self, process, control }
+    }
+
+    /// Spawns and waits until it leads with every daemon ready.
+    pub async fn start(self) -> MetaCore {
+        let mut mc = self.spawn();
+        mc.wait_all_ready().await;
+        mc
+    }
+}
+
+/// One supervisor process, with an HTTP client of its apid (`Deref`).
+#[derive(Debug)]
+pub struct MetaCore {
+    launch: Launch,
+    pub process: Process,
+    pub control: SupervisorClient,
+    http: Http,
+}
+
+impl Deref for MetaCore {
+    type Target = Http;
+
+    fn deref(&self) -> &Http {
+        &self.http
+    }
+}
+
+impl MetaCore {
+    pub fn meta_core_path(&self) -> PathBuf {
+        self.launch.dir.join("meta-core")
+    }
+
+    pub fn log_dir(&self) -> PathBuf {
+        self.meta_core_path().join("logs")
+    }
+
+    pub fn db(&self) -> PathBuf {
+        self.meta_core_path().join("db/meta-core.db")
+    }
+
+    pub fn info_file(&self) -> PathBuf {
+        self.meta_core_path().join("locks/kv-leader.info")
+    }
+
+    pub fn run_dir(&self) -> &Path {
+        &self.launch.run_dir
+    }
+
+    pub fn port(&self) -> u16 {
+        self.launch.port
+    }
+
+    /// The status from the control socket; panics if it does not answer.
+    pub async fn status(&self) -> SupervisorStatus {
+        self.control
+            .status()
+            .await
+            .unwrap_or_else(|e| panic!("meta-core's control socket: {e}\nits stderr:\n{}", self.process.stderr()))
+    }
+
+    /// One daemon's row.
+    pub async fn daemon(&self, name: &str) -> DaemonStatus {
+        self.status().await.daemons.into_iter().find(|d| d.name == name).expect("a row per daemon")
+    }
+
+    /// Polls the status until `ok` holds for it.
+    pub async fn wait_status(&mut self, what: &str, ok: impl Fn(&SupervisorStatus) -> bool) -> SupervisorStatus {
+        let control = self.control.clone();
+        let process = &mut self.process;
+        until(what, DAEMON_DEADLINE, || {
+            let exited = process.try_exit();
+            let control = control.clone();
+            let ok = &ok;
+            async move {
+                if let Some(status) = exited {
+                    panic!("meta-core exited ({status}) while waiting for {what}");
+                }
+                control.status().await.ok().filter(|s| ok(s))
+            }
+        })
+        .await
+    }
+
+    /// Waits until it leads and every daemon is running and ready.
+    pub async fn wait_all_ready(&mut self) -> SupervisorStatus {
+        self.wait_status("every daemon running and ready", |s| {
+            s.role == Role::Leader && s.daemons.iter().all(|d| d.state == DaemonState::Running && d.ready)
+        })
+        .await
+    }
+
+    /// The CLI with this supervisor's environment, to spawn.
+    pub fn cli_command(&self, args: &[&str]) -> std::process::Command {
+        let mut cmd = process::command("meta-core");
+        self.launch.apply(&mut cmd);
+        cmd.args(args);
+        cmd
+    }
+
+    /// Runs the CLI with this supervisor's environment.
+    pub fn cli(&self, args: &[&str]) -> Output {
+        self.cli_command(args).output().expect("run the meta-core CLI")
+    }
+}
+
+/// The pids of live (not zombie) processes that have `path` open: who
+/// holds a database file, for instance.
+pub fn holders_of(path: &Path) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let mut pids = Vec::new();
+    for p in procs.flatten() {
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        if !alive(pid) {
+            continue;
+        }
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
+        if fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == path)) {
+            pids.push(pid);
+        }
+    }
+    pids
+}
+
+/// Whether `pid` is a live process (a zombie is dead).
+pub fn alive(pid: u32) -> bool {
+    match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
+        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Err(_) => false,
+    }
+}

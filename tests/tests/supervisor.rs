@@ -1,0 +1,377 @@
+//! The `meta-core` supervisor with the real daemons: start in dependency
+//! order with readiness, the status table (CLI, control socket, apid's
+//! `/status`), restarts after `kill -9` with the data still served, the
+//! crash-loop rules, hang detection, orderly stop in reverse order, logs
+//! written, rotated and followed, and the leader gate with a standby that
+//! takes over after the leader's SIGKILL without ever two writers.
+
+use std::io::{BufRead, BufReader};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
+
+/// A spawned CLI process, killed when the test ends (or panics).
+struct KillOnDrop(std::process::Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+use std::time::Duration;
+
+use e2e::daemon::test_dir;
+use e2e::fixtures::random_rid;
+use e2e::supervisor::{Launch, MetaCore, alive, holders_of};
+use e2e::wait::{DAEMON_DEADLINE, until, within};
+use metacore::api::supervisor::{DaemonState, Role};
+use rustix::process::{Pid, Signal, kill_process};
+use serde_json::json;
+
+fn signal(pid: u32, sig: Signal) {
+    kill_process(Pid::from_raw(pid as i32).expect("a pid"), sig).expect("send a signal");
+}
+
+fn text(out: &std::process::Output) -> String {
+    format!("{}{}", String::from_utf8_lossy(&out.stdout), String::from_utf8_lossy(&out.stderr))
+}
+
+/// Writes a record through apid and returns its RID.
+async fn write_record(mc: &MetaCore, title: &str) -> String {
+    let rid = random_rid().to_string();
+    mc.ok_json("PUT", &format!("/meta/{rid}"), &json!({ "title": title })).await;
+    rid
+}
+
+async fn assert_served(mc: &MetaCore, rid: &str, title: &str) {
+    let got = mc.get_ok(&format!("/meta/{rid}")).await;
+    assert_eq!(got["metadata"]["title"], title, "{got}");
+}
+
+async fn wait_gone(pids: &[u32], what: &str) {
+    until(what, DAEMON_DEADLINE, || async { pids.iter().all(|p| !alive(*p)).then_some(()) }).await;
+}
+
+#[tokio::test]
+async fn starts_in_order_reports_status_and_stops_in_reverse() {
+    let dir = test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run").start().await;
+    let status = mc.status().await;
+    assert_eq!(status.role, Role::Leader);
+    let names: Vec<&str> = status.daemons.iter().map(|d| d.name.as_str()).collect();
+    assert_eq!(names, ["storaged", "apid"]);
+    assert!(status.daemons.iter().all(|d| d.pid.is_some() && d.restarts == 0 && d.last_exit.is_none()));
+    let pids: Vec<u32> = status.daemons.iter().filter_map(|d| d.pid).collect();
+
+    // The info file: one line, this leader's API URL.
+    let url = format!("http://127.0.0.1:{}", mc.port());
+    assert_eq!(std::fs::read_to_string(mc.info_file()).unwrap(), format!("{url}\n"));
+    assert_eq!(status.leader_url.as_deref(), Some(url.as_str()));
+
+    // storaged was ready before apid started: apid's first line about the
+    // store says it answers.
+    let apid_log = std::fs::read_to_string(mc.log_dir().join("apid.log")).unwrap();
+    assert!(apid_log.contains("storaged answers"), "apid started before storaged was ready:\n{apid_log}");
+    let storaged_log = std::fs::read_to_string(mc.log_dir().join("storaged.log")).unwrap();
+    assert!(storaged_log.contains("storaged ready"), "{storaged_log}");
+
+    // The CLI table and JSON, and apid's public /status, show the same daemons.
+    let out = mc.cli(&["status"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let table = String::from_utf8_lossy(&out.stdout).to_string();
+    assert!(table.starts_with("meta-core leader"), "{table}");
+    for (name, pid) in ["storaged", "apid"].iter().zip(&pids) {
+        let line = table.lines().find(|l| l.starts_with(name)).unwrap_or_else(|| panic!("no {name} row:\n{table}"));
+        assert!(line.contains(&pid.to_string()) && line.contains("running") && line.contains("yes"), "{line}");
+    }
+    let out = mc.cli(&["status", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).expect("status --json is JSON");
+    assert_eq!(json["daemons"][1]["pid"], pids[1]);
+    let public = mc.get_ok("/status").await;
+    assert_eq!(public["supervisor"]["role"], "leader", "{public}");
+    assert_eq!(public["supervisor"]["daemons"][0]["pid"], pids[0]);
+
+    let rid = write_record(&mc, "kept").await;
+    assert_served(&mc, &rid, "kept").await;
+
+    mc.process.sigterm();
+    let exit = mc.process.wait_exit().await;
+    assert!(exit.success(), "SIGTERM must end in exit 0: {exit}\n{}", mc.process.stderr());
+    wait_gone(&pids, "every daemon to be gone").await;
+    assert!(!mc.info_file().exists(), "the info file is removed on an orderly stop");
+    assert!(!mc.run_dir().join("meta-core.sock").exists(), "the control socket is removed");
+    let log = mc.process.stderr();
+    let apid_at = log.find("apid stopped").unwrap_or_else(|| panic!("no apid stop:\n{log}"));
+    let storaged_at = log.find("storaged stopped").unwrap_or_else(|| panic!("no storaged stop:\n{log}"));
+    assert!(apid_at < storaged_at, "apid stops before storaged:\n{log}");
+    // storaged committed everything: the record is in the file.
+    let conn = rusqlite::Connection::open(mc.db()).unwrap();
+    let v: String =
+        conn.query_row("SELECT v FROM kv WHERE k = ?1", [format!("file:{rid}/title")], |r| r.get(0)).unwrap();
+    assert_eq!(v, "kept");
+}
+
+#[tokio::test]
+async fn kill_9_of_each_daemon_restarts_it_and_keeps_the_data() {
+    let dir = test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run").start().await;
+    let rid = write_record(&mc, "before the kills").await;
+
+    for (i, name) in ["storaged", "apid"].into_iter().enumerate() {
+        let old = mc.daemon(name).await.pid.expect("running");
+        signal(old, Signal::KILL);
+        let row = mc
+            .wait_status(&format!("{name} to be replaced"), |s| {
+                s.daemons[i].pid.is_some_and(|p| p != old) && s.daemons[i].ready
+            })
+            .await
+            .daemons[i]
+            .clone();
+        assert_eq!(row.restarts, 1, "{row:?}");
+        let last = row.last_exit.expect("the kill is recorded");
+        assert_eq!(last.signal, Some(9), "{last:?}");
+        assert!(last.reason.contains("SIGKILL"), "{last:?}");
+        assert!(!alive(old));
+        // The record written before the kill is still served, through the
+        // restarted daemon.
+        until("the record to be served again", DAEMON_DEADLINE, || async {
+            (mc.get(&format!("/meta/{rid}")).await.status == 200).then_some(())
+        })
+        .await;
+        assert_served(&mc, &rid, "before the kills").await;
+    }
+    // The other daemon was not restarted with it.
+    let status = mc.status().await;
+    assert!(status.daemons.iter().all(|d| d.restarts == 1), "{status:?}");
+}
+
+#[tokio::test]
+async fn storaged_that_always_crashes_makes_the_supervisor_give_up() {
+    let dir = test_dir();
+    let db_dir = dir.path().join("meta-core/db");
+    std::fs::create_dir_all(&db_dir).unwrap();
+    // Not a database: storaged refuses it at every start.
+    std::fs::write(db_dir.join("meta-core.db"), vec![0x5au8; 8192]).unwrap();
+    let mut mc = Launch::in_dir(dir.path(), "run").spawn();
+    let exit = within("the supervisor to give up", Duration::from_secs(60), mc.process.wait_exit()).await;
+    let log = mc.process.stderr();
+    assert_eq!(exit.code(), Some(1), "giving up exits non-zero:\n{log}");
+    assert!(log.contains("giving up"), "{log}");
+    // The backoff grew from a fast first restart, by the table.
+    let delays: Vec<u64> =
+        log.lines().filter_map(|l| l.split("restarting in ").nth(1)?.split(" ms").next()?.parse().ok()).collect();
+    assert_eq!(delays, [10, 40, 160, 640], "{log}");
+    assert!(!mc.info_file().exists(), "a leader that gave up removes its info file");
+    let storaged_log = std::fs::read_to_string(mc.log_dir().join("storaged.log")).unwrap();
+    assert!(storaged_log.matches("cannot open the store").count() >= 5, "{storaged_log}");
+}
+
+#[tokio::test]
+async fn apid_that_always_crashes_keeps_retrying_in_a_visible_crash_loop() {
+    let dir = test_dir();
+    // Someone else has the port: apid cannot listen and exits at each start.
+    let squatter = std::net::TcpListener::bind("127.0.0.1:0").unwrap();
+    let port = squatter.local_addr().unwrap().port();
+    let mut mc = Launch::in_dir(dir.path(), "run").port(port).spawn();
+    let status = mc
+        .wait_status("apid to be in a crash loop", |s| {
+            s.daemons[1].state == DaemonState::CrashLoop && s.daemons[0].state == DaemonState::Running
+        })
+        .await;
+    let apid = &status.daemons[1];
+    assert!(apid.failures >= 5 && apid.restarts >= 4, "{apid:?}");
+    assert_eq!(apid.last_exit.as_ref().and_then(|e| e.code), Some(1), "{apid:?}");
+    assert!(apid.next_start_in_ms.is_some_and(|ms| ms <= 10_000), "{apid:?}");
+    let table = String::from_utf8_lossy(&mc.cli(&["status"]).stdout).to_string();
+    assert!(table.lines().any(|l| l.starts_with("apid") && l.contains("crash-loop")), "{table}");
+    assert!(mc.process.try_exit().is_none(), "the supervisor keeps running");
+
+    // Once the port is free, an operator's restart brings it back at once.
+    drop(squatter);
+    let out = mc.cli(&["restart", "apid"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let row = mc.daemon("apid").await;
+    assert!(row.ready && row.state == DaemonState::Running && row.failures == 0, "{row:?}");
+    assert_eq!(mc.get("/health").await.status, 200);
+}
+
+#[tokio::test]
+async fn a_hung_daemon_is_found_by_its_health_check_and_replaced() {
+    let dir = test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run").env("HEALTH_CHECK_INTERVAL_MS", "100").start().await;
+    let old = mc.daemon("storaged").await.pid.unwrap();
+    signal(old, Signal::STOP);
+    let row = mc
+        .wait_status("the hung storaged to be replaced", |s| {
+            s.daemons[0].pid.is_some_and(|p| p != old) && s.daemons[0].ready
+        })
+        .await
+        .daemons[0]
+        .clone();
+    let last = row.last_exit.expect("recorded");
+    assert!(last.reason.contains("/health"), "{last:?}");
+    assert_eq!(last.signal, Some(9));
+    assert!(!alive(old));
+}
+
+#[tokio::test]
+async fn operator_commands_and_their_errors() {
+    let dir = test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run").start().await;
+    for args in [&["logs", "nope"][..], &["restart", "nope"], &["logs", "watcherd"], &["frobnicate"], &["logs"]] {
+        let out = mc.cli(args);
+        assert_eq!(out.status.code(), Some(2), "{args:?}: {}", text(&out));
+        assert!(!out.stderr.is_empty(), "{args:?} says why");
+    }
+    let out = mc.cli(&["restart", "nope"]);
+    assert!(text(&out).contains("storaged, apid"), "the error lists the daemons: {}", text(&out));
+
+    let old = mc.daemon("apid").await.pid.unwrap();
+    let out = mc.cli(&["restart", "apid"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let row = mc.daemon("apid").await;
+    assert!(row.ready && row.pid != Some(old) && row.restarts == 1, "{row:?}");
+    assert!(row.last_exit.unwrap().reason.contains("restart requested"));
+
+    let out = mc.cli(&["logs", "apid", "-n", "2"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert_eq!(String::from_utf8_lossy(&out.stdout).lines().count(), 2, "{}", text(&out));
+
+    let pids: Vec<u32> = mc.status().await.daemons.iter().filter_map(|d| d.pid).collect();
+    let out = mc.cli(&["stop"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let exit = mc.process.wait_exit().await;
+    assert!(exit.success(), "{exit}");
+    assert!(pids.iter().all(|p| !alive(*p)), "stop returns once the tree is gone");
+
+    // Nobody answers now: a clear message and exit 1.
+    let out = mc.cli(&["status"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("no supervisor answers"), "{}", text(&out));
+}
+
+#[tokio::test]
+async fn logs_are_rotated_followed_and_reopened_on_sighup() {
+    let dir = test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run")
+        .env("META_CORE_LOG_MAX_BYTES", "4096")
+        .env("META_CORE_LOG_KEEP", "2")
+        .start()
+        .await;
+    let logs = mc.log_dir();
+
+    // Restarts write lines until the 4 KiB limit has rotated the file twice.
+    let restart_apid = || {
+        let out = mc.cli(&["restart", "apid"]);
+        assert!(out.status.success(), "{}", text(&out));
+    };
+    let mut restarts = 0;
+    while !logs.join("apid.log.2").exists() {
+        restart_apid();
+        restarts += 1;
+        assert!(restarts < 200, "the log never rotated");
+    }
+    for name in ["apid.log", "apid.log.1", "apid.log.2"] {
+        let len = std::fs::metadata(logs.join(name)).unwrap().len();
+        assert!(len <= 4096, "{name} is {len} bytes");
+    }
+    assert!(!logs.join("apid.log.3").exists(), "only META_CORE_LOG_KEEP rotated files");
+
+    // `logs -f` shows the lines written after it started, and goes on
+    // with the new file once the one it reads is rotated away.
+    let follower =
+        mc.cli_command(&["logs", "apid", "-f", "-n", "0"]).stdout(Stdio::piped()).spawn().expect("spawn logs -f");
+    let mut follower = KillOnDrop(follower);
+    let seen = Arc::new(AtomicUsize::new(0));
+    let reader = {
+        let (stdout, seen) = (follower.0.stdout.take().unwrap(), seen.clone());
+        std::thread::spawn(move || {
+            for line in BufReader::new(stdout).lines() {
+                let Ok(line) = line else { break };
+                if line.contains("apid ready") {
+                    seen.fetch_add(1, Ordering::SeqCst);
+                }
+            }
+        })
+    };
+    let inode = |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
+    let first = inode(&logs.join("apid.log"));
+    // Give the follower time to open the file before it changes (it
+    // starts at the end, so anything written before is not expected).
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    restart_apid();
+    until("the follower to see a restart", DAEMON_DEADLINE, || async {
+        (seen.load(Ordering::SeqCst) >= 1).then_some(())
+    })
+    .await;
+    while inode(&logs.join("apid.log")) == first {
+        restart_apid();
+    }
+    restart_apid();
+    let before = seen.load(Ordering::SeqCst);
+    restart_apid();
+    until("the follower to see the restart after the rotation", DAEMON_DEADLINE, || async {
+        (seen.load(Ordering::SeqCst) > before).then_some(())
+    })
+    .await;
+    drop(follower);
+    let _ = reader.join();
+
+    // SIGHUP reopens: after an external move, a new file takes the lines.
+    std::fs::rename(logs.join("storaged.log"), logs.join("moved.log")).unwrap();
+    signal(mc.process.pid(), Signal::HUP);
+    until("the log to be reopened", DAEMON_DEADLINE, || async { logs.join("storaged.log").exists().then_some(()) })
+        .await;
+    let out = mc.cli(&["restart", "storaged"]);
+    assert!(out.status.success(), "{}", text(&out));
+    let fresh = std::fs::read_to_string(logs.join("storaged.log")).unwrap();
+    assert!(fresh.contains("storaged ready"), "{fresh}");
+    mc.wait_all_ready().await;
+}
+
+#[tokio::test]
+async fn one_leader_and_a_standby_that_takes_over_without_two_writers() {
+    let dir = test_dir();
+    let mut leader = Launch::in_dir(dir.path(), "run-a").start().await;
+    let rid = write_record(&leader, "written on the first leader").await;
+    let mut standby = Launch::in_dir(dir.path(), "run-b").spawn();
+    standby.wait_status("the second to be standby", |s| s.role == Role::Standby).await;
+    let st = standby.status().await;
+    assert!(st.daemons.iter().all(|d| d.pid.is_none()), "a standby runs no daemon: {st:?}");
+    assert_eq!(st.leader_url, Some(format!("http://127.0.0.1:{}", leader.port())));
+    let out = standby.cli(&["restart", "apid"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(text(&out).contains("standby"), "{}", text(&out));
+
+    // Watch the database file from now on: never two holders.
+    let db = leader.db();
+    let watching = Arc::new(AtomicBool::new(true));
+    let max_holders = Arc::new(AtomicUsize::new(0));
+    let watcher = {
+        let (db, watching, max_holders) = (db.clone(), watching.clone(), max_holders.clone());
+        std::thread::spawn(move || {
+            let mut samples = 0u64;
+            while watching.load(Ordering::SeqCst) {
+                max_holders.fetch_max(holders_of(&db).len(), Ordering::SeqCst);
+                samples += 1;
+            }
+            samples
+        })
+    };
+    let old_pids: Vec<u32> = leader.status().await.daemons.iter().filter_map(|d| d.pid).collect();
+    assert_eq!(holders_of(&db), vec![old_pids[0]], "only the leader's storaged holds the database");
+    leader.process.kill9();
+    wait_gone(&old_pids, "the killed leader's daemons to die with it").await;
+    standby.wait_all_ready().await;
+    watching.store(false, Ordering::SeqCst);
+    let samples = watcher.join().unwrap();
+    assert!(samples > 10, "the watcher sampled the handover ({samples} samples)");
+    assert_eq!(max_holders.load(Ordering::SeqCst), 1, "two processes held the database at once");
+
+    let st = standby.status().await;
+    assert_eq!(st.role, Role::Leader);
+    let url = format!("http://127.0.0.1:{}", standby.port());
+    assert_eq!(std::fs::read_to_string(standby.info_file()).unwrap(), format!("{url}\n"));
+    assert_served(&standby, &rid, "written on the first leader").await;
+}
