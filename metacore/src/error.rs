@@ -198,6 +198,7 @@ mod tests {
         ErrorCode::NotFound,
         ErrorCode::MethodNotAllowed,
         ErrorCode::BadRequest,
+        ErrorCode::Conflict,
     ];
 
     #[test]

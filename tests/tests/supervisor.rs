@@ -374,4 +374,13 @@ async fn one_leader_and_a_standby_that_takes_over_without_two_writers() {
     let url = format!("http://127.0.0.1:{}", standby.port());
     assert_eq!(std::fs::read_to_string(standby.info_file()).unwrap(), format!("{url}\n"));
     assert_served(&standby, &rid, "written on the first leader").await;
+
+    // A standby asked to stop while it waits exits 0 and leaves the leader be.
+    let mut third = Launch::in_dir(dir.path(), "run-c").spawn();
+    third.wait_status("the third to be standby", |s| s.role == Role::Standby).await;
+    third.process.sigterm();
+    let exit = third.process.wait_exit().await;
+    assert!(exit.success(), "{exit}\n{}", third.process.stderr());
+    assert_eq!(standby.status().await.role, Role::Leader);
+    assert_eq!(std::fs::read_to_string(standby.info_file()).unwrap(), format!("{url}\n"));
 }
