@@ -384,3 +384,46 @@ async fn one_leader_and_a_standby_that_takes_over_without_two_writers() {
     assert_eq!(standby.status().await.role, Role::Leader);
     assert_eq!(std::fs::read_to_string(standby.info_file()).unwrap(), format!("{url}\n"));
 }
+
+#[tokio::test]
+async fn orphans_of_the_tree_are_reaped() {
+    let dir = test_dir();
+    // storaged started through a shell that leaves a short-lived orphan
+    // behind: the orphan's parent exits at once, so it is reparented to
+    // the supervisor (a subreaper), which must reap it when it ends.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let real = e2e::daemon::binary("storaged");
+    let script = format!("#!/bin/sh\nsh -c 'sleep 1 &'\nexec {}\n", real.display());
+    std::fs::write(bin.join("storaged"), script).unwrap();
+    std::fs::set_permissions(bin.join("storaged"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(e2e::daemon::binary("apid"), bin.join("apid")).unwrap();
+    let mut mc = Launch::in_dir(dir.path(), "run").env("META_CORE_BIN_DIR", &bin.display().to_string()).start().await;
+    let me = mc.process.pid();
+    // The children of the supervisor that are not its daemons.
+    let strays = |zombies_only: bool| -> Vec<u32> {
+        std::fs::read_dir("/proc")
+            .unwrap()
+            .flatten()
+            .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+            .filter(|pid| {
+                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
+                let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
+                let fields: Vec<&str> = rest.split_whitespace().collect();
+                fields.get(1) == Some(&me.to_string().as_str())
+                    && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+                    && (!zombies_only || fields[0] == "Z")
+            })
+            .collect()
+    };
+    let orphan = until("the orphan to be adopted by the supervisor", DAEMON_DEADLINE, || async {
+        strays(false).first().copied()
+    })
+    .await;
+    until("the orphan to be reaped", DAEMON_DEADLINE, || async {
+        (!std::path::Path::new(&format!("/proc/{orphan}")).exists()).then_some(())
+    })
+    .await;
+    assert!(strays(true).is_empty(), "no zombie is left under the supervisor");
+    mc.wait_all_ready().await;
+}
