@@ -170,7 +170,6 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         if h.commands.send(Command::Stop(reply)).await.is_ok() {
             let _ = done.await;
         }
-        tracing::info!("{} stopped", h.daemon.name());
     }
     leader::remove_info(&layout.leader_info(), &url);
     served.abort();

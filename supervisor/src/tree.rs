@@ -132,8 +132,9 @@ enum Ended {
     Failed { exit: Exit, reason: Option<String> },
     /// A restart was asked: start again at once, answer when ready.
     Restart(oneshot::Sender<Result<DaemonStatus, ApiError>>),
-    /// A stop was asked: the runner ends.
-    Stopped,
+    /// A stop was asked: the runner ends, answering once the process and
+    /// its group are gone.
+    Stopped(Option<oneshot::Sender<()>>),
 }
 
 fn unix_ms() -> u64 {
@@ -161,7 +162,12 @@ impl Runner {
             let started = Instant::now();
             let ended = self.live(&mut pending_restart).await;
             let (exit, reason) = match ended {
-                Ended::Stopped => return,
+                Ended::Stopped(reply) => {
+                    if let Some(reply) = reply {
+                        let _ = reply.send(());
+                    }
+                    return;
+                }
                 Ended::Restart(reply) => {
                     failures = 0;
                     self.update(|s| s.status.failures = 0);
@@ -307,22 +313,18 @@ impl Runner {
                     break Ended::Failed { exit: e.unwrap_or(Exit::Code(-1)), reason: reason.take() };
                 }
                 cmd = self.commands.recv() => {
-                    let restart = match cmd {
-                        Some(Command::Restart(reply)) => Some(reply),
-                        Some(Command::Stop(reply)) => { let _ = reply.send(()); None }
-                        None => None,
+                    let (ended, why) = match cmd {
+                        Some(Command::Restart(reply)) => (Ended::Restart(reply), "restart requested"),
+                        Some(Command::Stop(reply)) => (Ended::Stopped(Some(reply)), "stop requested"),
+                        None => (Ended::Stopped(None), "the supervisor is going away"),
                     };
-                    let why = if restart.is_some() { "restart requested" } else { "stop requested" };
                     let e = self.terminate(pid, &mut exit).await;
-                    reason = Some(why.to_owned());
-                    self.record_exit(e, reason.take());
-                    break match restart {
-                        Some(reply) => Ended::Restart(reply),
-                        None => {
-                            self.update(|s| s.status.state = DaemonState::Stopped);
-                            Ended::Stopped
-                        }
-                    };
+                    self.record_exit(e, Some(why.to_owned()));
+                    if matches!(ended, Ended::Stopped(_)) {
+                        tracing::info!(pid, "{name} stopped: {}", e.describe());
+                        self.update(|s| s.status.state = DaemonState::Stopped);
+                    }
+                    break ended;
                 }
             }
         };

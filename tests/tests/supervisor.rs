@@ -102,9 +102,13 @@ async fn starts_in_order_reports_status_and_stops_in_reverse() {
     assert!(!mc.info_file().exists(), "the info file is removed on an orderly stop");
     assert!(!mc.run_dir().join("meta-core.sock").exists(), "the control socket is removed");
     let log = mc.process.stderr();
-    let apid_at = log.find("apid stopped").unwrap_or_else(|| panic!("no apid stop:\n{log}"));
-    let storaged_at = log.find("storaged stopped").unwrap_or_else(|| panic!("no storaged stop:\n{log}"));
+    // Each exited on its own SIGTERM, apid first, storaged only then.
+    let apid_at = log.find("apid stopped: exited with status 0").unwrap_or_else(|| panic!("apid's stop:\n{log}"));
+    let storaged_at =
+        log.find("storaged stopped: exited with status 0").unwrap_or_else(|| panic!("storaged's stop:\n{log}"));
     assert!(apid_at < storaged_at, "apid stops before storaged:\n{log}");
+    let storaged_log = std::fs::read_to_string(mc.log_dir().join("storaged.log")).unwrap();
+    assert!(storaged_log.contains("committing queued writes"), "storaged stopped in order:\n{storaged_log}");
     // storaged committed everything: the record is in the file.
     let conn = rusqlite::Connection::open(mc.db()).unwrap();
     let v: String =
@@ -426,4 +430,20 @@ async fn orphans_of_the_tree_are_reaped() {
     .await;
     assert!(strays(true).is_empty(), "no zombie is left under the supervisor");
     mc.wait_all_ready().await;
+}
+
+#[tokio::test]
+async fn a_daemon_that_ignores_sigterm_is_killed_after_its_grace() {
+    let dir = test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run").start().await;
+    let pids: Vec<u32> = mc.status().await.daemons.iter().filter_map(|d| d.pid).collect();
+    // A stopped process cannot act on SIGTERM: only SIGKILL ends it.
+    signal(pids[1], Signal::STOP);
+    mc.process.sigterm();
+    let exit = within("the stop, apid's 5 s grace included", Duration::from_secs(30), mc.process.wait_exit()).await;
+    assert!(exit.success(), "{exit}");
+    let log = mc.process.stderr();
+    assert!(log.contains("apid still runs 5 s after SIGTERM: SIGKILL"), "{log}");
+    assert!(pids.iter().all(|p| !alive(*p)), "the whole tree is gone");
+    assert!(!mc.info_file().exists());
 }
