@@ -81,6 +81,12 @@ impl Policy {
         TABLE.iter().find(|p| p.daemon == daemon)
     }
 
+    /// Failures in a row once a process that ran for `uptime` has failed,
+    /// after `before` failures in a row: a stable uptime forgives them.
+    pub fn count_failure(&self, before: u32, uptime: Duration) -> u32 {
+        if uptime >= self.stable_after { 1 } else { before + 1 }
+    }
+
     /// The delay before the next start after `failures` failures in a row
     /// (at least 1).
     pub fn backoff(&self, failures: u32) -> Duration {
@@ -104,6 +110,15 @@ mod tests {
         let p = Policy::of(Daemon::Storaged).unwrap();
         let delays: Vec<u128> = (1..=8).map(|n| p.backoff(n).as_millis()).collect();
         assert_eq!(delays, [10, 40, 160, 640, 2560, 10_000, 10_000, 10_000]);
+    }
+
+    #[test]
+    fn a_stable_uptime_forgives_the_failures_before_it() {
+        let p = Policy::of(Daemon::Apid).unwrap();
+        assert_eq!(p.count_failure(0, Duration::from_millis(5)), 1);
+        assert_eq!(p.count_failure(4, Duration::from_secs(1)), 5, "a short life adds to the count");
+        assert_eq!(p.count_failure(4, p.stable_after), 1, "a stable one starts it again");
+        assert!(p.count_failure(4, Duration::from_secs(1)) >= p.crash_loop_after);
     }
 
     #[test]

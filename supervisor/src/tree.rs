@@ -176,10 +176,7 @@ impl Runner {
                 }
                 Ended::Failed { exit, reason } => (exit, reason),
             };
-            if started.elapsed() >= self.policy.stable_after {
-                failures = 0;
-            }
-            failures += 1;
+            failures = self.policy.count_failure(failures, started.elapsed());
             let name = self.daemon().name();
             let why = match &reason {
                 Some(r) => format!("{r}; {}", exit.describe()),
