@@ -296,15 +296,15 @@ async fn logs(config: &Config, daemon: &str, follow: bool, lines: usize) -> Exit
     };
     let path = crate::logs::path_of(&config.log_dir, d);
     let mut out = io::stdout().lock();
-    let mut pos = match File::open(&path) {
+    let opened = match File::open(&path) {
         Ok(mut f) => match print_tail(&mut f, lines, &mut out) {
-            Ok(end) => end,
+            Ok(end) => Some((f, end)),
             Err(e) => {
                 eprintln!("meta-core: cannot read {}: {e}", path.display());
                 return ExitCode::FAILURE;
             }
         },
-        Err(e) if e.kind() == io::ErrorKind::NotFound && follow => 0,
+        Err(e) if e.kind() == io::ErrorKind::NotFound && follow => None,
         Err(e) => {
             eprintln!("meta-core: cannot read {}: {e}", path.display());
             return ExitCode::FAILURE;
@@ -314,7 +314,7 @@ async fn logs(config: &Config, daemon: &str, follow: bool, lines: usize) -> Exit
         return ExitCode::SUCCESS;
     }
     drop(out);
-    follow_file(&path, &mut pos).await
+    follow_file(&path, opened).await
 }
 
 /// Writes the last `n` lines of `f`; returns the offset of its end.
@@ -349,43 +349,51 @@ fn print_tail(f: &mut File, n: usize, out: &mut impl Write) -> io::Result<u64> {
     Ok(end)
 }
 
-/// Prints what is appended to `path`, following it across rotations:
-/// the file it has open is read to its end, then another file at the path
-/// (or a shorter one) is read from its start.
-async fn follow_file(path: &Path, pos: &mut u64) -> ExitCode {
-    let mut current: Option<(File, u64)> = None;
+/// Prints what is appended to `path`, starting with the file already
+/// open at `pos`, and follows it across rotations: when another file (or a
+/// shorter one) is at the path, the open one is read to its end once more,
+/// then the new one from its start.
+async fn follow_file(path: &Path, opened: Option<(File, u64)>) -> ExitCode {
+    let mut current = opened;
     let mut buf = vec![0u8; 64 * 1024];
     loop {
-        if let Some((f, _)) = current.as_mut() {
-            let _ = f.seek(SeekFrom::Start(*pos));
-            loop {
-                match f.read(&mut buf) {
-                    Ok(0) | Err(_) => break,
-                    Ok(n) => {
-                        let mut out = io::stdout().lock();
-                        if out.write_all(&buf[..n]).and_then(|()| out.flush()).is_err() {
-                            return ExitCode::SUCCESS; // the reader went away
-                        }
-                        *pos += n as u64;
-                    }
-                }
-            }
+        if let Some((f, pos)) = current.as_mut()
+            && copy_new(f, pos, &mut buf).is_err()
+        {
+            return ExitCode::SUCCESS; // the reader went away
         }
         let replaced = match (std::fs::metadata(path), &current) {
-            (Ok(meta), Some((_, ino))) => (*ino != meta.ino() || meta.len() < *pos).then_some(meta.ino()),
-            (Ok(meta), None) => Some(meta.ino()),
-            (Err(_), _) => None,
+            (Ok(meta), Some((f, pos))) => f.metadata().map(|m| m.ino()).ok() != Some(meta.ino()) || meta.len() < *pos,
+            (Ok(_), None) => true,
+            (Err(_), _) => false,
         };
-        if let Some(ino) = replaced
-            && let Ok(f) = File::open(path)
-        {
-            if current.is_some() {
-                *pos = 0;
+        if replaced && let Ok(f) = File::open(path) {
+            // What was appended to the old file since the read above.
+            if let Some((old, pos)) = current.as_mut()
+                && copy_new(old, pos, &mut buf).is_err()
+            {
+                return ExitCode::SUCCESS;
             }
-            current = Some((f, ino));
+            current = Some((f, 0));
             continue;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+/// Copies what `f` holds past `pos` to stdout; an error means stdout is gone.
+fn copy_new(f: &mut File, pos: &mut u64, buf: &mut [u8]) -> io::Result<()> {
+    f.seek(SeekFrom::Start(*pos))?;
+    loop {
+        match f.read(buf) {
+            Ok(0) | Err(_) => return Ok(()),
+            Ok(n) => {
+                let mut out = io::stdout().lock();
+                out.write_all(&buf[..n])?;
+                out.flush()?;
+                *pos += n as u64;
+            }
+        }
     }
 }
 

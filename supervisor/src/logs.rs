@@ -10,7 +10,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use metacore::layout::Daemon;
 use tokio::io::AsyncReadExt;
@@ -63,21 +65,27 @@ impl LogFile {
         Ok(())
     }
 
+    /// Shifts the files up and starts a new one. A file someone else
+    /// removed or moved meanwhile is not an error: the new file is opened
+    /// whatever happened to the old one.
     fn rotate(&mut self) -> io::Result<()> {
         self.file = None;
-        if self.keep == 0 {
-            std::fs::remove_file(&self.path)?;
+        let gone_is_fine = |r: io::Result<()>| match r {
+            Err(e) if e.kind() != io::ErrorKind::NotFound => Err(e),
+            _ => Ok(()),
+        };
+        let shifted = if self.keep == 0 {
+            gone_is_fine(std::fs::remove_file(&self.path))
         } else {
             let numbered = |n: u32| PathBuf::from(format!("{}.{n}", self.path.display()));
             let _ = std::fs::remove_file(numbered(self.keep));
-            for n in (1..self.keep).rev() {
-                if numbered(n).exists() {
-                    std::fs::rename(numbered(n), numbered(n + 1))?;
-                }
-            }
-            std::fs::rename(&self.path, numbered(1))?;
-        }
-        self.reopen()
+            (1..self.keep)
+                .rev()
+                .try_for_each(|n| gone_is_fine(std::fs::rename(numbered(n), numbered(n + 1))))
+                .and_then(|()| gone_is_fine(std::fs::rename(&self.path, numbered(1))))
+        };
+        let reopened = self.reopen();
+        shifted.and(reopened)
     }
 }
 
@@ -86,48 +94,83 @@ pub fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
     dir.join(format!("{}.log", daemon.name()))
 }
 
-/// Every daemon's log file, shared by its output pumps and the SIGHUP handler.
+/// Lines waiting for a writer thread; past this, lines are dropped (and
+/// counted) rather than stalling the supervisor or the daemons.
+pub const QUEUE_LINES: usize = 2048;
+
+enum FileMsg {
+    Line(Daemon, Vec<u8>),
+    Reopen,
+}
+
+/// The daemons' logs. The files and stdout are written by two threads of
+/// their own, fed through bounded queues: a stdout nobody drains or a
+/// stalled disk must not freeze the supervisor (its reaping, health checks
+/// and signals run on one thread) nor, through full pipes, the daemons.
+/// What does not fit in a queue is dropped, and the count is written in
+/// its place once the writer catches up.
 #[derive(Debug, Clone)]
 pub struct Logs {
-    files: Arc<Vec<(Daemon, Arc<Mutex<LogFile>>)>>,
-    echo: bool,
+    files: SyncSender<FileMsg>,
+    echo: Option<SyncSender<Vec<u8>>>,
+    dropped_file: Arc<AtomicU64>,
+    dropped_echo: Arc<AtomicU64>,
+}
+
+impl std::fmt::Debug for FileMsg {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            FileMsg::Line(d, l) => write!(f, "Line({}, {} bytes)", d.name(), l.len()),
+            FileMsg::Reopen => f.write_str("Reopen"),
+        }
+    }
 }
 
 impl Logs {
+    /// Opens (creates) every daemon's file and starts the writer threads.
     pub fn open(dir: &Path, daemons: &[Daemon], max_bytes: u64, keep: u32, echo: bool) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut files = Vec::new();
         for &d in daemons {
-            files.push((d, Arc::new(Mutex::new(LogFile::open(dir, d, max_bytes, keep)?))));
+            files.push((d, LogFile::open(dir, d, max_bytes, keep)?));
         }
-        Ok(Self { files: Arc::new(files), echo })
+        let dropped_file = Arc::new(AtomicU64::new(0));
+        let (files_tx, files_rx) = sync_channel(QUEUE_LINES);
+        let dropped = dropped_file.clone();
+        std::thread::Builder::new().name("log-files".into()).spawn(move || write_files(files, files_rx, &dropped))?;
+        let dropped_echo = Arc::new(AtomicU64::new(0));
+        let echo = if echo {
+            let (tx, rx) = sync_channel(QUEUE_LINES);
+            let dropped = dropped_echo.clone();
+            std::thread::Builder::new().name("log-echo".into()).spawn(move || write_echo(rx, &dropped))?;
+            Some(tx)
+        } else {
+            None
+        };
+        Ok(Self { files: files_tx, echo, dropped_file, dropped_echo })
     }
 
-    fn file(&self, daemon: Daemon) -> Arc<Mutex<LogFile>> {
-        self.files.iter().find(|(d, _)| *d == daemon).map(|(_, f)| f.clone()).expect("a log file per daemon")
-    }
-
+    /// Closes and opens every file again (SIGHUP).
     pub fn reopen_all(&self) {
-        for (d, f) in self.files.iter() {
-            if let Err(e) = f.lock().expect("log lock").reopen() {
-                tracing::warn!("cannot reopen the log of {}: {e}", d.name());
-            }
-        }
+        // Waits for room: a reopen must not be dropped.
+        let _ = self.files.send(FileMsg::Reopen);
     }
 
-    /// Writes one line of `daemon`'s to its file and to stdout.
+    /// Queues one line of `daemon`'s for its file and for stdout.
     pub fn line(&self, daemon: Daemon, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if let Err(e) = self.file(daemon).lock().expect("log lock").write_line(line) {
-            tracing::warn!("cannot write the log of {}: {e}", daemon.name());
+        if self.files.try_send(FileMsg::Line(daemon, line.to_vec())).is_err() {
+            self.dropped_file.fetch_add(1, Ordering::Relaxed);
         }
-        if self.echo {
+        if let Some(echo) = &self.echo {
             let mut out = Vec::with_capacity(line.len() + 16);
             out.extend_from_slice(daemon.name().as_bytes());
             out.extend_from_slice(b" | ");
             out.extend_from_slice(line);
             out.push(b'\n');
-            let _ = io::stdout().lock().write_all(&out);
+            if echo.try_send(out).is_err() {
+                self.dropped_echo.fetch_add(1, Ordering::Relaxed);
+            }
         }
     }
 
@@ -144,22 +187,73 @@ impl Logs {
                     Ok(n) => n,
                 };
                 pending.extend_from_slice(&buf[..n]);
-                let mut start = 0;
-                while let Some(at) = pending[start..].iter().position(|&b| b == b'\n') {
-                    logs.line(daemon, &pending[start..start + at]);
-                    start += at + 1;
-                }
-                pending.drain(..start);
-                while pending.len() >= MAX_LINE {
-                    let rest = pending.split_off(MAX_LINE);
-                    logs.line(daemon, &pending);
-                    pending = rest;
-                }
+                split_lines(&mut pending, |line| logs.line(daemon, line));
             }
             if !pending.is_empty() {
                 logs.line(daemon, &pending);
             }
         })
+    }
+}
+
+/// Takes the complete lines out of `pending` (without their newline),
+/// cutting a line longer than [`MAX_LINE`] into pieces of that size; what
+/// is left is the start of a line still to come.
+pub fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
+    let mut start = 0;
+    loop {
+        let rest = &pending[start..];
+        match rest.iter().take(MAX_LINE + 1).position(|&b| b == b'\n') {
+            Some(at) => {
+                emit(&rest[..at]);
+                start += at + 1;
+            }
+            None if rest.len() > MAX_LINE => {
+                emit(&rest[..MAX_LINE]);
+                start += MAX_LINE;
+            }
+            None => break,
+        }
+    }
+    pending.drain(..start);
+}
+
+/// The file writer thread: until every sender is gone.
+fn write_files(mut files: Vec<(Daemon, LogFile)>, rx: Receiver<FileMsg>, dropped: &AtomicU64) {
+    while let Ok(msg) = rx.recv() {
+        match msg {
+            FileMsg::Reopen => {
+                for (d, f) in &mut files {
+                    if let Err(e) = f.reopen() {
+                        tracing::warn!("cannot reopen the log of {}: {e}", d.name());
+                    }
+                }
+            }
+            FileMsg::Line(daemon, line) => {
+                let Some((_, file)) = files.iter_mut().find(|(d, _)| *d == daemon) else { continue };
+                let lost = dropped.swap(0, Ordering::Relaxed);
+                let mut written = Ok(());
+                if lost > 0 {
+                    let note = format!("[meta-core] {lost} lines dropped: the log writer fell behind");
+                    written = file.write_line(note.as_bytes());
+                }
+                if let Err(e) = written.and_then(|()| file.write_line(&line)) {
+                    tracing::warn!("cannot write the log of {}: {e}", daemon.name());
+                }
+            }
+        }
+    }
+}
+
+/// The stdout writer thread: blocking writes are its whole job.
+fn write_echo(rx: Receiver<Vec<u8>>, dropped: &AtomicU64) {
+    let mut out = io::stdout();
+    while let Ok(line) = rx.recv() {
+        let lost = dropped.swap(0, Ordering::Relaxed);
+        if lost > 0 {
+            let _ = writeln!(out, "[meta-core] {lost} lines dropped: stdout is not being read fast enough");
+        }
+        let _ = out.write_all(&line);
     }
 }
 
@@ -183,6 +277,33 @@ mod tests {
         for name in ["apid.log", "apid.log.1", "apid.log.2"] {
             assert_eq!(read(name).lines().count(), 5, "{name}: 5 lines of 20 bytes fit in 100");
         }
+    }
+
+    #[test]
+    fn a_log_removed_by_someone_else_is_started_again() {
+        let dir = tempfile::tempdir().unwrap();
+        let mut log = LogFile::open(dir.path(), Daemon::Apid, 100, 2).unwrap();
+        log.write_line(b"0123456789 0123456789 0123456789 0123456789").unwrap();
+        std::fs::remove_file(dir.path().join("apid.log")).unwrap();
+        for i in 0..3 {
+            log.write_line(format!("{i} 0123456789 0123456789 0123456789 012345").as_bytes()).unwrap();
+        }
+        let now = std::fs::read_to_string(dir.path().join("apid.log")).unwrap();
+        assert!(now.ends_with("2 0123456789 0123456789 0123456789 012345\n"), "{now:?}");
+    }
+
+    #[test]
+    fn long_lines_are_cut_and_partial_lines_wait() {
+        let mut lines: Vec<usize> = Vec::new();
+        let mut pending = vec![b'a'; MAX_LINE];
+        split_lines(&mut pending, |l| lines.push(l.len()));
+        assert!(lines.is_empty(), "a line of exactly MAX_LINE may still end in the next read");
+        pending.push(b'\n');
+        pending.extend(vec![b'b'; 2 * MAX_LINE + 10]);
+        pending.extend(b"\nshort\npart");
+        split_lines(&mut pending, |l| lines.push(l.len()));
+        assert_eq!(lines, [MAX_LINE, MAX_LINE, MAX_LINE, 10, 5]);
+        assert_eq!(pending, b"part");
     }
 
     #[test]

@@ -54,8 +54,9 @@ pub const TABLE: &[Policy] = &[
         after: &[],
         // Opening a large database runs the integrity checks and migrations.
         ready_timeout: Duration::from_secs(120),
-        // Queued writes are committed before it exits.
-        stop_grace: Duration::from_secs(15),
+        // Queued writes are committed before it exits (milliseconds). The
+        // graces of the table add up to under Docker's default 10 s.
+        stop_grace: Duration::from_secs(6),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),
@@ -66,7 +67,7 @@ pub const TABLE: &[Policy] = &[
         daemon: Daemon::Apid,
         after: &[Daemon::Storaged],
         ready_timeout: Duration::from_secs(30),
-        stop_grace: Duration::from_secs(5),
+        stop_grace: Duration::from_secs(3),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),
@@ -81,10 +82,15 @@ impl Policy {
         TABLE.iter().find(|p| p.daemon == daemon)
     }
 
-    /// Failures in a row once a process that ran for `uptime` has failed,
-    /// after `before` failures in a row: a stable uptime forgives them.
-    pub fn count_failure(&self, before: u32, uptime: Duration) -> u32 {
-        if uptime >= self.stable_after { 1 } else { before + 1 }
+    /// Failures in a row once a process has failed, after `before` failures
+    /// in a row. `ready_for` is how long it had been ready (`None`: it never
+    /// was): only a stable time *ready* forgives the failures before it; a
+    /// start that hangs however long is one more failure.
+    pub fn count_failure(&self, before: u32, ready_for: Option<Duration>) -> u32 {
+        match ready_for {
+            Some(d) if d >= self.stable_after => 1,
+            _ => before + 1,
+        }
     }
 
     /// The delay before the next start after `failures` failures in a row
@@ -115,10 +121,11 @@ mod tests {
     #[test]
     fn a_stable_uptime_forgives_the_failures_before_it() {
         let p = Policy::of(Daemon::Apid).unwrap();
-        assert_eq!(p.count_failure(0, Duration::from_millis(5)), 1);
-        assert_eq!(p.count_failure(4, Duration::from_secs(1)), 5, "a short life adds to the count");
-        assert_eq!(p.count_failure(4, p.stable_after), 1, "a stable one starts it again");
-        assert!(p.count_failure(4, Duration::from_secs(1)) >= p.crash_loop_after);
+        assert_eq!(p.count_failure(0, Some(Duration::from_millis(5))), 1);
+        assert_eq!(p.count_failure(4, Some(Duration::from_secs(1))), 5, "a short life adds to the count");
+        assert_eq!(p.count_failure(4, Some(p.stable_after)), 1, "a stable one starts it again");
+        assert_eq!(p.count_failure(4, None), 5, "never ready, however long it took, is a failure");
+        assert!(p.count_failure(4, Some(Duration::from_secs(1))) >= p.crash_loop_after);
     }
 
     #[test]

@@ -18,12 +18,15 @@ use crate::child::{self, Exit, Reaper};
 use crate::logs::Logs;
 use crate::policy::{HEALTH_TIMEOUT, MISSED_HEALTH_CHECKS, OnCrashLoop, Policy};
 
+/// Where the answer to a restart goes.
+type Reply = oneshot::Sender<Result<DaemonStatus, ApiError>>;
+
 /// What a runner can be asked.
 #[derive(Debug)]
 pub enum Command {
     /// Stop the process (SIGTERM, SIGKILL after the grace) and start it
     /// again; the answer comes once it is ready.
-    Restart(oneshot::Sender<Result<DaemonStatus, ApiError>>),
+    Restart(Reply),
     /// Stop the process and the runner; the answer comes once it has exited.
     Stop(oneshot::Sender<()>),
 }
@@ -129,9 +132,10 @@ struct Runner {
 /// How one process's life ended.
 enum Ended {
     /// It ended on its own, or the supervisor ended it for `reason`.
-    Failed { exit: Exit, reason: Option<String> },
+    /// `ready_for` is how long it had been ready, if it ever was.
+    Failed { exit: Exit, reason: Option<String>, ready_for: Option<Duration> },
     /// A restart was asked: start again at once, answer when ready.
-    Restart(oneshot::Sender<Result<DaemonStatus, ApiError>>),
+    Restart(Reply),
     /// A stop was asked: the runner ends, answering once the process and
     /// its group are gone.
     Stopped(Option<oneshot::Sender<()>>),
@@ -153,15 +157,15 @@ impl Runner {
     async fn run(mut self) {
         let mut failures = 0u32;
         let mut first = true;
-        let mut pending_restart: Option<oneshot::Sender<Result<DaemonStatus, ApiError>>> = None;
+        // Operators waiting for a restart to be ready (several may ask at once).
+        let mut pending_restart: Vec<Reply> = Vec::new();
         loop {
             if !first {
                 self.update(|s| s.status.restarts += 1);
             }
             first = false;
-            let started = Instant::now();
             let ended = self.live(&mut pending_restart).await;
-            let (exit, reason) = match ended {
+            let (exit, reason, ready_for) = match ended {
                 Ended::Stopped(reply) => {
                     if let Some(reply) = reply {
                         let _ = reply.send(());
@@ -171,18 +175,18 @@ impl Runner {
                 Ended::Restart(reply) => {
                     failures = 0;
                     self.update(|s| s.status.failures = 0);
-                    pending_restart = Some(reply);
+                    pending_restart.push(reply);
                     continue;
                 }
-                Ended::Failed { exit, reason } => (exit, reason),
+                Ended::Failed { exit, reason, ready_for } => (exit, reason, ready_for),
             };
-            failures = self.policy.count_failure(failures, started.elapsed());
+            failures = self.policy.count_failure(failures, ready_for);
             let name = self.daemon().name();
             let why = match &reason {
                 Some(r) => format!("{r}; {}", exit.describe()),
                 None => exit.describe(),
             };
-            if let Some(reply) = pending_restart.take() {
+            for reply in pending_restart.drain(..) {
                 let _ = reply.send(Err(ApiError::internal(format!("{name} did not come back: {why}"))));
             }
             let crash_loop = failures >= self.policy.crash_loop_after;
@@ -210,7 +214,7 @@ impl Runner {
                     Some(Command::Restart(reply)) => {
                         failures = 0;
                         self.update(|s| s.status.failures = 0);
-                        pending_restart = Some(reply);
+                        pending_restart.push(reply);
                     }
                     Some(Command::Stop(reply)) => {
                         self.update(|s| {
@@ -246,7 +250,7 @@ impl Runner {
     }
 
     /// One process's life: start, readiness, health, end.
-    async fn live(&mut self, pending_restart: &mut Option<oneshot::Sender<Result<DaemonStatus, ApiError>>>) -> Ended {
+    async fn live(&mut self, pending_restart: &mut Vec<Reply>) -> Ended {
         let daemon = self.daemon();
         let name = daemon.name();
         let child = match child::spawn(daemon, &self.ctx.bin_dir, &self.ctx.reaper) {
@@ -254,7 +258,7 @@ impl Runner {
             Err(e) => {
                 tracing::error!("{e}");
                 self.record_exit(Exit::Code(127), Some(e.to_string()));
-                return Ended::Failed { exit: Exit::Code(127), reason: Some(e.to_string()) };
+                return Ended::Failed { exit: Exit::Code(127), reason: Some(e.to_string()), ready_for: None };
             }
         };
         let pid = child.pid;
@@ -272,6 +276,7 @@ impl Runner {
         let deadline = tokio::time::sleep(self.policy.ready_timeout);
         tokio::pin!(deadline);
         let mut readying = true;
+        let mut ready_at: Option<Instant> = None;
         let mut reason: Option<String> = None;
         let (hung_tx, mut hung_rx) = mpsc::channel::<String>(1);
         let mut health: Option<tokio::task::JoinHandle<()>> = None;
@@ -286,7 +291,8 @@ impl Runner {
                         });
                         tracing::info!(pid, "{name} ready");
                         let _ = self.ready_once.send(true);
-                        if let Some(reply) = pending_restart.take() {
+                        ready_at = Some(Instant::now());
+                        for reply in pending_restart.drain(..) {
                             let _ = reply.send(self.ctx.table.row(daemon).ok_or_else(|| ApiError::internal("no row")));
                         }
                         health = Some(self.watch_health(hung_tx.clone()));
@@ -307,7 +313,8 @@ impl Runner {
                     child::signal_group(pid, Signal::KILL);
                 }
                 e = &mut exit => {
-                    break Ended::Failed { exit: e.unwrap_or(Exit::Code(-1)), reason: reason.take() };
+                    let ready_for = ready_at.map(|t| t.elapsed());
+                    break Ended::Failed { exit: e.unwrap_or(Exit::Code(-1)), reason: reason.take(), ready_for };
                 }
                 cmd = self.commands.recv() => {
                     let (ended, why) = match cmd {
@@ -330,7 +337,7 @@ impl Runner {
         }
         // Whatever the daemon itself started goes with it.
         child::signal_group(pid, Signal::KILL);
-        if let Ended::Failed { exit, reason } = &ended {
+        if let Ended::Failed { exit, reason, .. } = &ended {
             self.record_exit(*exit, reason.clone());
         }
         ended
@@ -379,13 +386,12 @@ impl Runner {
         // previous process is reused.
         let client = SocketClient::new(self.daemon().name(), &self.ctx.layout.socket(self.daemon()));
         let interval = self.ctx.health_interval;
-        let timeout = HEALTH_TIMEOUT.min(interval);
         tokio::spawn(async move {
             let mut misses = 0;
             loop {
                 tokio::time::sleep(interval).await;
                 let ok = matches!(
-                    tokio::time::timeout(timeout, client.get::<serde_json::Value>("/health")).await,
+                    tokio::time::timeout(HEALTH_TIMEOUT, client.get::<serde_json::Value>("/health")).await,
                     Ok(Ok(_))
                 );
                 misses = if ok { 0 } else { misses + 1 };

@@ -203,7 +203,7 @@ async fn apid_that_always_crashes_keeps_retrying_in_a_visible_crash_loop() {
 #[tokio::test]
 async fn a_hung_daemon_is_found_by_its_health_check_and_replaced() {
     let dir = test_dir();
-    let mut mc = Launch::in_dir(dir.path(), "run").env("HEALTH_CHECK_INTERVAL_MS", "100").start().await;
+    let mut mc = Launch::in_dir(dir.path(), "run").env("HEALTH_CHECK_INTERVAL_MS", "200").start().await;
     let old = mc.daemon("storaged").await.pid.unwrap();
     signal(old, Signal::STOP);
     let row = mc
@@ -285,14 +285,15 @@ async fn logs_are_rotated_followed_and_reopened_on_sighup() {
     // `logs -f` shows the lines written after it started, and goes on
     // with the new file once the one it reads is rotated away.
     let follower =
-        mc.cli_command(&["logs", "apid", "-f", "-n", "0"]).stdout(Stdio::piped()).spawn().expect("spawn logs -f");
+        mc.cli_command(&["logs", "apid", "-f", "-n", "1"]).stdout(Stdio::piped()).spawn().expect("spawn logs -f");
     let mut follower = KillOnDrop(follower);
-    let seen = Arc::new(AtomicUsize::new(0));
+    let (lines, seen) = (Arc::new(AtomicUsize::new(0)), Arc::new(AtomicUsize::new(0)));
     let reader = {
-        let (stdout, seen) = (follower.0.stdout.take().unwrap(), seen.clone());
+        let (stdout, lines, seen) = (follower.0.stdout.take().unwrap(), lines.clone(), seen.clone());
         std::thread::spawn(move || {
             for line in BufReader::new(stdout).lines() {
                 let Ok(line) = line else { break };
+                lines.fetch_add(1, Ordering::SeqCst);
                 if line.contains("apid ready") {
                     seen.fetch_add(1, Ordering::SeqCst);
                 }
@@ -301,12 +302,13 @@ async fn logs_are_rotated_followed_and_reopened_on_sighup() {
     };
     let inode = |p: &std::path::Path| std::os::unix::fs::MetadataExt::ino(&std::fs::metadata(p).unwrap());
     let first = inode(&logs.join("apid.log"));
-    // Give the follower time to open the file before it changes (it
-    // starts at the end, so anything written before is not expected).
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Its first line (the file's last) says it has the file open.
+    until("the follower's first line", DAEMON_DEADLINE, || async { (lines.load(Ordering::SeqCst) >= 1).then_some(()) })
+        .await;
+    let before = seen.load(Ordering::SeqCst);
     restart_apid();
     until("the follower to see a restart", DAEMON_DEADLINE, || async {
-        (seen.load(Ordering::SeqCst) >= 1).then_some(())
+        (seen.load(Ordering::SeqCst) > before).then_some(())
     })
     .await;
     while inode(&logs.join("apid.log")) == first {
@@ -398,11 +400,12 @@ async fn orphans_of_the_tree_are_reaped() {
     let bin = dir.path().join("bin");
     std::fs::create_dir_all(&bin).unwrap();
     let real = e2e::daemon::binary("storaged");
-    let script = format!("#!/bin/sh\nsh -c 'sleep 1 &'\nexec {}\n", real.display());
+    let script = format!("#!/bin/sh\nsh -c 'sleep 3 &'\nexec {}\n", real.display());
     std::fs::write(bin.join("storaged"), script).unwrap();
     std::fs::set_permissions(bin.join("storaged"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
     std::os::unix::fs::symlink(e2e::daemon::binary("apid"), bin.join("apid")).unwrap();
-    let mut mc = Launch::in_dir(dir.path(), "run").env("META_CORE_BIN_DIR", &bin.display().to_string()).start().await;
+    // Not waiting for readiness: the orphan is looked for from the start.
+    let mut mc = Launch::in_dir(dir.path(), "run").env("META_CORE_BIN_DIR", &bin.display().to_string()).spawn();
     let me = mc.process.pid();
     // The children of the supervisor that are not its daemons.
     let strays = |zombies_only: bool| -> Vec<u32> {
@@ -440,10 +443,51 @@ async fn a_daemon_that_ignores_sigterm_is_killed_after_its_grace() {
     // A stopped process cannot act on SIGTERM: only SIGKILL ends it.
     signal(pids[1], Signal::STOP);
     mc.process.sigterm();
-    let exit = within("the stop, apid's 5 s grace included", Duration::from_secs(30), mc.process.wait_exit()).await;
+    let exit = within("the stop, apid's 3 s grace included", Duration::from_secs(30), mc.process.wait_exit()).await;
     assert!(exit.success(), "{exit}");
     let log = mc.process.stderr();
-    assert!(log.contains("apid still runs 5 s after SIGTERM: SIGKILL"), "{log}");
+    assert!(log.contains("apid still runs 3 s after SIGTERM: SIGKILL"), "{log}");
     assert!(pids.iter().all(|p| !alive(*p)), "the whole tree is gone");
     assert!(!mc.info_file().exists());
+}
+
+#[tokio::test]
+async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
+    let dir = test_dir();
+    // The leader's storaged leaves a straggler behind that does not die with
+    // the supervisor (no parent-death signal) and holds the inherited lock
+    // descriptor: the standby must wait for it, as it would for a storaged
+    // that outlived its supervisor.
+    let bin = dir.path().join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let pid_file = dir.path().join("straggler.pid");
+    let script = format!(
+        "#!/bin/sh\nsh -c 'sleep 4 & echo $! > {}'\nexec {}\n",
+        pid_file.display(),
+        e2e::daemon::binary("storaged").display()
+    );
+    std::fs::write(bin.join("storaged"), script).unwrap();
+    std::fs::set_permissions(bin.join("storaged"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(e2e::daemon::binary("apid"), bin.join("apid")).unwrap();
+    let mut leader =
+        Launch::in_dir(dir.path(), "run-a").env("META_CORE_BIN_DIR", &bin.display().to_string()).start().await;
+    let straggler: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
+    let mut standby = Launch::in_dir(dir.path(), "run-b").spawn();
+    standby.wait_status("the second to be standby", |s| s.role == Role::Standby).await;
+
+    let daemons: Vec<u32> = leader.status().await.daemons.iter().filter_map(|d| d.pid).collect();
+    leader.process.kill9();
+    wait_gone(&daemons, "the killed leader's daemons").await;
+    let mut looked = 0;
+    while alive(straggler) {
+        let role = standby.status().await.role;
+        if alive(straggler) {
+            assert_eq!(role, Role::Standby, "took over while a process of the old tree held the lock");
+            looked += 1;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(looked > 0, "the straggler died before the standby could be checked");
+    let st = standby.wait_all_ready().await;
+    assert_eq!(st.role, Role::Leader, "the standby leads once the straggler is gone");
 }
