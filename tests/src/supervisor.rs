@@ -74,6 +74,35 @@ impl Launch {
         MetaCore { http: Http::new(self.port), launch: self, process, control }
     }
 
+    /// Spawns the supervisor as PID 1 of a new PID namespace, as in a
+    /// container: `unshare --pid --fork --mount-proc --kill-child meta-core
+    /// run`. The handle's process is `unshare`; [`MetaCore::supervisor_pid`]
+    /// finds the supervisor. `None` when this machine cannot make the
+    /// namespace (no `unshare`, or not allowed).
+    pub fn spawn_as_pid_1(self) -> Option<MetaCore> {
+        let probe = std::process::Command::new("unshare")
+            .args(["--pid", "--fork", "--mount-proc", "true"])
+            .stderr(std::process::Stdio::null())
+            .status();
+        if !probe.is_ok_and(|s| s.success()) {
+            return None;
+        }
+        let mut cmd = std::process::Command::new("unshare");
+        for (key, _) in std::env::vars_os() {
+            let k = key.to_string_lossy();
+            if k.starts_with("META_CORE_") || k == "BASE_URL" {
+                cmd.env_remove(&key);
+            }
+        }
+        cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
+            .arg(crate::daemon::binary("meta-core"))
+            .arg("run");
+        self.apply(&mut cmd);
+        let process = Process::spawn("meta-core", &self.dir, cmd);
+        let control = SupervisorClient::new(&self.run_dir.join("meta-core.sock"));
+        Some(MetaCore { http: Http::new(self.port), launch: self, process, control })
+    }
+
     /// Spawns and waits until it leads with every daemon ready.
     pub async fn start(self) -> MetaCore {
         let mut mc = self.spawn();
@@ -175,6 +204,20 @@ impl MetaCore {
     pub fn cli(&self, args: &[&str]) -> Output {
         self.cli_command(args).output().expect("run the meta-core CLI")
     }
+}
+
+/// The pids of the children of `pid`, as the host sees them.
+pub fn children_of(pid: u32) -> Vec<u32> {
+    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    procs
+        .flatten()
+        .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
+        .filter(|child| {
+            std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
+                stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)) == Some(&pid.to_string())
+            })
+        })
+        .collect()
 }
 
 /// The pids of live (not zombie) processes that have `path` open: who

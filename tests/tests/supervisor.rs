@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use e2e::daemon::test_dir;
 use e2e::fixtures::random_rid;
-use e2e::supervisor::{Launch, MetaCore, alive, holders_of};
+use e2e::supervisor::{Launch, MetaCore, alive, children_of, holders_of};
 use e2e::wait::{DAEMON_DEADLINE, until, within};
 use metacore::api::supervisor::{DaemonState, Role};
 use rustix::process::{Pid, Signal, kill_process};
@@ -47,6 +47,19 @@ async fn write_record(mc: &MetaCore, title: &str) -> String {
 async fn assert_served(mc: &MetaCore, rid: &str, title: &str) {
     let got = mc.get_ok(&format!("/meta/{rid}")).await;
     assert_eq!(got["metadata"]["title"], title, "{got}");
+}
+
+/// A bin dir whose `storaged` first runs `shell` in a shell that exits at
+/// once (so what it leaves running is an orphan), then execs the real
+/// storaged; `apid` is the real one.
+fn storaged_leaving(dir: &std::path::Path, shell: &str) -> std::path::PathBuf {
+    let bin = dir.join("bin");
+    std::fs::create_dir_all(&bin).unwrap();
+    let script = format!("#!/bin/sh\nsh -c '{shell}'\nexec {}\n", e2e::daemon::binary("storaged").display());
+    std::fs::write(bin.join("storaged"), script).unwrap();
+    std::fs::set_permissions(bin.join("storaged"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
+    std::os::unix::fs::symlink(e2e::daemon::binary("apid"), bin.join("apid")).unwrap();
+    bin
 }
 
 async fn wait_gone(pids: &[u32], what: &str) {
@@ -397,13 +410,7 @@ async fn orphans_of_the_tree_are_reaped() {
     // storaged started through a shell that leaves a short-lived orphan
     // behind: the orphan's parent exits at once, so it is reparented to
     // the supervisor (a subreaper), which must reap it when it ends.
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
-    let real = e2e::daemon::binary("storaged");
-    let script = format!("#!/bin/sh\nsh -c 'sleep 3 &'\nexec {}\n", real.display());
-    std::fs::write(bin.join("storaged"), script).unwrap();
-    std::fs::set_permissions(bin.join("storaged"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::os::unix::fs::symlink(e2e::daemon::binary("apid"), bin.join("apid")).unwrap();
+    let bin = storaged_leaving(dir.path(), "sleep 3 &");
     // Not waiting for readiness: the orphan is looked for from the start.
     let mut mc = Launch::in_dir(dir.path(), "run").env("META_CORE_BIN_DIR", &bin.display().to_string()).spawn();
     let me = mc.process.pid();
@@ -458,17 +465,8 @@ async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
     // the supervisor (no parent-death signal) and holds the inherited lock
     // descriptor: the standby must wait for it, as it would for a storaged
     // that outlived its supervisor.
-    let bin = dir.path().join("bin");
-    std::fs::create_dir_all(&bin).unwrap();
     let pid_file = dir.path().join("straggler.pid");
-    let script = format!(
-        "#!/bin/sh\nsh -c 'sleep 4 & echo $! > {}'\nexec {}\n",
-        pid_file.display(),
-        e2e::daemon::binary("storaged").display()
-    );
-    std::fs::write(bin.join("storaged"), script).unwrap();
-    std::fs::set_permissions(bin.join("storaged"), std::os::unix::fs::PermissionsExt::from_mode(0o755)).unwrap();
-    std::os::unix::fs::symlink(e2e::daemon::binary("apid"), bin.join("apid")).unwrap();
+    let bin = storaged_leaving(dir.path(), &format!("sleep 4 & echo $! > {}", pid_file.display()));
     let mut leader =
         Launch::in_dir(dir.path(), "run-a").env("META_CORE_BIN_DIR", &bin.display().to_string()).start().await;
     let straggler: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
@@ -490,4 +488,42 @@ async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
     assert!(looked > 0, "the straggler died before the standby could be checked");
     let st = standby.wait_all_ready().await;
     assert_eq!(st.role, Role::Leader, "the standby leads once the straggler is gone");
+}
+
+#[tokio::test]
+async fn as_pid_1_of_a_container_it_reaps_orphans_and_stops_on_sigterm() {
+    let dir = test_dir();
+    let bin = storaged_leaving(dir.path(), "sleep 3 &");
+    let launch = Launch::in_dir(dir.path(), "run").env("META_CORE_BIN_DIR", &bin.display().to_string());
+    let Some(mut mc) = launch.spawn_as_pid_1() else {
+        eprintln!("NOTICE: this machine cannot make a PID namespace (unshare); the PID 1 test did not run");
+        return;
+    };
+    let status = mc.wait_all_ready().await;
+    assert_eq!(status.pid, 1, "the supervisor is PID 1 of its namespace");
+    let unshare = mc.process.pid();
+    let supervisor =
+        until("the supervisor's host pid", DAEMON_DEADLINE, || async { children_of(unshare).first().copied() }).await;
+    // The orphan is reparented to PID 1, which must reap it: find it on
+    // the host as a child of the supervisor.
+    let comm_sleep =
+        |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep");
+    let orphan = until("the orphan under PID 1", DAEMON_DEADLINE, || async {
+        children_of(supervisor).into_iter().find(comm_sleep)
+    })
+    .await;
+    until("the orphan to be reaped by PID 1", DAEMON_DEADLINE, || async {
+        (!std::path::Path::new(&format!("/proc/{orphan}")).exists()).then_some(())
+    })
+    .await;
+
+    // SIGTERM to PID 1 (the kernel drops signals PID 1 has no handler
+    // for): an orderly stop, exit 0, which unshare passes on.
+    let daemons: Vec<u32> = children_of(supervisor);
+    signal(supervisor, Signal::TERM);
+    let exit = mc.process.wait_exit().await;
+    assert!(exit.success(), "{exit}\n{}", mc.process.stderr());
+    assert!(mc.process.stderr().contains("storaged stopped: exited with status 0"), "{}", mc.process.stderr());
+    assert!(daemons.iter().all(|p| !alive(*p)));
+    assert!(!mc.info_file().exists());
 }
