@@ -22,6 +22,7 @@ use std::time::Instant;
 
 use metacore::Config;
 use metacore::api::supervisor::Role;
+use metacore::config::LogFormat;
 use metacore::shutdown::Shutdown;
 use metacore::urls::Urls;
 use tokio::signal::unix::{SignalKind, signal};
@@ -29,7 +30,7 @@ use tokio::sync::mpsc;
 
 use crate::child::Reaper;
 use crate::control::Control;
-use crate::logs::Logs;
+use crate::logs::{Echo, Logs};
 use crate::policy::TABLE;
 use crate::tree::{Command, Ctx, Handle, Table};
 
@@ -122,7 +123,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     tracing::info!(%url, "leader: starting the daemons");
 
     let names: Vec<_> = TABLE.iter().map(|p| p.daemon).collect();
-    let logs = Logs::open(&config.log_dir, &names, config.log_max_bytes, config.log_keep, true)
+    let echo = match config.log_format {
+        LogFormat::Json => Echo::Json,
+        LogFormat::Text => Echo::Prefixed,
+    };
+    let logs = Logs::open(&config.log_dir, &names, config.log_max_bytes, config.log_keep, Some(echo))
         .map_err(io_err("open the logs in", &config.log_dir))?;
     *control.logs.lock().expect("logs lock") = Some(logs.clone());
     let (fatal_tx, mut fatal) = mpsc::unbounded_channel();

@@ -1,6 +1,7 @@
 //! Per-daemon logs: each child's output, line by line, appended to
 //! `<log dir>/<daemon>.log` and echoed to the supervisor's stdout as
-//! `<daemon> | <line>` (what `docker logs` shows).
+//! `<daemon> | <line>` (what `docker logs` shows), or with `LOG_FORMAT=json`
+//! as JSON lines that carry `"daemon"`.
 //!
 //! Rotation by size: when a write would take the file past
 //! `META_CORE_LOG_MAX_BYTES`, `<daemon>.log` becomes `<daemon>.log.1`, the
@@ -112,7 +113,7 @@ enum FileMsg {
 #[derive(Debug, Clone)]
 pub struct Logs {
     files: SyncSender<FileMsg>,
-    echo: Option<SyncSender<Vec<u8>>>,
+    echo: Option<(SyncSender<Vec<u8>>, Echo)>,
     dropped_file: Arc<AtomicU64>,
     dropped_echo: Arc<AtomicU64>,
 }
@@ -128,7 +129,7 @@ impl std::fmt::Debug for FileMsg {
 
 impl Logs {
     /// Opens (creates) every daemon's file and starts the writer threads.
-    pub fn open(dir: &Path, daemons: &[Daemon], max_bytes: u64, keep: u32, echo: bool) -> io::Result<Self> {
+    pub fn open(dir: &Path, daemons: &[Daemon], max_bytes: u64, keep: u32, echo: Option<Echo>) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut files = Vec::new();
         for &d in daemons {
@@ -139,13 +140,14 @@ impl Logs {
         let dropped = dropped_file.clone();
         std::thread::Builder::new().name("log-files".into()).spawn(move || write_files(files, files_rx, &dropped))?;
         let dropped_echo = Arc::new(AtomicU64::new(0));
-        let echo = if echo {
-            let (tx, rx) = sync_channel(QUEUE_LINES);
-            let dropped = dropped_echo.clone();
-            std::thread::Builder::new().name("log-echo".into()).spawn(move || write_echo(rx, &dropped))?;
-            Some(tx)
-        } else {
-            None
+        let echo = match echo {
+            Some(style) => {
+                let (tx, rx) = sync_channel(QUEUE_LINES);
+                let dropped = dropped_echo.clone();
+                std::thread::Builder::new().name("log-echo".into()).spawn(move || write_echo(rx, &dropped))?;
+                Some((tx, style))
+            }
+            None => None,
         };
         Ok(Self { files: files_tx, echo, dropped_file, dropped_echo })
     }
@@ -162,13 +164,8 @@ impl Logs {
         if self.files.try_send(FileMsg::Line(daemon, line.to_vec())).is_err() {
             self.dropped_file.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some(echo) = &self.echo {
-            let mut out = Vec::with_capacity(line.len() + 16);
-            out.extend_from_slice(daemon.name().as_bytes());
-            out.extend_from_slice(b" | ");
-            out.extend_from_slice(line);
-            out.push(b'\n');
-            if echo.try_send(out).is_err() {
+        if let Some((echo, style)) = &self.echo {
+            if echo.try_send(style.line(daemon, line)).is_err() {
                 self.dropped_echo.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -216,6 +213,47 @@ pub fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
         }
     }
     pending.drain(..start);
+}
+
+/// How a daemon's line is echoed on the supervisor's stdout.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Echo {
+    /// `storaged | <line>`.
+    Prefixed,
+    /// One JSON object a line, for log shippers (`LOG_FORMAT=json`): a
+    /// daemon's JSON line gets `"daemon":"<name>"` as its first member,
+    /// any other line becomes `{"daemon":"<name>","message":"<line>"}`.
+    Json,
+}
+
+impl Echo {
+    /// The echoed line, newline included.
+    pub fn line(self, daemon: Daemon, line: &[u8]) -> Vec<u8> {
+        let mut out = Vec::with_capacity(line.len() + 32);
+        match self {
+            Echo::Prefixed => {
+                out.extend_from_slice(daemon.name().as_bytes());
+                out.extend_from_slice(b" | ");
+                out.extend_from_slice(line);
+            }
+            Echo::Json => match line.strip_prefix(b"{") {
+                Some(members) if line.ends_with(b"}") && serde_json::from_slice::<serde_json::Value>(line).is_ok() => {
+                    out.extend_from_slice(format!("{{\"daemon\":\"{}\"", daemon.name()).as_bytes());
+                    if members.trim_ascii_start() != b"}" {
+                        out.push(b',');
+                    }
+                    out.extend_from_slice(members);
+                }
+                _ => {
+                    let message = String::from_utf8_lossy(line);
+                    let obj = serde_json::json!({ "daemon": daemon.name(), "message": message });
+                    out.extend_from_slice(obj.to_string().as_bytes());
+                }
+            },
+        }
+        out.push(b'\n');
+        out
+    }
 }
 
 /// The file writer thread: until every sender is gone.
@@ -304,6 +342,18 @@ mod tests {
         split_lines(&mut pending, |l| lines.push(l.len()));
         assert_eq!(lines, [MAX_LINE, MAX_LINE, MAX_LINE, 10, 5]);
         assert_eq!(pending, b"part");
+    }
+
+    #[test]
+    fn json_echo_names_the_daemon_and_stays_json() {
+        let line = |l: &str| String::from_utf8(Echo::Json.line(Daemon::Storaged, l.as_bytes())).unwrap();
+        let v: serde_json::Value = serde_json::from_str(&line(r#"{"level":"INFO","message":"ready"}"#)).unwrap();
+        assert_eq!(v, serde_json::json!({"daemon": "storaged", "level": "INFO", "message": "ready"}));
+        assert_eq!(line("{}"), "{\"daemon\":\"storaged\"}\n");
+        let v: serde_json::Value = serde_json::from_str(&line("panicked at \"x\" {oops")).unwrap();
+        assert_eq!(v, serde_json::json!({"daemon": "storaged", "message": "panicked at \"x\" {oops"}));
+        let plain = String::from_utf8(Echo::Prefixed.line(Daemon::Apid, b"hello")).unwrap();
+        assert_eq!(plain, "apid | hello\n");
     }
 
     #[test]
