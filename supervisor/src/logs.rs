@@ -164,10 +164,10 @@ impl Logs {
         if self.files.try_send(FileMsg::Line(daemon, line.to_vec())).is_err() {
             self.dropped_file.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some((echo, style)) = &self.echo {
-            if echo.try_send(style.line(daemon, line)).is_err() {
-                self.dropped_echo.fetch_add(1, Ordering::Relaxed);
-            }
+        if let Some((echo, style)) = &self.echo
+            && echo.try_send(style.line(daemon, line)).is_err()
+        {
+            self.dropped_echo.fetch_add(1, Ordering::Relaxed);
         }
     }
 
