@@ -2,8 +2,8 @@
 //! the supervisor's whole life, and `locks/kv-leader.info` with the API URL.
 //!
 //! A standby waits in a blocking `flock` on a thread of its own, so it takes
-//! over the moment the lock frees; every `ELECTION_RETRY_SECS` it logs that
-//! it is still standby and who leads. The lock's descriptor is inherited by
+//! over the moment the lock frees; every `ELECTION_RETRY_SECS` it reads
+//! `kv-leader.info` again and logs when the leader has changed. The lock's descriptor is inherited by
 //! every daemon: the kernel frees the lock only when the last process of
 //! the tree has exited, so a standby can never start a second writer while
 //! a process of the old tree still runs.
@@ -38,8 +38,9 @@ pub async fn acquire(
     let file = match file.try_lock() {
         Ok(()) => file,
         Err(std::fs::TryLockError::WouldBlock) => {
+            let mut leader = read_info(info_path);
             tracing::info!(
-                leader = %read_info(info_path).unwrap_or_else(|| "unknown".into()),
+                leader = leader.as_deref().unwrap_or("unknown"),
                 "standby: another meta-core holds {}; taking over as soon as it is released",
                 lock_path.display()
             );
@@ -54,10 +55,15 @@ pub async fn acquire(
                 tokio::select! {
                     got = &mut rx => break got.map_err(|_| io::Error::other("the lock waiter died"))??,
                     () = &mut give_up => return Ok(None),
-                    () = tokio::time::sleep(retry) => tracing::debug!(
-                        leader = %read_info(info_path).unwrap_or_else(|| "unknown".into()),
-                        "still standby"
-                    ),
+                    () = tokio::time::sleep(retry) => {
+                        let now = read_info(info_path);
+                        if now != leader {
+                            tracing::info!(leader = now.as_deref().unwrap_or("unknown"), "standby: the leader changed");
+                            leader = now;
+                        } else {
+                            tracing::debug!(leader = leader.as_deref().unwrap_or("unknown"), "still standby");
+                        }
+                    }
                 }
             }
         }
