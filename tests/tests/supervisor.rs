@@ -466,7 +466,7 @@ async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
     // descriptor: the standby must wait for it, as it would for a storaged
     // that outlived its supervisor.
     let pid_file = dir.path().join("straggler.pid");
-    let bin = storaged_leaving(dir.path(), &format!("sleep 4 & echo $! > {}", pid_file.display()));
+    let bin = storaged_leaving(dir.path(), &format!("sleep 6 & echo $! > {}", pid_file.display()));
     let mut leader =
         Launch::in_dir(dir.path(), "run-a").env("META_CORE_BIN_DIR", &bin.display().to_string()).start().await;
     let straggler: u32 = std::fs::read_to_string(&pid_file).unwrap().trim().parse().unwrap();
