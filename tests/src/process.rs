@@ -23,13 +23,19 @@ static LAUNCHES: AtomicU32 = AtomicU32::new(0);
 /// settings cannot leak into a test.
 pub fn command(name: &str) -> Command {
     let mut cmd = Command::new(binary(name));
+    scrub_env(&mut cmd);
+    cmd
+}
+
+/// Removes from `cmd`'s environment every `META_CORE_*` and `BASE_URL`
+/// variable the test process itself has.
+pub fn scrub_env(cmd: &mut Command) {
     for (key, _) in std::env::vars_os() {
         let k = key.to_string_lossy();
         if k.starts_with("META_CORE_") || k == "BASE_URL" {
             cmd.env_remove(&key);
         }
     }
-    cmd
 }
 
 /// One running (or exited) daemon process.

@@ -88,12 +88,7 @@ impl Launch {
             return None;
         }
         let mut cmd = std::process::Command::new("unshare");
-        for (key, _) in std::env::vars_os() {
-            let k = key.to_string_lossy();
-            if k.starts_with("META_CORE_") || k == "BASE_URL" {
-                cmd.env_remove(&key);
-            }
-        }
+        process::scrub_env(&mut cmd);
         cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
             .arg(crate::daemon::binary("meta-core"))
             .arg("run");
