@@ -52,6 +52,7 @@ async fn bootstrap_routes_answer_with_the_original_shapes() {
     }
     assert!(st["uptimeSeconds"].is_u64(), "{st}");
     assert_url_block(&st["leader"]);
+    assert!(st["supervisor"].is_null(), "no supervisor runs here: {st}");
 
     let l = a.get_ok("/leader").await;
     assert_url_block(&l);
