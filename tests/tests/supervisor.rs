@@ -385,7 +385,7 @@ async fn one_leader_and_a_standby_that_takes_over_without_two_writers() {
     standby.wait_all_ready().await;
     watching.store(false, Ordering::SeqCst);
     let samples = watcher.join().unwrap();
-    assert!(samples > 10, "the watcher sampled the handover ({samples} samples)");
+    assert!(samples >= 3, "the watcher sampled the handover ({samples} samples)");
     assert_eq!(max_holders.load(Ordering::SeqCst), 1, "two processes held the database at once");
 
     let st = standby.status().await;
