@@ -12,7 +12,7 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use metacore::layout::Daemon;
@@ -101,7 +101,8 @@ pub const QUEUE_LINES: usize = 2048;
 
 enum FileMsg {
     Line(Daemon, Vec<u8>),
-    Reopen,
+    /// Look at the reopen flag now.
+    Wake,
 }
 
 /// The daemons' logs. The files and stdout are written by two threads of
@@ -116,13 +117,14 @@ pub struct Logs {
     echo: Option<(SyncSender<Vec<u8>>, Echo)>,
     dropped_file: Arc<AtomicU64>,
     dropped_echo: Arc<AtomicU64>,
+    reopen: Arc<AtomicBool>,
 }
 
 impl std::fmt::Debug for FileMsg {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         match self {
             FileMsg::Line(d, l) => write!(f, "Line({}, {} bytes)", d.name(), l.len()),
-            FileMsg::Reopen => f.write_str("Reopen"),
+            FileMsg::Wake => f.write_str("Wake"),
         }
     }
 }
@@ -137,8 +139,11 @@ impl Logs {
         }
         let dropped_file = Arc::new(AtomicU64::new(0));
         let (files_tx, files_rx) = sync_channel(QUEUE_LINES);
-        let dropped = dropped_file.clone();
-        std::thread::Builder::new().name("log-files".into()).spawn(move || write_files(files, files_rx, &dropped))?;
+        let (dropped, reopen) = (dropped_file.clone(), Arc::new(AtomicBool::new(false)));
+        let flag = reopen.clone();
+        std::thread::Builder::new()
+            .name("log-files".into())
+            .spawn(move || write_files(files, files_rx, &dropped, &flag))?;
         let dropped_echo = Arc::new(AtomicU64::new(0));
         let echo = match echo {
             Some(style) => {
@@ -149,13 +154,16 @@ impl Logs {
             }
             None => None,
         };
-        Ok(Self { files: files_tx, echo, dropped_file, dropped_echo })
+        Ok(Self { files: files_tx, echo, dropped_file, dropped_echo, reopen })
     }
 
     /// Closes and opens every file again (SIGHUP).
     pub fn reopen_all(&self) {
-        // Waits for room: a reopen must not be dropped.
-        let _ = self.files.send(FileMsg::Reopen);
+        // A flag, not a message that could be dropped or wait for room: the
+        // writer looks at it before every line, and the wake-up only makes
+        // an idle writer look now.
+        self.reopen.store(true, Ordering::SeqCst);
+        let _ = self.files.try_send(FileMsg::Wake);
     }
 
     /// Queues one line of `daemon`'s for its file and for stdout.
@@ -257,16 +265,17 @@ impl Echo {
 }
 
 /// The file writer thread: until every sender is gone.
-fn write_files(mut files: Vec<(Daemon, LogFile)>, rx: Receiver<FileMsg>, dropped: &AtomicU64) {
+fn write_files(mut files: Vec<(Daemon, LogFile)>, rx: Receiver<FileMsg>, dropped: &AtomicU64, reopen: &AtomicBool) {
     while let Ok(msg) = rx.recv() {
-        match msg {
-            FileMsg::Reopen => {
-                for (d, f) in &mut files {
-                    if let Err(e) = f.reopen() {
-                        tracing::warn!("cannot reopen the log of {}: {e}", d.name());
-                    }
+        if reopen.swap(false, Ordering::SeqCst) {
+            for (d, f) in &mut files {
+                if let Err(e) = f.reopen() {
+                    tracing::warn!("cannot reopen the log of {}: {e}", d.name());
                 }
             }
+        }
+        match msg {
+            FileMsg::Wake => {}
             FileMsg::Line(daemon, line) => {
                 let Some((_, file)) = files.iter_mut().find(|(d, _)| *d == daemon) else { continue };
                 let lost = dropped.swap(0, Ordering::Relaxed);
