@@ -61,10 +61,6 @@ fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
         .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()))
 }
 
-fn which_wrk() -> bool {
-    Command::new("wrk").arg("--version").stdout(Stdio::null()).stderr(Stdio::null()).status().is_ok()
-}
-
 fn sigterm_and_wait(mut child: Child) {
     let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
     let _ = child.wait();
@@ -84,6 +80,8 @@ async fn request(http: &Http, method: &str, url: &str, body: Option<Vec<u8>>) ->
 
 /// One read phase's figures.
 struct Reads {
+    /// What drove the load.
+    generator: &'static str,
     rate: f64,
     p50: Duration,
     p99: Duration,
@@ -98,7 +96,13 @@ async fn read_phase(http: &Http, base: &str, paths: Vec<String>, secs: u64, dir:
     }
     let urls = paths.iter().map(|p| format!("{base}{p}")).collect();
     let (rate, lat, failed) = read_load(http, Arc::new(urls), secs).await;
-    Reads { rate, p50: percentile(&lat, 0.5), p99: percentile(&lat, 0.99), failed }
+    Reads {
+        generator: "in-process hyper client: install wrk for fair figures",
+        rate,
+        p50: percentile(&lat, 0.5),
+        p99: percentile(&lat, 0.99),
+        failed,
+    }
 }
 
 /// Runs `wrk` over `paths`; `None` when wrk is not installed.
@@ -126,6 +130,7 @@ fn wrk_load(base: &str, paths: &[String], secs: u64, dir: &Path) -> Option<Reads
     };
     let duration = Duration::from_micros(field("duration_us"));
     Some(Reads {
+        generator: "wrk, 2 threads",
         rate: field("requests") as f64 / duration.as_secs_f64(),
         p50: Duration::from_micros(field("p50_us")),
         p99: Duration::from_micros(field("p99_us")),
@@ -248,8 +253,6 @@ async fn main() {
     let rid_paths: Vec<String> = rids.lock().unwrap().iter().map(|r| format!("/meta/{r}")).collect();
     let by_cid = read_phase(&http, &base, cid_paths, read_secs, dir.path()).await;
     let by_rid = read_phase(&http, &base, rid_paths, read_secs, dir.path()).await;
-    let generator =
-        if which_wrk() { "wrk, 2 threads" } else { "in-process hyper client: install wrk for fair figures" };
 
     sigterm_and_wait(apid);
     sigterm_and_wait(storaged);
@@ -278,7 +281,7 @@ async fn main() {
         100.0 * http_write_rate / socket_rate
     );
     println!();
-    println!("reads ({READERS} concurrent connections, {generator}; target >= 10,000 req/s, p99 < 10 ms)");
+    println!("reads ({READERS} concurrent connections, {}; target >= 10,000 req/s, p99 < 10 ms)", by_cid.generator);
     println!("  GET /api/meta/{{cid}}  {}", by_cid.line());
     println!("  GET /meta/{{hash}}     {}", by_rid.line());
     let failed = failed.load(Ordering::Relaxed) + by_cid.failed + by_rid.failed;

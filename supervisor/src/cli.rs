@@ -16,6 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use metacore::Config;
 use metacore::api::supervisor::{DaemonStatus, SupervisorClient, SupervisorStatus};
+use metacore::layout::Daemon;
 use metacore::socket::client::ClientError;
 
 use crate::control::supervised;
@@ -168,14 +169,13 @@ fn failed(config: &Config, e: ClientError) -> ExitCode {
     ExitCode::FAILURE
 }
 
-fn unknown_daemon(name: &str) -> Option<ExitCode> {
-    match supervised(name) {
-        Ok(_) => None,
-        Err(e) => {
-            eprintln!("meta-core: {}", e.message);
-            Some(ExitCode::from(2))
-        }
-    }
+/// The supervised daemon a command line names, or exit 2 saying which
+/// names there are.
+fn daemon_arg(name: &str) -> Result<Daemon, ExitCode> {
+    supervised(name).map_err(|e| {
+        eprintln!("meta-core: {}", e.message);
+        ExitCode::from(2)
+    })
 }
 
 async fn status(config: &Config, json: bool) -> ExitCode {
@@ -193,7 +193,7 @@ async fn status(config: &Config, json: bool) -> ExitCode {
 }
 
 async fn restart(config: &Config, daemon: &str) -> ExitCode {
-    if let Some(code) = unknown_daemon(daemon) {
+    if let Err(code) = daemon_arg(daemon) {
         return code;
     }
     match client(config).restart(daemon).await {
@@ -291,8 +291,9 @@ fn row(d: &DaemonStatus, now_ms: u64) -> [String; 7] {
 }
 
 async fn logs(config: &Config, daemon: &str, follow: bool, lines: usize) -> ExitCode {
-    let Ok(d) = supervised(daemon) else {
-        return unknown_daemon(daemon).unwrap_or(ExitCode::from(2));
+    let d = match daemon_arg(daemon) {
+        Ok(d) => d,
+        Err(code) => return code,
     };
     let path = crate::logs::path_of(&config.log_dir, d);
     let mut out = io::stdout().lock();

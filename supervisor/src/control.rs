@@ -19,7 +19,7 @@ use tokio::sync::{mpsc, oneshot};
 
 use crate::leader;
 use crate::logs::Logs;
-use crate::policy::TABLE;
+use crate::policy::{Policy, TABLE};
 use crate::tree::{Command, Table};
 
 /// What the control socket reads and drives.
@@ -82,7 +82,7 @@ async fn status(State(c): St) -> Json<SupervisorStatus> {
 
 /// The supervised daemon named `name`, or a 404 that lists the names.
 pub fn supervised(name: &str) -> Result<Daemon, ApiError> {
-    Daemon::from_name(name).filter(|d| TABLE.iter().any(|p| p.daemon == *d)).ok_or_else(|| {
+    Daemon::from_name(name).filter(|d| Policy::of(*d).is_some()).ok_or_else(|| {
         let known: Vec<&str> = TABLE.iter().map(|p| p.daemon.name()).collect();
         ApiError::not_found(format!("unknown daemon {name:?}; this meta-core supervises {}", known.join(", ")))
     })

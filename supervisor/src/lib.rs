@@ -127,7 +127,7 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         LogFormat::Json => Echo::Json,
         LogFormat::Text => Echo::Prefixed,
     };
-    let logs = Logs::open(&config.log_dir, &names, config.log_max_bytes, config.log_keep, Some(echo))
+    let logs = Logs::open(&config.log_dir, &names, config.log_max_bytes, config.log_keep, echo)
         .map_err(io_err("open the logs in", &config.log_dir))?;
     *control.logs.lock().expect("logs lock") = Some(logs.clone());
     let (fatal_tx, mut fatal) = mpsc::unbounded_channel();

@@ -114,7 +114,7 @@ enum FileMsg {
 #[derive(Debug, Clone)]
 pub struct Logs {
     files: SyncSender<FileMsg>,
-    echo: Option<(SyncSender<Vec<u8>>, Echo)>,
+    echo: (SyncSender<Vec<u8>>, Echo),
     dropped_file: Arc<AtomicU64>,
     dropped_echo: Arc<AtomicU64>,
     reopen: Arc<AtomicBool>,
@@ -131,7 +131,7 @@ impl std::fmt::Debug for FileMsg {
 
 impl Logs {
     /// Opens (creates) every daemon's file and starts the writer threads.
-    pub fn open(dir: &Path, daemons: &[Daemon], max_bytes: u64, keep: u32, echo: Option<Echo>) -> io::Result<Self> {
+    pub fn open(dir: &Path, daemons: &[Daemon], max_bytes: u64, keep: u32, echo: Echo) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut files = Vec::new();
         for &d in daemons {
@@ -145,16 +145,10 @@ impl Logs {
             .name("log-files".into())
             .spawn(move || write_files(files, files_rx, &dropped, &flag))?;
         let dropped_echo = Arc::new(AtomicU64::new(0));
-        let echo = match echo {
-            Some(style) => {
-                let (tx, rx) = sync_channel(QUEUE_LINES);
-                let dropped = dropped_echo.clone();
-                std::thread::Builder::new().name("log-echo".into()).spawn(move || write_echo(rx, &dropped))?;
-                Some((tx, style))
-            }
-            None => None,
-        };
-        Ok(Self { files: files_tx, echo, dropped_file, dropped_echo, reopen })
+        let (echo_tx, echo_rx) = sync_channel(QUEUE_LINES);
+        let dropped = dropped_echo.clone();
+        std::thread::Builder::new().name("log-echo".into()).spawn(move || write_echo(echo_rx, &dropped))?;
+        Ok(Self { files: files_tx, echo: (echo_tx, echo), dropped_file, dropped_echo, reopen })
     }
 
     /// Closes and opens every file again (SIGHUP).
@@ -172,16 +166,15 @@ impl Logs {
         if self.files.try_send(FileMsg::Line(daemon, line.to_vec())).is_err() {
             self.dropped_file.fetch_add(1, Ordering::Relaxed);
         }
-        if let Some((echo, style)) = &self.echo
-            && echo.try_send(style.line(daemon, line)).is_err()
-        {
+        let (echo, style) = &self.echo;
+        if echo.try_send(style.line(daemon, line)).is_err() {
             self.dropped_echo.fetch_add(1, Ordering::Relaxed);
         }
     }
 
     /// Copies `output` to the log line by line until the pipe closes (the
     /// process and everything it started have exited).
-    pub fn pump(&self, daemon: Daemon, mut output: pipe::Receiver) -> tokio::task::JoinHandle<()> {
+    pub fn pump(&self, daemon: Daemon, mut output: pipe::Receiver) {
         let logs = self.clone();
         tokio::spawn(async move {
             let mut pending: Vec<u8> = Vec::new();
@@ -197,7 +190,7 @@ impl Logs {
             if !pending.is_empty() {
                 logs.line(daemon, &pending);
             }
-        })
+        });
     }
 }
 

@@ -62,6 +62,11 @@ fn storaged_leaving(dir: &std::path::Path, shell: &str) -> std::path::PathBuf {
     bin
 }
 
+/// Whether `pid` is a `sleep` (the orphan [`storaged_leaving`] leaves).
+fn is_sleep(pid: &u32) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
+}
+
 async fn wait_gone(pids: &[u32], what: &str) {
     until(what, DAEMON_DEADLINE, || async { pids.iter().all(|p| !alive(*p)).then_some(()) }).await;
 }
@@ -416,19 +421,7 @@ async fn orphans_of_the_tree_are_reaped() {
     let me = mc.process.pid();
     // The children of the supervisor that are not its daemons.
     let strays = |zombies_only: bool| -> Vec<u32> {
-        std::fs::read_dir("/proc")
-            .unwrap()
-            .flatten()
-            .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
-            .filter(|pid| {
-                let Ok(stat) = std::fs::read_to_string(format!("/proc/{pid}/stat")) else { return false };
-                let Some((_, rest)) = stat.rsplit_once(") ") else { return false };
-                let fields: Vec<&str> = rest.split_whitespace().collect();
-                fields.get(1) == Some(&me.to_string().as_str())
-                    && std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
-                    && (!zombies_only || fields[0] == "Z")
-            })
-            .collect()
+        children_of(me).into_iter().filter(|p| is_sleep(p) && (!zombies_only || !alive(*p))).collect()
     };
     let orphan = until("the orphan to be adopted by the supervisor", DAEMON_DEADLINE, || async {
         strays(false).first().copied()
@@ -506,10 +499,8 @@ async fn as_pid_1_of_a_container_it_reaps_orphans_and_stops_on_sigterm() {
         until("the supervisor's host pid", DAEMON_DEADLINE, || async { children_of(unshare).first().copied() }).await;
     // The orphan is reparented to PID 1, which must reap it: find it on
     // the host as a child of the supervisor.
-    let comm_sleep =
-        |pid: &u32| std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep");
     let orphan = until("the orphan under PID 1", DAEMON_DEADLINE, || async {
-        children_of(supervisor).into_iter().find(comm_sleep)
+        children_of(supervisor).into_iter().find(is_sleep)
     })
     .await;
     until("the orphan to be reaped by PID 1", DAEMON_DEADLINE, || async {
