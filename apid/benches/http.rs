@@ -44,7 +44,11 @@ type Http = Client<HttpConnector, Full<Bytes>>;
 fn storaged_bin() -> PathBuf {
     let apid = PathBuf::from(env!("CARGO_BIN_EXE_apid"));
     let bin = apid.with_file_name("storaged");
-    assert!(bin.is_file(), "{} is missing: run `cargo build --release --bins` first", bin.display());
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --release --bins` first",
+        bin.display()
+    );
     bin
 }
 
@@ -62,7 +66,10 @@ fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
 }
 
 fn sigterm_and_wait(mut child: Child) {
-    let _ = Command::new("kill").arg("-TERM").arg(child.id().to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(child.id().to_string())
+        .status();
     let _ = child.wait();
 }
 
@@ -75,7 +82,10 @@ async fn request(http: &Http, method: &str, url: &str, body: Option<Vec<u8>>) ->
         .expect("request");
     let resp = http.request(req).await.expect("apid answers");
     let status = resp.status().as_u16();
-    (status, resp.into_body().collect().await.expect("body").to_bytes())
+    (
+        status,
+        resp.into_body().collect().await.expect("body").to_bytes(),
+    )
 }
 
 /// One read phase's figures.
@@ -111,7 +121,14 @@ fn wrk_load(base: &str, paths: &[String], secs: u64, dir: &Path) -> Option<Reads
     std::fs::write(&list, paths.join("\n")).expect("write the wrk path list");
     let script = Path::new(env!("CARGO_MANIFEST_DIR")).join("benches/wrk-urls.lua");
     let out = Command::new("wrk")
-        .args(["-t2", &format!("-c{READERS}"), &format!("-d{secs}s"), "--timeout", "5s", "-s"])
+        .args([
+            "-t2",
+            &format!("-c{READERS}"),
+            &format!("-d{secs}s"),
+            "--timeout",
+            "5s",
+            "-s",
+        ])
         .arg(&script)
         .arg(base)
         .arg("--")
@@ -120,8 +137,10 @@ fn wrk_load(base: &str, paths: &[String], secs: u64, dir: &Path) -> Option<Reads
         .output()
         .ok()?;
     let text = String::from_utf8_lossy(&out.stdout);
-    let line =
-        text.lines().find(|l| l.starts_with("WRK ")).unwrap_or_else(|| panic!("wrk printed no summary:\n{text}"));
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("WRK "))
+        .unwrap_or_else(|| panic!("wrk printed no summary:\n{text}"));
     let field = |name: &str| -> u64 {
         line.split_whitespace()
             .find_map(|kv| kv.strip_prefix(name)?.strip_prefix('='))
@@ -193,7 +212,11 @@ async fn main() {
     let read_secs = env_u64("BENCH_READ_SECS", 10);
     let dir = tempfile::tempdir().expect("temp dir");
     std::fs::create_dir_all(dir.path().join("files")).unwrap();
-    let port = TcpListener::bind("127.0.0.1:0").unwrap().local_addr().unwrap().port();
+    let port = TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port();
     println!(
         "apid benchmark: preload {preload}, measured writes {measured}, reads {READERS} connections x {read_secs} s"
     );
@@ -202,10 +225,20 @@ async fn main() {
     let apid = spawn(Path::new(env!("CARGO_BIN_EXE_apid")), dir.path(), port);
     let store = StoragedClient::new(&dir.path().join("run/storaged.sock"));
     let base = format!("http://127.0.0.1:{port}");
-    let http: Http = Client::builder(TokioExecutor::new()).pool_max_idle_per_host(READERS).build_http();
+    let http: Http = Client::builder(TokioExecutor::new())
+        .pool_max_idle_per_host(READERS)
+        .build_http();
     let deadline = Instant::now() + Duration::from_secs(60);
-    while store.health().await.is_err() || http.get(format!("{base}/health").parse().unwrap()).await.is_err() {
-        assert!(Instant::now() < deadline, "storaged and apid did not become ready");
+    while store.health().await.is_err()
+        || http
+            .get(format!("{base}/health").parse().unwrap())
+            .await
+            .is_err()
+    {
+        assert!(
+            Instant::now() < deadline,
+            "storaged and apid did not become ready"
+        );
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
 
@@ -213,14 +246,18 @@ async fn main() {
     let failed = Arc::new(AtomicU64::new(0));
     let socket_merge = |seed| {
         let (store, failed) = (store.clone(), failed.clone());
-        drive(if seed == 1 { preload } else { measured }, seed, move |cid: Cid, fields| {
-            let (store, failed) = (store.clone(), failed.clone());
-            async move {
-                if store.merge(cid.as_str(), fields).await.is_err() {
-                    failed.fetch_add(1, Ordering::Relaxed);
+        drive(
+            if seed == 1 { preload } else { measured },
+            seed,
+            move |cid: Cid, fields| {
+                let (store, failed) = (store.clone(), failed.clone());
+                async move {
+                    if store.merge(cid.as_str(), fields).await.is_err() {
+                        failed.fetch_add(1, Ordering::Relaxed);
+                    }
                 }
-            }
-        })
+            },
+        )
     };
     let (rate, _) = socket_merge(1).await;
     writes.push((format!("storaged socket, loading 0 -> {preload}"), rate));
@@ -232,47 +269,79 @@ async fn main() {
     let (rate, cids) = {
         let (http, base, failed, rids) = (http.clone(), base.clone(), failed.clone(), rids.clone());
         drive(measured, 3, move |cid: Cid, fields| {
-            let (http, base, failed, rids) = (http.clone(), base.clone(), failed.clone(), rids.clone());
+            let (http, base, failed, rids) =
+                (http.clone(), base.clone(), failed.clone(), rids.clone());
             async move {
                 let body = serde_json::to_vec(&fields).expect("json");
-                let (status, bytes) = request(&http, "PATCH", &format!("{base}/meta/{cid}"), Some(body)).await;
+                let (status, bytes) =
+                    request(&http, "PATCH", &format!("{base}/meta/{cid}"), Some(body)).await;
                 if status != 200 {
                     failed.fetch_add(1, Ordering::Relaxed);
                     return;
                 }
                 let v: serde_json::Value = serde_json::from_slice(&bytes).expect("json answer");
-                rids.lock().unwrap().push(v["hashId"].as_str().unwrap_or_default().to_owned());
+                rids.lock()
+                    .unwrap()
+                    .push(v["hashId"].as_str().unwrap_or_default().to_owned());
             }
         })
         .await
     };
-    writes.push((format!("apid HTTP PATCH /meta/{{cid}}, {} stored", preload + measured), rate));
+    writes.push((
+        format!(
+            "apid HTTP PATCH /meta/{{cid}}, {} stored",
+            preload + measured
+        ),
+        rate,
+    ));
     let http_write_rate = rate;
 
     let cid_paths: Vec<String> = cids.iter().map(|c| format!("/api/meta/{c}")).collect();
-    let rid_paths: Vec<String> = rids.lock().unwrap().iter().map(|r| format!("/meta/{r}")).collect();
+    let rid_paths: Vec<String> = rids
+        .lock()
+        .unwrap()
+        .iter()
+        .map(|r| format!("/meta/{r}"))
+        .collect();
     let by_cid = read_phase(&http, &base, cid_paths, read_secs, dir.path()).await;
     let by_rid = read_phase(&http, &base, rid_paths, read_secs, dir.path()).await;
 
     sigterm_and_wait(apid);
     sigterm_and_wait(storaged);
-    let store = Arc::new(Store::open(&Options::for_path(dir.path().join("meta-core/db/meta-core.db"))).expect("open"));
+    let store = Arc::new(
+        Store::open(&Options::for_path(
+            dir.path().join("meta-core/db/meta-core.db"),
+        ))
+        .expect("open"),
+    );
     let (rate, _) = {
         let store = store.clone();
         drive(measured, 4, move |cid: Cid, fields| {
             let store = store.clone();
             async move {
-                store.merge(Target::Cid(cid), fields).await.expect("in-process merge");
+                store
+                    .merge(Target::Cid(cid), fields)
+                    .await
+                    .expect("in-process merge");
             }
         })
         .await
     };
-    writes.push((format!("storaged in-process, {} stored", preload + 2 * measured), rate));
+    writes.push((
+        format!("storaged in-process, {} stored", preload + 2 * measured),
+        rate,
+    ));
     store.close().await;
 
     println!();
-    println!("{:<62} {:>10}", "writes (16 concurrent writers, 40-field records)", "records/s");
-    println!("{:<62} {:>10.0}", "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC);
+    println!(
+        "{:<62} {:>10}",
+        "writes (16 concurrent writers, 40-field records)", "records/s"
+    );
+    println!(
+        "{:<62} {:>10.0}",
+        "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC
+    );
     for (label, r) in &writes {
         println!("{label:<62} {r:>10.0}");
     }
@@ -281,7 +350,10 @@ async fn main() {
         100.0 * http_write_rate / socket_rate
     );
     println!();
-    println!("reads ({READERS} concurrent connections, {}; target >= 10,000 req/s, p99 < 10 ms)", by_cid.generator);
+    println!(
+        "reads ({READERS} concurrent connections, {}; target >= 10,000 req/s, p99 < 10 ms)",
+        by_cid.generator
+    );
     println!("  GET /api/meta/{{cid}}  {}", by_cid.line());
     println!("  GET /meta/{{hash}}     {}", by_rid.line());
     let failed = failed.load(Ordering::Relaxed) + by_cid.failed + by_rid.failed;

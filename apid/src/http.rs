@@ -24,9 +24,16 @@ pub const MAX_PROPERTY_BODY: usize = 1024 * 1024;
 /// `Content-Type`; PATCH, HEAD, `Authorization` (the admin token) and
 /// `Last-Event-ID` (SSE resume) are added so browsers can use every route.
 pub async fn cors(req: Request, next: Next) -> Response {
-    let mut resp = if req.method() == Method::OPTIONS { StatusCode::OK.into_response() } else { next.run(req).await };
+    let mut resp = if req.method() == Method::OPTIONS {
+        StatusCode::OK.into_response()
+    } else {
+        next.run(req).await
+    };
     let h = resp.headers_mut();
-    h.insert(header::ACCESS_CONTROL_ALLOW_ORIGIN, HeaderValue::from_static("*"));
+    h.insert(
+        header::ACCESS_CONTROL_ALLOW_ORIGIN,
+        HeaderValue::from_static("*"),
+    );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
         HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"),
@@ -41,7 +48,9 @@ pub async fn cors(req: Request, next: Next) -> Response {
 /// Lets a request through to a mutating admin route only with
 /// `Authorization: Bearer <META_CORE_ADMIN_TOKEN>` when a token is set.
 pub async fn admin_only(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
-    let Some(token) = st.config.admin_token.as_deref() else { return next.run(req).await };
+    let Some(token) = st.config.admin_token.as_deref() else {
+        return next.run(req).await;
+    };
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
@@ -50,9 +59,16 @@ pub async fn admin_only(State(st): State<Arc<AppState>>, req: Request, next: Nex
         .map(str::trim);
     match given {
         Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => next.run(req).await,
-        Some(_) => ApiError::new(ErrorCode::Unauthorized, "the bearer token is not the admin token").into_response(),
-        None => ApiError::new(ErrorCode::Unauthorized, "this route needs Authorization: Bearer <admin token>")
-            .into_response(),
+        Some(_) => ApiError::new(
+            ErrorCode::Unauthorized,
+            "the bearer token is not the admin token",
+        )
+        .into_response(),
+        None => ApiError::new(
+            ErrorCode::Unauthorized,
+            "this route needs Authorization: Bearer <admin token>",
+        )
+        .into_response(),
     }
 }
 

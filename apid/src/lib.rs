@@ -40,10 +40,16 @@ pub enum RunError {
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let layout = config.layout();
     let addr = format!("{}:{}", config.http_host, config.http_port);
-    let listener =
-        tokio::net::TcpListener::bind(&addr).await.map_err(|source| RunError::Listen { addr: addr.clone(), source })?;
+    let listener = tokio::net::TcpListener::bind(&addr)
+        .await
+        .map_err(|source| RunError::Listen {
+            addr: addr.clone(),
+            source,
+        })?;
     let socket = layout.socket(Daemon::Apid);
-    let unix = metacore::socket::server::bind(&socket).await.map_err(RunError::Bind)?;
+    let unix = metacore::socket::server::bind(&socket)
+        .await
+        .map_err(RunError::Bind)?;
     let state = Arc::new(AppState::new(config));
     match state.store.handshake().await {
         Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),
@@ -51,7 +57,12 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     }
     tracing::info!(%addr, socket = %socket.display(), "apid ready");
     metacore::daemon::notify_ready();
-    let internal = metacore::socket::server::serve(unix, &socket, routes::internal(state.clone()), shutdown.clone());
+    let internal = metacore::socket::server::serve(
+        unix,
+        &socket,
+        routes::internal(state.clone()),
+        shutdown.clone(),
+    );
     let public = axum::serve(listener, routes::public(state))
         .with_graceful_shutdown({
             let shutdown = shutdown.clone();

@@ -37,10 +37,14 @@ fn to_value(node: Node) -> Value {
         return Value::String(node.value.unwrap_or_default());
     }
     let n = node.children.len();
-    let is_array = node.value.is_none() && (0..n).all(|i| node.children.contains_key(&i.to_string()));
+    let is_array =
+        node.value.is_none() && (0..n).all(|i| node.children.contains_key(&i.to_string()));
     if is_array {
-        let mut items: Vec<(usize, Node)> =
-            node.children.into_iter().map(|(k, v)| (k.parse().expect("checked above"), v)).collect();
+        let mut items: Vec<(usize, Node)> = node
+            .children
+            .into_iter()
+            .map(|(k, v)| (k.parse().expect("checked above"), v))
+            .collect();
         items.sort_by_key(|(i, _)| *i);
         return Value::Array(items.into_iter().map(|(_, v)| to_value(v)).collect());
     }
@@ -120,7 +124,10 @@ mod tests {
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -145,7 +152,10 @@ mod tests {
     #[test]
     fn gaps_and_leading_zeros_stay_objects() {
         let f = fields(&[("a/0", "x"), ("a/2", "y"), ("b/00", "z")]);
-        assert_eq!(nest(&f), json!({"a": {"0": "x", "2": "y"}, "b": {"00": "z"}}));
+        assert_eq!(
+            nest(&f),
+            json!({"a": {"0": "x", "2": "y"}, "b": {"00": "z"}})
+        );
     }
 
     #[test]
@@ -167,6 +177,15 @@ mod tests {
     #[test]
     fn older_exports_flatten_with_the_original_coercions() {
         let doc = json!({"n": 7, "f": 5.1, "b": true, "z": null, "e": {}, "big": 1e3});
-        assert_eq!(flatten(&doc), fields(&[("n", "7"), ("f", "5.1"), ("b", "true"), ("z", ""), ("big", "1000")]));
+        assert_eq!(
+            flatten(&doc),
+            fields(&[
+                ("n", "7"),
+                ("f", "5.1"),
+                ("b", "true"),
+                ("z", ""),
+                ("big", "1000")
+            ])
+        );
     }
 }

@@ -80,9 +80,16 @@ impl Cid {
         let mh_code = read_uvarint(&mut rest)?;
         let declared = read_uvarint(&mut rest)?;
         if declared != rest.len() as u64 {
-            return Err(CidError::DigestLength { declared, actual: rest.len() });
+            return Err(CidError::DigestLength {
+                declared,
+                actual: rest.len(),
+            });
         }
-        Ok(Self { text: s.to_owned(), codec, mh_code })
+        Ok(Self {
+            text: s.to_owned(),
+            codec,
+            mh_code,
+        })
     }
 
     /// Builds the CID of a digest: `0x01 ‖ varint(codec) ‖ varint(mh) ‖
@@ -95,7 +102,11 @@ impl Cid {
         write_uvarint(&mut bytes, digest.len() as u64);
         bytes.extend_from_slice(digest);
         let text = format!("b{}", base32_lower_encode(&bytes));
-        Self { text, codec, mh_code }
+        Self {
+            text,
+            codec,
+            mh_code,
+        }
     }
 
     /// The midhash256 CID of a 32-byte digest (codec and multihash 0x1000).
@@ -123,7 +134,10 @@ impl Cid {
         if c == DAG_PB {
             return 40;
         }
-        if [BTIH_V1_FILE, BTIH_V2_FILE, BTIH_V2].iter().any(|&x| c == x || m == x) {
+        if [BTIH_V1_FILE, BTIH_V2_FILE, BTIH_V2]
+            .iter()
+            .any(|&x| c == x || m == x)
+        {
             return 20;
         }
         if (NZB_RELEASE..=PROVIDER_FILE).contains(&c) {
@@ -161,7 +175,13 @@ pub fn canonical<'a, I: IntoIterator<Item = &'a str>>(members: I) -> Option<&'a 
     members
         .into_iter()
         .map(|m| (rank(m), m))
-        .reduce(|best, cur| if cur.0 > best.0 || (cur.0 == best.0 && cur.1 < best.1) { cur } else { best })
+        .reduce(|best, cur| {
+            if cur.0 > best.0 || (cur.0 == best.0 && cur.1 < best.1) {
+                cur
+            } else {
+                best
+            }
+        })
         .map(|(_, m)| m)
 }
 
@@ -215,7 +235,10 @@ fn base32_lower_decode(s: &str) -> Result<Vec<u8>, CidError> {
     let mut out = Vec::with_capacity(s.len() * 5 / 8);
     let (mut acc, mut bits) = (0u32, 0u32);
     for ch in s.chars() {
-        let v = u8::try_from(ch).ok().and_then(b32_value).ok_or(CidError::Alphabet(ch))?;
+        let v = u8::try_from(ch)
+            .ok()
+            .and_then(b32_value)
+            .ok_or(CidError::Alphabet(ch))?;
         acc = (acc << 5) | u32::from(v);
         bits += 5;
         if bits >= 8 {
@@ -293,8 +316,14 @@ mod tests {
         let good = "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         assert!(Cid::parse(good).is_ok());
         assert_eq!(Cid::parse(&good.to_uppercase()), Err(CidError::Multibase));
-        assert!(matches!(Cid::parse(&format!("b{}", &good[1..].to_uppercase())), Err(CidError::Alphabet(_))));
-        assert!(Cid::parse(&good[..good.len() - 2]).is_err(), "a cut digest is refused");
+        assert!(matches!(
+            Cid::parse(&format!("b{}", &good[1..].to_uppercase())),
+            Err(CidError::Alphabet(_))
+        ));
+        assert!(
+            Cid::parse(&good[..good.len() - 2]).is_err(),
+            "a cut digest is refused"
+        );
         assert!(Cid::parse("b").is_err());
         assert!(Cid::parse("bafy/../x").is_err());
     }

@@ -60,10 +60,16 @@ impl fmt::Debug for Config {
             .field("files_path", &self.files_path)
             .field("service_name", &self.service_name)
             .field("db_path", &self.db_path)
-            .field("http", &format_args!("{}:{}", self.http_host, self.http_port))
+            .field(
+                "http",
+                &format_args!("{}:{}", self.http_host, self.http_port),
+            )
             .field("run_dir", &self.run_dir)
             .field("log_format", &self.log_format)
-            .field("admin_token", &self.admin_token.as_ref().map(|_| "<redacted>"))
+            .field(
+                "admin_token",
+                &self.admin_token.as_ref().map(|_| "<redacted>"),
+            )
             .finish_non_exhaustive()
     }
 }
@@ -102,13 +108,20 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
             None => Ok(default),
             Some(v) => match v.trim().parse::<T>() {
                 Ok(x) if ok(&x) => Ok(x),
-                _ => Err(ConfigError { var, value: v, expected }),
+                _ => Err(ConfigError {
+                    var,
+                    value: v,
+                    expected,
+                }),
             },
         }
     }
 
     fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
-        self.parse(var, default, "a positive number of milliseconds", |v| *v > 0).map(Duration::from_millis)
+        self.parse(var, default, "a positive number of milliseconds", |v| {
+            *v > 0
+        })
+        .map(Duration::from_millis)
     }
 
     fn bool(&self, var: &'static str, default: bool) -> Result<bool, ConfigError> {
@@ -117,7 +130,11 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
             Some(v) => match v.as_str() {
                 "1" | "true" | "yes" | "on" => Ok(true),
                 "0" | "false" | "no" | "off" => Ok(false),
-                _ => Err(ConfigError { var, value: v, expected: "true or false" }),
+                _ => Err(ConfigError {
+                    var,
+                    value: v,
+                    expected: "true or false",
+                }),
             },
         }
     }
@@ -142,20 +159,38 @@ impl Config {
             None => LogFormat::Text,
             Some(v) if v == "text" || v == "pretty" => LogFormat::Text,
             Some(v) if v == "json" => LogFormat::Json,
-            Some(v) => return Err(ConfigError { var: "LOG_FORMAT", value: v, expected: "text or json" }),
+            Some(v) => {
+                return Err(ConfigError {
+                    var: "LOG_FORMAT",
+                    value: v,
+                    expected: "text or json",
+                });
+            }
         };
         Ok(Self {
             files_path: PathBuf::from(r.string("FILES_PATH", "/files")),
             service_name: r.string("SERVICE_NAME", "meta-core"),
             service_version: r.string("SERVICE_VERSION", "1.0.0"),
             api_port: port("API_PORT", 8180)?,
-            base_url: r.raw("BASE_URL").map(|u| u.trim_end_matches('/').to_owned()),
+            base_url: r
+                .raw("BASE_URL")
+                .map(|u| u.trim_end_matches('/').to_owned()),
             db_path,
-            db_cache_mb: r
-                .parse("META_CORE_DB_CACHE_MB", 64, "a number of MiB (1-65536)", |v| (1..=65536).contains(v))?,
-            db_reader_cache_mb: r
-                .parse("META_CORE_DB_READER_CACHE_MB", 16, "a number of MiB (1-65536)", |v| (1..=65536).contains(v))?,
-            db_readers: r.parse("META_CORE_DB_READERS", 8, "a reader count (1-256)", |v| (1..=256).contains(v))?,
+            db_cache_mb: r.parse(
+                "META_CORE_DB_CACHE_MB",
+                64,
+                "a number of MiB (1-65536)",
+                |v| (1..=65536).contains(v),
+            )?,
+            db_reader_cache_mb: r.parse(
+                "META_CORE_DB_READER_CACHE_MB",
+                16,
+                "a number of MiB (1-65536)",
+                |v| (1..=65536).contains(v),
+            )?,
+            db_readers: r.parse("META_CORE_DB_READERS", 8, "a reader count (1-256)", |v| {
+                (1..=256).contains(v)
+            })?,
             http_port: port("META_CORE_HTTP_PORT", 9000)?,
             http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),
             health_check_interval: r.millis("HEALTH_CHECK_INTERVAL_MS", 5000)?,
@@ -165,18 +200,34 @@ impl Config {
             dead_service_threshold: r.millis("DEAD_SERVICE_THRESHOLD_MS", 600_000)?,
             watch_interval: r.millis("WATCH_INTERVAL_MS", 1000)?,
             debounce: r
-                .parse("DEBOUNCE_MS", 30_000u64, "a number of milliseconds", |_| true)
+                .parse("DEBOUNCE_MS", 30_000u64, "a number of milliseconds", |_| {
+                    true
+                })
                 .map(Duration::from_millis)?,
             enable_file_watcher: r.bool("ENABLE_FILE_WATCHER", true)?,
             election_retry: r
-                .parse("ELECTION_RETRY_SECS", 5u64, "a positive number of seconds", |v| *v > 0)
+                .parse(
+                    "ELECTION_RETRY_SECS",
+                    5u64,
+                    "a positive number of seconds",
+                    |v| *v > 0,
+                )
                 .map(Duration::from_secs)?,
             run_dir: PathBuf::from(r.string("META_CORE_RUN_DIR", "/run/meta-core")),
             log_format,
-            log_dir: r.raw("META_CORE_LOG_DIR").map(PathBuf::from).unwrap_or_else(|| meta_core_path.join("logs")),
-            log_max_bytes: r
-                .parse("META_CORE_LOG_MAX_BYTES", 10 << 20, "a number of bytes (at least 4096)", |v| *v >= 4096)?,
-            log_keep: r.parse("META_CORE_LOG_KEEP", 3, "a file count (0-100)", |v| *v <= 100)?,
+            log_dir: r
+                .raw("META_CORE_LOG_DIR")
+                .map(PathBuf::from)
+                .unwrap_or_else(|| meta_core_path.join("logs")),
+            log_max_bytes: r.parse(
+                "META_CORE_LOG_MAX_BYTES",
+                10 << 20,
+                "a number of bytes (at least 4096)",
+                |v| *v >= 4096,
+            )?,
+            log_keep: r.parse("META_CORE_LOG_KEEP", 3, "a file count (0-100)", |v| {
+                *v <= 100
+            })?,
             bin_dir: r.raw("META_CORE_BIN_DIR").map(PathBuf::from),
             admin_token: r.raw("META_CORE_ADMIN_TOKEN"),
             meta_core_path,
@@ -195,7 +246,10 @@ mod tests {
     use std::collections::HashMap;
 
     fn cfg(vars: &[(&str, &str)]) -> Result<Config, ConfigError> {
-        let map: HashMap<String, String> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let map: HashMap<String, String> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|k| map.get(k).cloned())
     }
 
@@ -205,8 +259,14 @@ mod tests {
         assert_eq!(c.meta_core_path, PathBuf::from("/meta-core"));
         assert_eq!(c.files_path, PathBuf::from("/files"));
         assert_eq!(c.db_path, PathBuf::from("/meta-core/db/meta-core.db"));
-        assert_eq!((c.db_cache_mb, c.db_reader_cache_mb, c.db_readers), (64, 16, 8));
-        assert_eq!((c.http_host.as_str(), c.http_port, c.api_port), ("0.0.0.0", 9000, 8180));
+        assert_eq!(
+            (c.db_cache_mb, c.db_reader_cache_mb, c.db_readers),
+            (64, 16, 8)
+        );
+        assert_eq!(
+            (c.http_host.as_str(), c.http_port, c.api_port),
+            ("0.0.0.0", 9000, 8180)
+        );
         assert_eq!(c.health_check_interval, Duration::from_secs(5));
         assert_eq!(c.debounce, Duration::from_secs(30));
         assert_eq!(c.election_retry, Duration::from_secs(5));
@@ -230,11 +290,23 @@ mod tests {
         let e = cfg(&[("META_CORE_DB_READERS", "lots")]).unwrap_err();
         assert_eq!(e.var, "META_CORE_DB_READERS");
         assert!(e.to_string().contains("lots"));
-        assert_eq!(cfg(&[("META_CORE_HTTP_PORT", "70000")]).unwrap_err().var, "META_CORE_HTTP_PORT");
-        assert_eq!(cfg(&[("META_CORE_HTTP_PORT", "0")]).unwrap_err().var, "META_CORE_HTTP_PORT");
-        assert_eq!(cfg(&[("ENABLE_FILE_WATCHER", "maybe")]).unwrap_err().var, "ENABLE_FILE_WATCHER");
+        assert_eq!(
+            cfg(&[("META_CORE_HTTP_PORT", "70000")]).unwrap_err().var,
+            "META_CORE_HTTP_PORT"
+        );
+        assert_eq!(
+            cfg(&[("META_CORE_HTTP_PORT", "0")]).unwrap_err().var,
+            "META_CORE_HTTP_PORT"
+        );
+        assert_eq!(
+            cfg(&[("ENABLE_FILE_WATCHER", "maybe")]).unwrap_err().var,
+            "ENABLE_FILE_WATCHER"
+        );
         assert_eq!(cfg(&[("LOG_FORMAT", "xml")]).unwrap_err().var, "LOG_FORMAT");
-        assert_eq!(cfg(&[("HEALTH_CHECK_INTERVAL_MS", "-5")]).unwrap_err().var, "HEALTH_CHECK_INTERVAL_MS");
+        assert_eq!(
+            cfg(&[("HEALTH_CHECK_INTERVAL_MS", "-5")]).unwrap_err().var,
+            "HEALTH_CHECK_INTERVAL_MS"
+        );
     }
 
     #[test]
@@ -249,6 +321,9 @@ mod tests {
         assert_eq!(c.log_format, LogFormat::Json);
         assert!(!c.enable_file_watcher);
         assert_eq!(c.base_url.as_deref(), Some("https://x.example"));
-        assert!(!format!("{c:?}").contains("s3cret"), "the token never shows in Debug");
+        assert!(
+            !format!("{c:?}").contains("s3cret"),
+            "the token never shows in Debug"
+        );
     }
 }

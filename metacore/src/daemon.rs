@@ -65,7 +65,10 @@ fn bind_to_supervisor() -> Result<(), String> {
     let Some(raw) = std::env::var(SUPERVISOR_PID_ENV).ok() else {
         return Ok(());
     };
-    let pid: i32 = raw.trim().parse().map_err(|_| format!("{SUPERVISOR_PID_ENV}={raw:?} is not a pid"))?;
+    let pid: i32 = raw
+        .trim()
+        .parse()
+        .map_err(|_| format!("{SUPERVISOR_PID_ENV}={raw:?} is not a pid"))?;
     rustix::process::set_parent_process_death_signal(Some(rustix::process::Signal::KILL))
         .map_err(|e| format!("cannot bind to the supervisor's life: {e}"))?;
     match rustix::process::getppid() {
@@ -81,7 +84,9 @@ static READY_SENT: AtomicBool = AtomicBool::new(false);
 /// runs on its own). It goes through `/proc/self/fd`, which opens the same
 /// pipe without taking ownership of a raw descriptor.
 pub fn notify_ready() {
-    let Ok(fd) = std::env::var(READY_FD_ENV) else { return };
+    let Ok(fd) = std::env::var(READY_FD_ENV) else {
+        return;
+    };
     if READY_SENT.swap(true, Ordering::SeqCst) {
         return;
     }

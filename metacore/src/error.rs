@@ -56,19 +56,84 @@ struct Row {
 
 /// The table itself: status, slug and retry advice for each code.
 const TABLE: &[Row] = &[
-    Row { code: ErrorCode::UnknownRoot, status: 404, slug: "unknown_root", retryable: false },
-    Row { code: ErrorCode::UnknownCid, status: 404, slug: "unknown_cid", retryable: false },
-    Row { code: ErrorCode::SchemaViolation, status: 400, slug: "schema_violation", retryable: false },
-    Row { code: ErrorCode::DeprecatedField, status: 400, slug: "deprecated_field", retryable: false },
-    Row { code: ErrorCode::AliasCollision, status: 409, slug: "alias_collision", retryable: false },
-    Row { code: ErrorCode::StorageUnavailable, status: 503, slug: "storage_unavailable", retryable: true },
-    Row { code: ErrorCode::Internal, status: 500, slug: "internal", retryable: true },
-    Row { code: ErrorCode::PayloadTooLarge, status: 413, slug: "payload_too_large", retryable: false },
-    Row { code: ErrorCode::Unauthorized, status: 401, slug: "unauthorized", retryable: false },
-    Row { code: ErrorCode::NotFound, status: 404, slug: "not_found", retryable: false },
-    Row { code: ErrorCode::MethodNotAllowed, status: 405, slug: "method_not_allowed", retryable: false },
-    Row { code: ErrorCode::BadRequest, status: 400, slug: "bad_request", retryable: false },
-    Row { code: ErrorCode::Conflict, status: 409, slug: "conflict", retryable: true },
+    Row {
+        code: ErrorCode::UnknownRoot,
+        status: 404,
+        slug: "unknown_root",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::UnknownCid,
+        status: 404,
+        slug: "unknown_cid",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::SchemaViolation,
+        status: 400,
+        slug: "schema_violation",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::DeprecatedField,
+        status: 400,
+        slug: "deprecated_field",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::AliasCollision,
+        status: 409,
+        slug: "alias_collision",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::StorageUnavailable,
+        status: 503,
+        slug: "storage_unavailable",
+        retryable: true,
+    },
+    Row {
+        code: ErrorCode::Internal,
+        status: 500,
+        slug: "internal",
+        retryable: true,
+    },
+    Row {
+        code: ErrorCode::PayloadTooLarge,
+        status: 413,
+        slug: "payload_too_large",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::Unauthorized,
+        status: 401,
+        slug: "unauthorized",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::NotFound,
+        status: 404,
+        slug: "not_found",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::MethodNotAllowed,
+        status: 405,
+        slug: "method_not_allowed",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::BadRequest,
+        status: 400,
+        slug: "bad_request",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::Conflict,
+        status: 409,
+        slug: "conflict",
+        retryable: true,
+    },
 ];
 
 /// Seconds a client is told to wait on a 503.
@@ -76,7 +141,10 @@ pub const RETRY_AFTER_SECS: u32 = 1;
 
 impl ErrorCode {
     fn row(self) -> &'static Row {
-        TABLE.iter().find(|r| r.code == self).expect("every ErrorCode has a row in TABLE")
+        TABLE
+            .iter()
+            .find(|r| r.code == self)
+            .expect("every ErrorCode has a row in TABLE")
     }
 
     /// The HTTP status this code is sent with.
@@ -109,7 +177,10 @@ pub struct ApiError {
 
 impl ApiError {
     pub fn new(code: ErrorCode, message: impl Into<String>) -> Self {
-        Self { code, message: message.into() }
+        Self {
+            code,
+            message: message.into(),
+        }
     }
 
     pub fn bad_request(message: impl Into<String>) -> Self {
@@ -150,7 +221,10 @@ impl ApiError {
         } else {
             ErrorCode::BadRequest
         });
-        Self { code, message: env.message }
+        Self {
+            code,
+            message: env.message,
+        }
     }
 }
 
@@ -175,7 +249,10 @@ impl axum::response::IntoResponse for ApiError {
         let status = self.code.status();
         let mut resp = (status, axum::Json(self.envelope())).into_response();
         if status == StatusCode::SERVICE_UNAVAILABLE {
-            resp.headers_mut().insert(http::header::RETRY_AFTER, http::HeaderValue::from(RETRY_AFTER_SECS));
+            resp.headers_mut().insert(
+                http::header::RETRY_AFTER,
+                http::HeaderValue::from(RETRY_AFTER_SECS),
+            );
         }
         resp
     }
@@ -220,7 +297,11 @@ mod tests {
 
     #[test]
     fn unknown_slug_keeps_its_class() {
-        let env = ErrorEnvelope { error: "brand_new".into(), message: "m".into(), retryable: true };
+        let env = ErrorEnvelope {
+            error: "brand_new".into(),
+            message: "m".into(),
+            retryable: true,
+        };
         let e = ApiError::from_envelope(StatusCode::BAD_GATEWAY, env.clone());
         assert_eq!(e.code, ErrorCode::Internal);
         let e = ApiError::from_envelope(StatusCode::CONFLICT, env);

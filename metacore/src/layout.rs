@@ -16,7 +16,12 @@ pub enum Daemon {
 }
 
 impl Daemon {
-    pub const ALL: [Daemon; 4] = [Daemon::Storaged, Daemon::Apid, Daemon::Watcherd, Daemon::Mountd];
+    pub const ALL: [Daemon; 4] = [
+        Daemon::Storaged,
+        Daemon::Apid,
+        Daemon::Watcherd,
+        Daemon::Mountd,
+    ];
 
     pub fn name(self) -> &'static str {
         match self {
@@ -109,14 +114,32 @@ mod tests {
     fn paths_follow_the_contract() {
         let cfg = Config::from_lookup(|_| None).unwrap();
         let l = cfg.layout();
-        assert_eq!(l.leader_lock(), PathBuf::from("/meta-core/locks/kv-leader.lock"));
-        assert_eq!(l.leader_info(), PathBuf::from("/meta-core/locks/kv-leader.info"));
+        assert_eq!(
+            l.leader_lock(),
+            PathBuf::from("/meta-core/locks/kv-leader.lock")
+        );
+        assert_eq!(
+            l.leader_info(),
+            PathBuf::from("/meta-core/locks/kv-leader.info")
+        );
         assert_eq!(l.db, PathBuf::from("/meta-core/db/meta-core.db"));
-        assert_eq!(l.db_lock(), PathBuf::from("/meta-core/db/meta-core.db.lock"));
-        assert_eq!(l.mounts_file(), PathBuf::from("/meta-core/mounts/mounts.json"));
-        assert_eq!(l.mount_errors_dir(), PathBuf::from("/meta-core/mounts/errors"));
+        assert_eq!(
+            l.db_lock(),
+            PathBuf::from("/meta-core/db/meta-core.db.lock")
+        );
+        assert_eq!(
+            l.mounts_file(),
+            PathBuf::from("/meta-core/mounts/mounts.json")
+        );
+        assert_eq!(
+            l.mount_errors_dir(),
+            PathBuf::from("/meta-core/mounts/errors")
+        );
         assert_eq!(l.watchers_file(), PathBuf::from("/meta-core/watchers.json"));
-        assert_eq!(l.socket(Daemon::Storaged), PathBuf::from("/run/meta-core/storaged.sock"));
+        assert_eq!(
+            l.socket(Daemon::Storaged),
+            PathBuf::from("/run/meta-core/storaged.sock")
+        );
     }
 
     #[test]

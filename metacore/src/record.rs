@@ -131,7 +131,12 @@ pub fn check_write(field: &str, value: &str) -> Result<Option<Cid>, FieldError> 
 pub fn cid_member(field: &str) -> Result<Option<Cid>, FieldError> {
     match field.strip_prefix(CIDS_PREFIX) {
         None => Ok(None),
-        Some(rest) => Cid::parse(rest).map(Some).map_err(|err| FieldError::BadCid { field: field.to_owned(), err }),
+        Some(rest) => Cid::parse(rest)
+            .map(Some)
+            .map_err(|err| FieldError::BadCid {
+                field: field.to_owned(),
+                err,
+            }),
     }
 }
 
@@ -159,8 +164,12 @@ impl Target {
     /// The 404 for this target when no record answers to it.
     pub fn not_found(&self) -> ApiError {
         match self {
-            Target::Rid(r) => ApiError::new(ErrorCode::UnknownRoot, format!("no record for root {r}")),
-            Target::Cid(c) => ApiError::new(ErrorCode::UnknownCid, format!("no record for CID {c}")),
+            Target::Rid(r) => {
+                ApiError::new(ErrorCode::UnknownRoot, format!("no record for root {r}"))
+            }
+            Target::Cid(c) => {
+                ApiError::new(ErrorCode::UnknownCid, format!("no record for CID {c}"))
+            }
         }
     }
 }
@@ -213,22 +222,50 @@ mod tests {
 
     #[test]
     fn shapes() {
-        for ok in ["title", "fileinfo/streamdetails/video/0/codec", "titles/eng/Le ∕ Film", "a.b", "..a"] {
+        for ok in [
+            "title",
+            "fileinfo/streamdetails/video/0/codec",
+            "titles/eng/Le ∕ Film",
+            "a.b",
+            "..a",
+        ] {
             assert_eq!(check_shape(ok), Ok(()), "{ok}");
         }
         assert_eq!(check_shape(""), Err(FieldError::Empty));
-        assert!(matches!(check_shape("/a"), Err(FieldError::EmptySegment(_))));
-        assert!(matches!(check_shape("a/"), Err(FieldError::EmptySegment(_))));
-        assert!(matches!(check_shape("a//b"), Err(FieldError::EmptySegment(_))));
-        assert!(matches!(check_shape("a/../b"), Err(FieldError::DotSegment(_))));
+        assert!(matches!(
+            check_shape("/a"),
+            Err(FieldError::EmptySegment(_))
+        ));
+        assert!(matches!(
+            check_shape("a/"),
+            Err(FieldError::EmptySegment(_))
+        ));
+        assert!(matches!(
+            check_shape("a//b"),
+            Err(FieldError::EmptySegment(_))
+        ));
+        assert!(matches!(
+            check_shape("a/../b"),
+            Err(FieldError::DotSegment(_))
+        ));
         assert!(matches!(check_shape("."), Err(FieldError::DotSegment(_))));
         assert!(matches!(check_shape("a\0b"), Err(FieldError::Nul(_))));
-        assert_eq!(check_shape(&"x".repeat(MAX_FIELD_LEN + 1)), Err(FieldError::TooLong));
+        assert_eq!(
+            check_shape(&"x".repeat(MAX_FIELD_LEN + 1)),
+            Err(FieldError::TooLong)
+        );
     }
 
     #[test]
     fn deprecated_fields_match_the_original_list() {
-        for f in ["cid_midhash256", "cid_sha2-256", "cid_btih_v2", "cid_crc32", "midhash256", "canonical_cid"] {
+        for f in [
+            "cid_midhash256",
+            "cid_sha2-256",
+            "cid_btih_v2",
+            "cid_crc32",
+            "midhash256",
+            "canonical_cid",
+        ] {
             let e = check_write(f, "x").unwrap_err();
             assert!(matches!(e, FieldError::Deprecated(_)), "{f}");
             assert_eq!(ApiError::from(e).code, ErrorCode::DeprecatedField);
@@ -242,15 +279,30 @@ mod tests {
     fn cid_members_must_be_valid() {
         let good = "cids/bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
         assert!(check_write(good, "true").unwrap().is_some());
-        assert!(matches!(check_write("cids/not-a-cid", "true"), Err(FieldError::BadCid { .. })));
-        assert!(matches!(check_write(&format!("{good}/x"), "true"), Err(FieldError::BadCid { .. })));
-        assert!(matches!(check_write("title", "a\0"), Err(FieldError::NulValue(_))));
-        assert!(matches!(check_write("__fields__", "x"), Err(FieldError::Reserved(_))));
+        assert!(matches!(
+            check_write("cids/not-a-cid", "true"),
+            Err(FieldError::BadCid { .. })
+        ));
+        assert!(matches!(
+            check_write(&format!("{good}/x"), "true"),
+            Err(FieldError::BadCid { .. })
+        ));
+        assert!(matches!(
+            check_write("title", "a\0"),
+            Err(FieldError::NulValue(_))
+        ));
+        assert!(matches!(
+            check_write("__fields__", "x"),
+            Err(FieldError::Reserved(_))
+        ));
     }
 
     #[test]
     fn targets() {
-        assert!(matches!(Target::parse("01JKR8XW5T4QMV7AHNJ2DEFGHK"), Ok(Target::Rid(_))));
+        assert!(matches!(
+            Target::parse("01JKR8XW5T4QMV7AHNJ2DEFGHK"),
+            Ok(Target::Rid(_))
+        ));
         assert!(matches!(
             Target::parse("bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"),
             Ok(Target::Cid(_))

@@ -131,7 +131,10 @@ mod tests {
 
     #[test]
     fn timestamp_is_now() {
-        let now = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis() as u64;
+        let now = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .unwrap()
+            .as_millis() as u64;
         let ts = Rid::mint().timestamp_ms();
         assert!(ts.abs_diff(now) < 60_000, "{ts} vs {now}");
     }
@@ -145,11 +148,26 @@ mod tests {
     #[test]
     fn bad_rids_are_refused() {
         assert_eq!(Rid::parse(""), Err(RidError::Length(0)));
-        assert_eq!(Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFGH"), Err(RidError::Length(25)));
-        assert_eq!(Rid::parse("01jkr8xw5t4qmv7ahnj2defghk"), Err(RidError::Alphabet('j')));
-        assert_eq!(Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFGHI"), Err(RidError::Alphabet('I')));
-        assert_eq!(Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFGHU"), Err(RidError::Alphabet('U')));
-        assert_eq!(Rid::parse("81JKR8XW5T4QMV7AHNJ2DEFGHK"), Err(RidError::Overflow));
+        assert_eq!(
+            Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFGH"),
+            Err(RidError::Length(25))
+        );
+        assert_eq!(
+            Rid::parse("01jkr8xw5t4qmv7ahnj2defghk"),
+            Err(RidError::Alphabet('j'))
+        );
+        assert_eq!(
+            Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFGHI"),
+            Err(RidError::Alphabet('I'))
+        );
+        assert_eq!(
+            Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFGHU"),
+            Err(RidError::Alphabet('U'))
+        );
+        assert_eq!(
+            Rid::parse("81JKR8XW5T4QMV7AHNJ2DEFGHK"),
+            Err(RidError::Overflow)
+        );
         assert!(Rid::parse("01JKR8XW5T4QMV7AHNJ2DEF/HK").is_err());
         assert!(Rid::parse("01JKR8XW5T4QMV7AHNJ2DEF\0HK").is_err());
         assert!(Rid::parse("01JKR8XW5T4QMV7AHNJ2DEFéK").is_err());

@@ -114,9 +114,15 @@ impl StreamId {
         if now_ms > self.ms {
             Self { ms: now_ms, seq: 0 }
         } else if self.seq < MAX_SEQ {
-            Self { ms: self.ms, seq: self.seq + 1 }
+            Self {
+                ms: self.ms,
+                seq: self.seq + 1,
+            }
         } else {
-            Self { ms: self.ms + 1, seq: 0 }
+            Self {
+                ms: self.ms + 1,
+                seq: 0,
+            }
         }
     }
 
@@ -204,9 +210,25 @@ mod tests {
     fn parse_forms() {
         assert_eq!(StreamId::parse("0").unwrap(), StreamId::ZERO);
         assert_eq!(StreamId::parse("0-0").unwrap(), StreamId::ZERO);
-        assert_eq!(StreamId::parse("1747000000000-12").unwrap(), StreamId::new(1747000000000, 12));
-        assert_eq!(StreamId::parse("1747000000000-0000000012").unwrap(), StreamId::new(1747000000000, 12));
-        for bad in ["", "-", "1-", "-1", "a-1", "1-2-3", "+1", "1 ", "99999999999999-0"] {
+        assert_eq!(
+            StreamId::parse("1747000000000-12").unwrap(),
+            StreamId::new(1747000000000, 12)
+        );
+        assert_eq!(
+            StreamId::parse("1747000000000-0000000012").unwrap(),
+            StreamId::new(1747000000000, 12)
+        );
+        for bad in [
+            "",
+            "-",
+            "1-",
+            "-1",
+            "a-1",
+            "1-2-3",
+            "+1",
+            "1 ",
+            "99999999999999-0",
+        ] {
             assert!(StreamId::parse(bad).is_err(), "{bad:?}");
         }
         let id = StreamId::new(1, 2);
@@ -218,7 +240,11 @@ mod tests {
         let last = StreamId::new(5000, 3);
         assert_eq!(last.next_after(6000), StreamId::new(6000, 0));
         assert_eq!(last.next_after(5000), StreamId::new(5000, 4));
-        assert_eq!(last.next_after(10), StreamId::new(5000, 4), "clock stepped back");
+        assert_eq!(
+            last.next_after(10),
+            StreamId::new(5000, 4),
+            "clock stepped back"
+        );
         let mut id = StreamId::ZERO;
         for now in [5, 5, 4, 3, 9, 9, 1] {
             let next = id.next_after(now);

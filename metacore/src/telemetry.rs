@@ -20,7 +20,12 @@ fn filter(rust_log: Option<&str>) -> (Targets, Option<String>) {
         None => (default, None),
         Some(s) => match s.parse::<Targets>() {
             Ok(t) => (t, None),
-            Err(e) => (default, Some(format!("RUST_LOG={s:?} is not a filter ({e}); logging at info"))),
+            Err(e) => (
+                default,
+                Some(format!(
+                    "RUST_LOG={s:?} is not a filter ({e}); logging at info"
+                )),
+            ),
         },
     }
 }
@@ -28,9 +33,16 @@ fn filter(rust_log: Option<&str>) -> (Targets, Option<String>) {
 /// Installs the global subscriber; a second call is a no-op.
 pub fn init(format: LogFormat) {
     let (targets, bad) = filter(std::env::var("RUST_LOG").ok().as_deref());
-    let builder = tracing_subscriber::fmt().with_max_level(LevelFilter::TRACE).with_writer(std::io::stderr);
+    let builder = tracing_subscriber::fmt()
+        .with_max_level(LevelFilter::TRACE)
+        .with_writer(std::io::stderr);
     let _ = match format {
-        LogFormat::Json => builder.json().flatten_event(true).finish().with(targets).try_init(),
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .finish()
+            .with(targets)
+            .try_init(),
         LogFormat::Text => builder.with_ansi(false).finish().with(targets).try_init(),
     };
     if let Some(why) = bad {
@@ -63,9 +75,16 @@ mod tests {
         assert!(t.would_enable("storaged::engine", &Level::DEBUG));
         assert!(!t.would_enable("apid", &Level::INFO));
         let (t, bad) = filter(None);
-        assert!(bad.is_none() && t.would_enable("apid", &Level::INFO) && !t.would_enable("apid", &Level::DEBUG));
+        assert!(
+            bad.is_none()
+                && t.would_enable("apid", &Level::INFO)
+                && !t.would_enable("apid", &Level::DEBUG)
+        );
         let (t, bad) = filter(Some("storaged=loud"));
         assert!(bad.is_some_and(|b| b.contains("storaged=loud")));
-        assert!(t.would_enable("storaged", &Level::INFO), "a bad filter falls back to info");
+        assert!(
+            t.would_enable("storaged", &Level::INFO),
+            "a bad filter falls back to info"
+        );
     }
 }

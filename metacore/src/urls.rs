@@ -90,13 +90,19 @@ mod tests {
     use super::*;
 
     fn cfg(vars: &[(&str, &str)]) -> Config {
-        let vars: Vec<(String, String)> = vars.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect();
+        let vars: Vec<(String, String)> = vars
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect();
         Config::from_lookup(|k| vars.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone())).unwrap()
     }
 
     #[test]
     fn a_specific_bind_host_is_advertised() {
-        let u = Urls::from_config(&cfg(&[("META_CORE_HTTP_HOST", "127.0.0.1"), ("META_CORE_HTTP_PORT", "9123")]));
+        let u = Urls::from_config(&cfg(&[
+            ("META_CORE_HTTP_HOST", "127.0.0.1"),
+            ("META_CORE_HTTP_PORT", "9123"),
+        ]));
         assert_eq!(u.api_url, "http://127.0.0.1:9123");
         assert_eq!(u.redis_url, "");
         assert!(u.webdav_url.ends_with("/webdav"), "{}", u.webdav_url);
@@ -104,7 +110,10 @@ mod tests {
 
     #[test]
     fn base_url_wins_for_the_base_and_webdav() {
-        let u = Urls::from_config(&cfg(&[("BASE_URL", "https://meta.example/"), ("META_CORE_HTTP_HOST", "127.0.0.1")]));
+        let u = Urls::from_config(&cfg(&[
+            ("BASE_URL", "https://meta.example/"),
+            ("META_CORE_HTTP_HOST", "127.0.0.1"),
+        ]));
         assert_eq!(u.base_url, "https://meta.example");
         assert_eq!(u.webdav_url, "https://meta.example/webdav");
     }

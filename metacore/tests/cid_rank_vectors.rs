@@ -11,9 +11,15 @@ fn vectors() -> serde_json::Value {
 
 #[test]
 fn vendored_copy_matches_the_shared_one_when_present() {
-    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("../../shared/data/cid-rank-vectors.json");
+    let shared = std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .join("../../shared/data/cid-rank-vectors.json");
     if let Ok(text) = std::fs::read_to_string(&shared) {
-        assert_eq!(text, include_str!("data/cid-rank-vectors.json"), "re-vendor {}", shared.display());
+        assert_eq!(
+            text,
+            include_str!("data/cid-rank-vectors.json"),
+            "re-vendor {}",
+            shared.display()
+        );
     }
 }
 
@@ -54,7 +60,10 @@ fn ladder_order_and_tie_break() {
     let list = v["vectors"].as_array().unwrap();
     let cids: Vec<&str> = list.iter().map(|i| i["cid"].as_str().unwrap()).collect();
     // The canonical of all vectors is the dag-pb root.
-    assert_eq!(canonical(cids.iter().copied()), Some("bafybeiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa"));
+    assert_eq!(
+        canonical(cids.iter().copied()),
+        Some("bafybeiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa")
+    );
     // Pairwise, `better` agrees with the ranks.
     for a in &cids {
         for b in &cids {

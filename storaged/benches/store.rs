@@ -73,7 +73,10 @@ fn bare_simulation(db: &Path, total: u64) -> f64 {
          INSERT OR IGNORE INTO kv VALUES ('bare:count', '0');",
     )
     .unwrap();
-    let ts = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).unwrap().as_millis();
+    let ts = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis();
     let mut g = Gen(7);
     let mut seq = 0u64;
     let mut since_trim = 0u64;
@@ -93,18 +96,26 @@ fn bare_simulation(db: &Path, total: u64) -> f64 {
                 let key = format!("file:{rid}/{f}");
                 put.execute([&key, v]).unwrap();
                 if let Some(cid) = f.strip_prefix("cids/") {
-                    put.execute([format!("cid:{cid}"), rid.to_string()]).unwrap();
+                    put.execute([format!("cid:{cid}"), rid.to_string()])
+                        .unwrap();
                 }
                 seq += 1;
                 let ev = format!("{{\"type\":\"set\",\"key\":\"{key}\",\"ts\":\"{ts}\"}}");
-                put.execute([format!("ev:bare:events/{ts:013}-{seq:010}"), ev]).unwrap();
+                put.execute([format!("ev:bare:events/{ts:013}-{seq:010}"), ev])
+                    .unwrap();
             }
-            put.execute([format!("idx:roots/{rid}"), String::new()]).unwrap();
-            conn.execute("UPDATE kv SET v = CAST(CAST(v AS INTEGER) + 1 AS TEXT) WHERE k = 'bare:count'", []).unwrap();
+            put.execute([format!("idx:roots/{rid}"), String::new()])
+                .unwrap();
+            conn.execute(
+                "UPDATE kv SET v = CAST(CAST(v AS INTEGER) + 1 AS TEXT) WHERE k = 'bare:count'",
+                [],
+            )
+            .unwrap();
             conn.execute_batch("RELEASE w").unwrap();
             since_trim += fields.len() as u64;
         }
-        put.execute(["evhwm:bare:events".to_owned(), format!("{ts}-{seq}")]).unwrap();
+        put.execute(["evhwm:bare:events".to_owned(), format!("{ts}-{seq}")])
+            .unwrap();
         if since_trim >= 10_000 {
             since_trim = 0;
             let keep: Option<String> = conn
@@ -115,7 +126,11 @@ fn bare_simulation(db: &Path, total: u64) -> f64 {
                 )
                 .ok();
             if let Some(k) = keep {
-                conn.execute("DELETE FROM kv WHERE k > 'ev:bare:events/' AND k <= ?1", [k]).unwrap();
+                conn.execute(
+                    "DELETE FROM kv WHERE k > 'ev:bare:events/' AND k <= ?1",
+                    [k],
+                )
+                .unwrap();
             }
         }
         conn.execute_batch("COMMIT").unwrap();
@@ -124,7 +139,12 @@ fn bare_simulation(db: &Path, total: u64) -> f64 {
 }
 
 /// Writes through the socket of a running daemon, counting failures.
-async fn socket_writes(client: &StoragedClient, total: u64, seed: u64, errors: &Arc<AtomicU64>) -> (f64, Vec<Cid>) {
+async fn socket_writes(
+    client: &StoragedClient,
+    total: u64,
+    seed: u64,
+    errors: &Arc<AtomicU64>,
+) -> (f64, Vec<Cid>) {
     let client = client.clone();
     let e = errors.clone();
     drive(total, seed, move |cid, fields| {
@@ -145,7 +165,9 @@ async fn store_writes(store: &Arc<Store>, total: u64, seed: u64) -> (f64, Vec<Ci
     drive(total, seed, move |cid, fields| {
         let s = s.clone();
         async move {
-            s.merge(Target::Cid(cid), fields).await.expect("in-process merge");
+            s.merge(Target::Cid(cid), fields)
+                .await
+                .expect("in-process merge");
         }
     })
     .await
@@ -163,8 +185,15 @@ async fn main() {
     let inproc = phases.contains("inproc");
     let dir = tempfile::tempdir().expect("temp dir");
     let db = dir.path().join("meta-core/db/meta-core.db");
-    println!("storaged benchmark: {WRITERS} writers, 40-field records, preload {preload}, measured {measured}");
-    println!("machine: {} cores", std::thread::available_parallelism().map(|n| n.get()).unwrap_or(1));
+    println!(
+        "storaged benchmark: {WRITERS} writers, 40-field records, preload {preload}, measured {measured}"
+    );
+    println!(
+        "machine: {} cores",
+        std::thread::available_parallelism()
+            .map(|n| n.get())
+            .unwrap_or(1)
+    );
 
     let mut writes: Vec<(String, f64)> = Vec::new();
     let mut reads: Vec<(String, String)> = Vec::new();
@@ -178,7 +207,10 @@ async fn main() {
     })
     .await
     .unwrap();
-    writes.push(("bare row-pattern simulation (peer), empty database".into(), bare_empty));
+    writes.push((
+        "bare row-pattern simulation (peer), empty database".into(),
+        bare_empty,
+    ));
 
     if socket {
         let daemon = start_daemon(dir.path()).await;
@@ -194,17 +226,28 @@ async fn main() {
         let (rate, cids) = socket_writes(&daemon.client, measured, 2, &errors).await;
         let cpu = thread_cpu_secs(pid, "storaged-writer") - cpu0;
         writes.push((format!("storaged socket, {preload} stored"), rate));
-        notes.push(format!("socket phase: writer thread CPU {:.0} µs/record", cpu * 1e6 / measured as f64));
+        notes.push(format!(
+            "socket phase: writer thread CPU {:.0} µs/record",
+            cpu * 1e6 / measured as f64
+        ));
         let (mut by_cid, mut by_rid, mut rids) = (Vec::new(), Vec::new(), Vec::new());
         for cid in cids.iter().step_by(4).take(5000) {
             let t = Instant::now();
-            let doc = daemon.client.document(cid.as_str()).await.expect("document by CID");
+            let doc = daemon
+                .client
+                .document(cid.as_str())
+                .await
+                .expect("document by CID");
             by_cid.push(t.elapsed());
             rids.push(doc.rid);
         }
         for rid in &rids {
             let t = Instant::now();
-            daemon.client.get_record(&rid.to_string()).await.expect("record by RID");
+            daemon
+                .client
+                .get_record(&rid.to_string())
+                .await
+                .expect("record by RID");
             by_rid.push(t.elapsed());
         }
         reads.push(("socket  document by CID".into(), fmt_lat(by_cid)));
@@ -236,7 +279,10 @@ async fn main() {
         let (rate, cids) = store_writes(&store, measured, 3).await;
         let cpu = thread_cpu_secs(std::process::id(), "storaged-writer") - cpu0;
         writes.push((format!("storaged in-process, {stored} stored"), rate));
-        notes.push(format!("in-process phase: writer thread CPU {:.0} µs/record", cpu * 1e6 / measured as f64));
+        notes.push(format!(
+            "in-process phase: writer thread CPU {:.0} µs/record",
+            cpu * 1e6 / measured as f64
+        ));
         let w = store.writer_stats();
         notes.push(format!(
             "in-process writer: {} writes in {} groups (average {:.1}, largest {})",
@@ -248,7 +294,12 @@ async fn main() {
         let (mut by_cid, mut by_rid, mut rids) = (Vec::new(), Vec::new(), Vec::new());
         for cid in cids.iter().step_by(4).take(5000) {
             let t = Instant::now();
-            rids.push(store.resolve(Target::Cid(cid.clone())).await.expect("resolve"));
+            rids.push(
+                store
+                    .resolve(Target::Cid(cid.clone()))
+                    .await
+                    .expect("resolve"),
+            );
             by_cid.push(t.elapsed());
         }
         for rid in &rids {
@@ -270,21 +321,36 @@ async fn main() {
     })
     .await
     .unwrap();
-    writes.push((format!("bare row-pattern simulation (peer), {stored} stored"), bare_loaded));
+    writes.push((
+        format!("bare row-pattern simulation (peer), {stored} stored"),
+        bare_loaded,
+    ));
 
     println!();
-    println!("{:<60} {:>10}", "writes (16 concurrent writers, 40-field records)", "records/s");
-    println!("{:<60} {:>10.0}", "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC);
+    println!(
+        "{:<60} {:>10}",
+        "writes (16 concurrent writers, 40-field records)", "records/s"
+    );
+    println!(
+        "{:<60} {:>10.0}",
+        "original meta-core (seed figure)", ORIGINAL_RECORDS_PER_SEC
+    );
     for (label, rate) in &writes {
         println!("{label:<60} {rate:>10.0}");
     }
-    println!("{:<60} {:>10}", "targets (169,000 stored)", "in-process >= 3000, socket >= 2000");
+    println!(
+        "{:<60} {:>10}",
+        "targets (169,000 stored)", "in-process >= 3000, socket >= 2000"
+    );
     println!();
     println!("reads (one client, sequential)");
     for (label, lat) in &reads {
         println!("  {label:<26} {lat}");
     }
-    println!("  {:<26} p50 ~10 µs (key), p99 ~200 µs (record)", "bare simulation reference");
+    println!(
+        "  {:<26} p50 ~10 µs (key), p99 ~200 µs (record)",
+        "bare simulation reference"
+    );
     println!();
     for n in &notes {
         println!("{n}");
@@ -298,5 +364,8 @@ async fn main() {
 
 /// SIGTERM without `unsafe`: the `kill` command.
 fn sigterm(pid: u32) {
-    let _ = Command::new("kill").arg("-TERM").arg(pid.to_string()).status();
+    let _ = Command::new("kill")
+        .arg("-TERM")
+        .arg(pid.to_string())
+        .status();
 }

@@ -29,15 +29,22 @@ pub fn retract(tx: &Tx<'_>, cid: &str, rid: Rid) -> Result<bool> {
 /// The CID of a member key's field name, when it is one. Members written
 /// before validation existed may not parse; they are still retracted.
 pub fn member_cid(field: &str) -> Option<&str> {
-    field.strip_prefix(CIDS_PREFIX).filter(|c| !c.is_empty() && !c.contains('/'))
+    field
+        .strip_prefix(CIDS_PREFIX)
+        .filter(|c| !c.is_empty() && !c.contains('/'))
 }
 
 fn parse_owner(key: &str, v: &str) -> Result<Rid> {
-    Rid::parse(v).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })
+    Rid::parse(v).map_err(|e| StoreError::Corrupt {
+        key: key.to_owned(),
+        detail: e.to_string(),
+    })
 }
 
 /// The owner of a CID (a reader connection, or the writer's `tx.conn`).
 pub fn owner(conn: &Connection, cid: &Cid) -> Result<Option<Rid>> {
     let key = alias_key(cid.as_str());
-    crate::kv::get(conn, &key)?.map(|v| parse_owner(&key, &v)).transpose()
+    crate::kv::get(conn, &key)?
+        .map(|v| parse_owner(&key, &v))
+        .transpose()
 }

@@ -21,7 +21,9 @@ pub enum StoreError {
         source: std::io::Error,
     },
     /// Another process holds the database's lock.
-    #[error("database {path} is already open in another storaged{holder}; refusing to start a second writer")]
+    #[error(
+        "database {path} is already open in another storaged{holder}; refusing to start a second writer"
+    )]
     Locked { path: PathBuf, holder: String },
     /// The schema gate refused to boot.
     #[error("{0}")]
@@ -45,7 +47,9 @@ impl StoreError {
         match self {
             StoreError::Rejected(e) => e.clone(),
             StoreError::Unavailable(why) => ApiError::new(ErrorCode::StorageUnavailable, *why),
-            StoreError::Commit(_) => ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry"),
+            StoreError::Commit(_) => {
+                ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry")
+            }
             _ => ApiError::internal("storage error (see storaged's log)"),
         }
     }

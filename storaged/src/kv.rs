@@ -29,17 +29,22 @@ enum KeyKind<'a> {
 
 fn classify(key: &str) -> Result<KeyKind<'_>> {
     if key.is_empty() || key.len() > MAX_KEY_LEN || key.contains('\0') {
-        return Err(schema(format!("a key is 1 to {MAX_KEY_LEN} bytes without NUL")));
+        return Err(schema(format!(
+            "a key is 1 to {MAX_KEY_LEN} bytes without NUL"
+        )));
     }
     if let Some(rest) = key.strip_prefix("file:") {
-        let (rid, field) =
-            rest.split_once('/').ok_or_else(|| schema(format!("{key:?}: record keys are file:<rid>/<field>")))?;
+        let (rid, field) = rest
+            .split_once('/')
+            .ok_or_else(|| schema(format!("{key:?}: record keys are file:<rid>/<field>")))?;
         let rid = Rid::parse(rid).map_err(|e| schema(format!("{key:?}: {e}")))?;
         check_shape(field).map_err(|e| schema(e.to_string()))?;
         return Ok(KeyKind::Record { rid, field });
     }
     if let Some(p) = RESERVED_PREFIXES.iter().find(|p| key.starts_with(**p)) {
-        return Err(schema(format!("keys under {p} are maintained by storaged and cannot be written directly")));
+        return Err(schema(format!(
+            "keys under {p} are maintained by storaged and cannot be written directly"
+        )));
     }
     Ok(KeyKind::Plain)
 }
@@ -47,7 +52,9 @@ fn classify(key: &str) -> Result<KeyKind<'_>> {
 /// Sets a key.
 pub fn put(tx: &mut Tx<'_>, key: &str, value: &str) -> Result<KvWrite> {
     let changed = match classify(key)? {
-        KeyKind::Record { rid, field } => records::set_field(tx, &Target::Rid(rid), field, value)?.changed,
+        KeyKind::Record { rid, field } => {
+            records::set_field(tx, &Target::Rid(rid), field, value)?.changed
+        }
         KeyKind::Plain => {
             if value.contains('\0') {
                 return Err(schema("a value cannot contain NUL"));
@@ -55,7 +62,10 @@ pub fn put(tx: &mut Tx<'_>, key: &str, value: &str) -> Result<KvWrite> {
             tx.put_raw(key, value)?
         }
     };
-    Ok(KvWrite { key: key.to_owned(), changed })
+    Ok(KvWrite {
+        key: key.to_owned(),
+        changed,
+    })
 }
 
 /// Deletes a key.
@@ -70,12 +80,18 @@ pub fn delete(tx: &mut Tx<'_>, key: &str) -> Result<KvDeleted> {
         }
         KeyKind::Plain => tx.delete_raw(key)?,
     };
-    Ok(KvDeleted { key: key.to_owned(), existed })
+    Ok(KvDeleted {
+        key: key.to_owned(),
+        existed,
+    })
 }
 
 /// A key's value.
 pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([key], |r| r.get(0)).optional()?)
+    Ok(conn
+        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
+        .query_row([key], |r| r.get(0))
+        .optional()?)
 }
 
 /// Rows of a range, in key order, at most `limit`.
@@ -98,7 +114,12 @@ pub fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
     };
     let mut stmt = conn.prepare_cached(sql)?;
     let mut rows: Vec<KvRow> = stmt
-        .query_map(params![lower, end, i64::from(limit) + 1], |r| Ok(KvRow { key: r.get(0)?, value: r.get(1)? }))?
+        .query_map(params![lower, end, i64::from(limit) + 1], |r| {
+            Ok(KvRow {
+                key: r.get(0)?,
+                value: r.get(1)?,
+            })
+        })?
         .collect::<Result<_, _>>()?;
     let next = if rows.len() > limit as usize {
         rows.truncate(limit as usize);

@@ -45,11 +45,18 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         .expect("opening the store does not panic")
         .map_err(RunError::Open)?;
     let socket = layout.socket(Daemon::Storaged);
-    let listener = metacore::socket::server::bind(&socket).await.map_err(RunError::Bind)?;
+    let listener = metacore::socket::server::bind(&socket)
+        .await
+        .map_err(RunError::Bind)?;
     tracing::info!(db = %layout.db.display(), socket = %socket.display(), "storaged ready");
     metacore::daemon::notify_ready();
-    let state = Arc::new(api::AppState { store, shutdown: shutdown.clone() });
-    let served = metacore::socket::server::serve(listener, &socket, api::router(state.clone()), shutdown).await;
+    let state = Arc::new(api::AppState {
+        store,
+        shutdown: shutdown.clone(),
+    });
+    let served =
+        metacore::socket::server::serve(listener, &socket, api::router(state.clone()), shutdown)
+            .await;
     tracing::info!("socket closed; committing queued writes");
     state.store.close().await;
     served.map_err(RunError::Serve)

@@ -9,14 +9,14 @@
 use std::collections::BTreeSet;
 
 use metacore::api::storaged::{
-    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldWrite, FieldsPage, MintBody, RootFields,
-    RootPage, SetAdd, WriteResult,
+    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldWrite, FieldsPage, MintBody,
+    RootFields, RootPage, SetAdd, WriteResult,
 };
 use metacore::cid::{Cid, canonical};
 use metacore::error::{ApiError, ErrorCode};
 use metacore::record::{
-    CIDS_PREFIX, Fields, Target, check_shape, check_write, dup_end, dup_start, field_key, record_end, record_start,
-    root_key,
+    CIDS_PREFIX, Fields, Target, check_shape, check_write, dup_end, dup_start, field_key,
+    record_end, record_start, root_key,
 };
 use metacore::rid::Rid;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -44,7 +44,10 @@ pub struct CheckedFields {
 
 impl CheckedFields {
     pub fn check(fields: Fields) -> Result<Self> {
-        let cids = fields.iter().map(|(f, v)| check_write(f, v).map_err(ApiError::from)).collect::<Result<_, _>>()?;
+        let cids = fields
+            .iter()
+            .map(|(f, v)| check_write(f, v).map_err(ApiError::from))
+            .collect::<Result<_, _>>()?;
         Ok(Self { fields, cids })
     }
 
@@ -52,13 +55,18 @@ impl CheckedFields {
     /// member (a replace keeps the address it was made through).
     pub fn check_for(target: &Target, mut fields: Fields) -> Result<Self> {
         if let Target::Cid(cid) = target {
-            fields.entry(format!("{CIDS_PREFIX}{cid}")).or_insert_with(|| "true".into());
+            fields
+                .entry(format!("{CIDS_PREFIX}{cid}"))
+                .or_insert_with(|| "true".into());
         }
         Self::check(fields)
     }
 
     fn iter(&self) -> impl Iterator<Item = (&String, &String, Option<&Cid>)> {
-        self.fields.iter().zip(&self.cids).map(|((f, v), c)| (f, v, c.as_ref()))
+        self.fields
+            .iter()
+            .zip(&self.cids)
+            .map(|((f, v), c)| (f, v, c.as_ref()))
     }
 }
 
@@ -77,13 +85,25 @@ struct Landing {
 /// alias); a RID without a record is used as it is.
 fn resolve_for_write(tx: &mut Tx<'_>, target: &Target) -> Result<Landing> {
     match target {
-        Target::Rid(rid) => Ok(Landing { rid: *rid, existed: tx.get(&root_key(*rid))?.is_some(), changed: 0 }),
+        Target::Rid(rid) => Ok(Landing {
+            rid: *rid,
+            existed: tx.get(&root_key(*rid))?.is_some(),
+            changed: 0,
+        }),
         Target::Cid(cid) => match cid_index::owner(tx.conn, cid)? {
-            Some(rid) => Ok(Landing { rid, existed: true, changed: 0 }),
+            Some(rid) => Ok(Landing {
+                rid,
+                existed: true,
+                changed: 0,
+            }),
             None => {
                 let rid = Rid::mint();
                 put_field(tx, rid, &format!("{CIDS_PREFIX}{cid}"), "true", Some(cid))?;
-                Ok(Landing { rid, existed: false, changed: 1 })
+                Ok(Landing {
+                    rid,
+                    existed: false,
+                    changed: 1,
+                })
             }
         },
     }
@@ -114,13 +134,26 @@ fn resolve_existing(tx: &Tx<'_>, target: &Target) -> Result<Rid> {
 }
 
 /// Writes one field (already checked) and keeps the alias of a member.
-fn put_field(tx: &mut Tx<'_>, rid: Rid, field: &str, value: &str, cid: Option<&Cid>) -> Result<bool> {
+fn put_field(
+    tx: &mut Tx<'_>,
+    rid: Rid,
+    field: &str,
+    value: &str,
+    cid: Option<&Cid>,
+) -> Result<bool> {
     put_field_at(tx, &record_start(rid), rid, field, value, cid)
 }
 
 /// [`put_field`] with the record's key prefix (`file:<rid>/`) already
 /// formatted, for writes of many fields.
-fn put_field_at(tx: &mut Tx<'_>, prefix: &str, rid: Rid, field: &str, value: &str, cid: Option<&Cid>) -> Result<bool> {
+fn put_field_at(
+    tx: &mut Tx<'_>,
+    prefix: &str,
+    rid: Rid,
+    field: &str,
+    value: &str,
+    cid: Option<&Cid>,
+) -> Result<bool> {
     let changed = tx.put_record_key(&format!("{prefix}{field}"), value)?;
     if let Some(cid) = cid {
         cid_index::register(tx, cid, rid)?;
@@ -167,7 +200,11 @@ fn drop_root_if_empty(tx: &mut Tx<'_>, rid: Rid) -> Result<u64> {
 /// Field names of a record, read inside the transaction.
 fn field_names(tx: &Tx<'_>, rid: Rid) -> Result<Vec<String>> {
     let start = record_start(rid);
-    Ok(tx.rows_in(&start, &record_end(rid))?.into_iter().map(|(k, _)| k[start.len()..].to_owned()).collect())
+    Ok(tx
+        .rows_in(&start, &record_end(rid))?
+        .into_iter()
+        .map(|(k, _)| k[start.len()..].to_owned())
+        .collect())
 }
 
 /// `PUT`: the record's fields become exactly `fields` (plus, when it is
@@ -189,7 +226,11 @@ pub fn replace(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Resu
         }
     }
     let exists = settle_root(tx, rid)?;
-    Ok(WriteResult { rid, created: exists && !landing.existed, changed })
+    Ok(WriteResult {
+        rid,
+        created: exists && !landing.existed,
+        changed,
+    })
 }
 
 /// `PATCH`: the fields are set, the others kept.
@@ -209,7 +250,11 @@ pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Result
     if exists && !landing.existed {
         ensure_root(tx, rid)?;
     }
-    Ok(WriteResult { rid, created: exists && !landing.existed, changed })
+    Ok(WriteResult {
+        rid,
+        created: exists && !landing.existed,
+        changed,
+    })
 }
 
 /// Sets one field.
@@ -218,7 +263,12 @@ pub fn set_field(tx: &mut Tx<'_>, target: &Target, field: &str, value: &str) -> 
     let landing = resolve_for_write(tx, target)?;
     let changed = put_field(tx, landing.rid, field, value, cid.as_ref())?;
     ensure_root(tx, landing.rid)?;
-    Ok(FieldWrite { rid: landing.rid, field: field.to_owned(), created: !landing.existed, changed })
+    Ok(FieldWrite {
+        rid: landing.rid,
+        field: field.to_owned(),
+        created: !landing.existed,
+        changed,
+    })
 }
 
 /// Deletes one field; the root leaves the index with its last field.
@@ -227,20 +277,28 @@ pub fn delete_field(tx: &mut Tx<'_>, target: &Target, field: &str) -> Result<Fie
     let rid = resolve_existing(tx, target)?;
     let existed = delete_field_row(tx, rid, field)? > 0;
     drop_root_if_empty(tx, rid)?;
-    Ok(FieldDelete { rid, field: field.to_owned(), existed })
+    Ok(FieldDelete {
+        rid,
+        field: field.to_owned(),
+        existed,
+    })
 }
 
 /// Adds `value` to the pipe-delimited set held by one field.
 pub fn set_add(tx: &mut Tx<'_>, target: &Target, field: &str, value: &str) -> Result<SetAdd> {
     check_write(field, value).map_err(ApiError::from)?;
     if cid_index::member_cid(field).is_some() {
-        return Err(schema("cids/ members are a key-set: write cids/<cid> = \"true\" instead"));
+        return Err(schema(
+            "cids/ members are a key-set: write cids/<cid> = \"true\" instead",
+        ));
     }
     if value.is_empty() {
         return Err(schema("a set member is required"));
     }
     if value.contains('|') {
-        return Err(schema("a set member cannot contain '|', the set's separator"));
+        return Err(schema(
+            "a set member cannot contain '|', the set's separator",
+        ));
     }
     let rid = resolve_for_write(tx, target)?.rid;
     let key = field_key(rid, field);
@@ -252,7 +310,11 @@ pub fn set_add(tx: &mut Tx<'_>, target: &Target, field: &str, value: &str) -> Re
         tx.put_record_key(&key, &members.join("|"))?;
         ensure_root(tx, rid)?;
     }
-    Ok(SetAdd { rid, field: field.to_owned(), added })
+    Ok(SetAdd {
+        rid,
+        field: field.to_owned(),
+        added,
+    })
 }
 
 /// Deletes a record: every field (each with its `del` event), the aliases
@@ -288,12 +350,18 @@ pub fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasRes
     put_field(tx, rid, &format!("{CIDS_PREFIX}{cid}"), "true", Some(cid))?;
     ensure_root(tx, rid)?;
     let owner = cid_index::owner(tx.conn, cid)?.unwrap_or(rid);
-    Ok(AliasResult { rid, cid: cid.clone(), owner })
+    Ok(AliasResult {
+        rid,
+        cid: cid.clone(),
+        owner,
+    })
 }
 
 fn check_path(path: &str) -> Result<()> {
     if path.is_empty() || path.len() > MAX_PATH_LEN || path.contains('\0') {
-        return Err(schema(format!("a path is 1 to {MAX_PATH_LEN} bytes without NUL")));
+        return Err(schema(format!(
+            "a path is 1 to {MAX_PATH_LEN} bytes without NUL"
+        )));
     }
     Ok(())
 }
@@ -303,7 +371,11 @@ pub fn add_duplicate(tx: &mut Tx<'_>, target: &Target, path: &str) -> Result<Dup
     check_path(path)?;
     let rid = resolve_existing(tx, target)?;
     let added = tx.insert_new(&format!("{}{path}", dup_start(rid)), "")?;
-    Ok(DuplicateResult { rid, path: path.to_owned(), added })
+    Ok(DuplicateResult {
+        rid,
+        path: path.to_owned(),
+        added,
+    })
 }
 
 // ---------------------------------------------------------------------------
@@ -368,7 +440,13 @@ pub fn document(conn: &Connection, rid: Rid) -> Result<Document> {
         .query_map(params![start, dup_end(rid)], |r| r.get::<_, String>(0))?
         .map(|k| k.map(|k| k[start.len()..].to_owned()))
         .collect::<Result<Vec<_>, _>>()?;
-    Ok(Document { rid, fields, cids, canonical_cid, duplicates })
+    Ok(Document {
+        rid,
+        fields,
+        cids,
+        canonical_cid,
+        duplicates,
+    })
 }
 
 /// A page of roots in RID order, strictly after `after`.
@@ -377,14 +455,19 @@ pub fn list_roots(conn: &Connection, after: Option<Rid>, limit: u32) -> Result<R
         Some(r) => root_key(r),
         None => "idx:roots/".to_owned(),
     };
-    let mut stmt = conn.prepare_cached("SELECT k FROM kv WHERE k > ?1 AND k < 'idx:roots0' ORDER BY k LIMIT ?2")?;
+    let mut stmt = conn
+        .prepare_cached("SELECT k FROM kv WHERE k > ?1 AND k < 'idx:roots0' ORDER BY k LIMIT ?2")?;
     let keys = stmt
-        .query_map(params![start, i64::from(limit) + 1], |r| r.get::<_, String>(0))?
+        .query_map(params![start, i64::from(limit) + 1], |r| {
+            r.get::<_, String>(0)
+        })?
         .collect::<Result<Vec<_>, _>>()?;
     let mut rids = Vec::with_capacity(keys.len());
     for k in &keys {
-        let rid = Rid::parse(&k["idx:roots/".len()..])
-            .map_err(|e| StoreError::Corrupt { key: k.clone(), detail: e.to_string() })?;
+        let rid = Rid::parse(&k["idx:roots/".len()..]).map_err(|e| StoreError::Corrupt {
+            key: k.clone(),
+            detail: e.to_string(),
+        })?;
         rids.push(rid);
     }
     let next = if rids.len() > limit as usize {
@@ -398,7 +481,12 @@ pub fn list_roots(conn: &Connection, after: Option<Rid>, limit: u32) -> Result<R
 
 /// The fields `names` of a page of roots in RID order (absent fields are
 /// left out of a row).
-pub fn fields_page(conn: &Connection, names: &[String], after: Option<Rid>, limit: u32) -> Result<FieldsPage> {
+pub fn fields_page(
+    conn: &Connection,
+    names: &[String],
+    after: Option<Rid>,
+    limit: u32,
+) -> Result<FieldsPage> {
     let page = list_roots(conn, after, limit)?;
     let mut rows = Vec::with_capacity(page.rids.len());
     for rid in page.rids {
@@ -410,10 +498,16 @@ pub fn fields_page(conn: &Connection, names: &[String], after: Option<Rid>, limi
         }
         rows.push(RootFields { rid, fields });
     }
-    Ok(FieldsPage { rows, next: page.next })
+    Ok(FieldsPage {
+        rows,
+        next: page.next,
+    })
 }
 
 /// The 404 for a missing field.
 pub fn field_not_found(rid: Rid, field: &str) -> StoreError {
-    StoreError::Rejected(ApiError::new(ErrorCode::NotFound, format!("record {rid} has no field {field:?}")))
+    StoreError::Rejected(ApiError::new(
+        ErrorCode::NotFound,
+        format!("record {rid} has no field {field:?}"),
+    ))
 }

@@ -10,9 +10,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
-    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite, FieldsPage, KvDeleted,
-    KvRange, KvWrite, MintBody, RangeQuery, RecordFields, RootPage, SetAdd, Stats, StreamInfo, WriteResult,
-    WriterStats,
+    AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite,
+    FieldsPage, KvDeleted, KvRange, KvWrite, MintBody, RangeQuery, RecordFields, RootPage, SetAdd,
+    Stats, StreamInfo, WriteResult, WriterStats,
 };
 use metacore::cid::Cid;
 use metacore::error::ApiError;
@@ -70,12 +70,16 @@ impl Store {
         }
         let conn = Connection::open_with_flags(
             &opts.db_path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_CREATE | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
         )?;
         conn.set_prepared_statement_cache_capacity(64);
         schema::prepare_writer(&conn, opts.cache_mb)?;
         schema::gate(&conn).map_err(|e| match e {
-            StoreError::SchemaGate(why) => StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display())),
+            StoreError::SchemaGate(why) => {
+                StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display()))
+            }
             other => other,
         })?;
         if schema::build_counters(&conn)? {
@@ -83,7 +87,11 @@ impl Store {
         }
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
-        let readers = Arc::new(Readers::open(&opts.db_path, opts.readers, opts.reader_cache_mb)?);
+        let readers = Arc::new(Readers::open(
+            &opts.db_path,
+            opts.readers,
+            opts.reader_cache_mb,
+        )?);
         let gap = GapFlag::default();
         let writer = Writer::start(conn, gap.clone(), state, HeadsPublisher(tx), opts.batch)?;
         let checkpointer = Checkpointer::start(&opts.db_path, gap)?;
@@ -113,28 +121,45 @@ impl Store {
 
     pub async fn replace(&self, target: Target, fields: Fields) -> Result<WriteResult> {
         let fields = CheckedFields::check_for(&target, fields)?;
-        self.writer.write(move |tx| records::replace(tx, &target, &fields)).await
+        self.writer
+            .write(move |tx| records::replace(tx, &target, &fields))
+            .await
     }
 
     pub async fn merge(&self, target: Target, fields: Fields) -> Result<WriteResult> {
         let fields = CheckedFields::check(fields)?;
-        self.writer.write(move |tx| records::merge(tx, &target, &fields)).await
+        self.writer
+            .write(move |tx| records::merge(tx, &target, &fields))
+            .await
     }
 
-    pub async fn set_field(&self, target: Target, field: String, value: String) -> Result<FieldWrite> {
-        self.writer.write(move |tx| records::set_field(tx, &target, &field, &value)).await
+    pub async fn set_field(
+        &self,
+        target: Target,
+        field: String,
+        value: String,
+    ) -> Result<FieldWrite> {
+        self.writer
+            .write(move |tx| records::set_field(tx, &target, &field, &value))
+            .await
     }
 
     pub async fn delete_field(&self, target: Target, field: String) -> Result<FieldDelete> {
-        self.writer.write(move |tx| records::delete_field(tx, &target, &field)).await
+        self.writer
+            .write(move |tx| records::delete_field(tx, &target, &field))
+            .await
     }
 
     pub async fn set_add(&self, target: Target, field: String, value: String) -> Result<SetAdd> {
-        self.writer.write(move |tx| records::set_add(tx, &target, &field, &value)).await
+        self.writer
+            .write(move |tx| records::set_add(tx, &target, &field, &value))
+            .await
     }
 
     pub async fn delete_root(&self, target: Target) -> Result<Deleted> {
-        self.writer.write(move |tx| records::delete_root(tx, &target)).await
+        self.writer
+            .write(move |tx| records::delete_root(tx, &target))
+            .await
     }
 
     pub async fn mint(&self, body: MintBody) -> Result<Rid> {
@@ -142,11 +167,15 @@ impl Store {
     }
 
     pub async fn add_alias(&self, target: Target, cid: Cid) -> Result<AliasResult> {
-        self.writer.write(move |tx| records::add_alias(tx, &target, &cid)).await
+        self.writer
+            .write(move |tx| records::add_alias(tx, &target, &cid))
+            .await
     }
 
     pub async fn add_duplicate(&self, target: Target, path: String) -> Result<DuplicateResult> {
-        self.writer.write(move |tx| records::add_duplicate(tx, &target, &path)).await
+        self.writer
+            .write(move |tx| records::add_duplicate(tx, &target, &path))
+            .await
     }
 
     /// Runs a point read `f` inside one read transaction, so its
@@ -159,13 +188,18 @@ impl Store {
     }
 
     pub async fn resolve(&self, target: Target) -> Result<Rid> {
-        self.readers.read_now(move |c| records::resolve_or_404(c, &target)).await
+        self.readers
+            .read_now(move |c| records::resolve_or_404(c, &target))
+            .await
     }
 
     pub async fn get_record(&self, target: Target) -> Result<RecordFields> {
         self.read_tx(move |c| {
             let rid = records::resolve_or_404(c, &target)?;
-            Ok(RecordFields { rid, fields: records::fields(c, rid)? })
+            Ok(RecordFields {
+                rid,
+                fields: records::fields(c, rid)?,
+            })
         })
         .await
     }
@@ -191,16 +225,25 @@ impl Store {
     }
 
     pub async fn list_roots(&self, after: Option<Rid>, limit: u32) -> Result<RootPage> {
-        self.readers.read(move |c| records::list_roots(c, after, limit)).await
+        self.readers
+            .read(move |c| records::list_roots(c, after, limit))
+            .await
     }
 
     /// Chosen fields of a page of roots, read in one transaction.
-    pub async fn fields_page(&self, names: Vec<String>, after: Option<Rid>, limit: u32) -> Result<FieldsPage> {
+    pub async fn fields_page(
+        &self,
+        names: Vec<String>,
+        after: Option<Rid>,
+        limit: u32,
+    ) -> Result<FieldsPage> {
         for n in &names {
             check_shape(n).map_err(ApiError::from)?;
         }
         // A page reads thousands of rows: on the blocking pool, not inline.
-        self.readers.read(move |c| in_read_tx(c, |c| records::fields_page(c, &names, after, limit))).await
+        self.readers
+            .read(move |c| in_read_tx(c, |c| records::fields_page(c, &names, after, limit)))
+            .await
     }
 
     // --- raw keys ----------------------------------------------------------
@@ -226,24 +269,42 @@ impl Store {
     /// Appends an entry; `meta:events` is written only by the engine.
     pub async fn append(&self, stream: StreamName, fields: EntryFields) -> Result<StreamId> {
         if stream == StreamName::Meta {
-            return Err(reject("meta:events is written by storaged itself, in the transaction of each change"));
+            return Err(reject(
+                "meta:events is written by storaged itself, in the transaction of each change",
+            ));
         }
         match fields.get("type") {
             Some(t) if !t.is_empty() => {}
             _ => return Err(reject("an entry needs a non-empty \"type\" field")),
         }
-        if fields.iter().any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0')) {
-            return Err(reject("entry field names are non-empty and no name or value contains NUL"));
+        if fields
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0'))
+        {
+            return Err(reject(
+                "entry field names are non-empty and no name or value contains NUL",
+            ));
         }
         let json = serde_json::to_string(&fields).expect("strings serialize");
         if json.len() > MAX_ENTRY_BYTES {
-            return Err(reject(format!("an entry is at most {MAX_ENTRY_BYTES} bytes of JSON")));
+            return Err(reject(format!(
+                "an entry is at most {MAX_ENTRY_BYTES} bytes of JSON"
+            )));
         }
-        self.writer.write(move |tx| tx.streams.append(tx.conn, stream, &json, tx.now_ms)).await
+        self.writer
+            .write(move |tx| tx.streams.append(tx.conn, stream, &json, tx.now_ms))
+            .await
     }
 
-    pub async fn entries(&self, stream: StreamName, after: Option<StreamId>, limit: u32) -> Result<Vec<Entry>> {
-        self.readers.read(move |c| streams::read_after(c, stream, after, limit)).await
+    pub async fn entries(
+        &self,
+        stream: StreamName,
+        after: Option<StreamId>,
+        limit: u32,
+    ) -> Result<Vec<Entry>> {
+        self.readers
+            .read(move |c| streams::read_after(c, stream, after, limit))
+            .await
     }
 
     pub async fn stream_info(&self, stream: StreamName) -> Result<StreamInfo> {
@@ -274,7 +335,10 @@ impl Store {
         self.readers
             .read(|c| {
                 let v = kv::get(c, COUNT_ROOTS_KEY)?.unwrap_or_default();
-                v.parse::<u64>().map_err(|e| StoreError::Corrupt { key: COUNT_ROOTS_KEY.into(), detail: e.to_string() })
+                v.parse::<u64>().map_err(|e| StoreError::Corrupt {
+                    key: COUNT_ROOTS_KEY.into(),
+                    detail: e.to_string(),
+                })
             })
             .await
     }
@@ -295,14 +359,24 @@ impl Store {
             _ => {
                 let n = self
                     .readers
-                    .read(|c| Ok(c.query_row("SELECT count(*) FROM kv", [], |r| r.get::<_, i64>(0))? as u64))
+                    .read(|c| {
+                        Ok(
+                            c.query_row("SELECT count(*) FROM kv", [], |r| r.get::<_, i64>(0))?
+                                as u64,
+                        )
+                    })
                     .await?;
                 let at = now_ms();
                 *cache = Some((n, at, Instant::now()));
                 (n, at)
             }
         };
-        Ok(Stats { roots, keys, keys_counted_at_ms: at_ms, db_bytes: self.db_bytes() })
+        Ok(Stats {
+            roots,
+            keys,
+            keys_counted_at_ms: at_ms,
+            db_bytes: self.db_bytes(),
+        })
     }
 
     pub fn writer_stats(&self) -> WriterStats {

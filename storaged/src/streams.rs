@@ -63,7 +63,14 @@ impl StreamState {
             last[slot(s)] = high_water_mark(conn, s)?;
             len[slot(s)] = length(conn, s)?;
         }
-        Ok(Self { last, touched: BTreeSet::new(), since_trim: [0, 0], length: len, retention, trim_every })
+        Ok(Self {
+            last,
+            touched: BTreeSet::new(),
+            since_trim: [0, 0],
+            length: len,
+            retention,
+            trim_every,
+        })
     }
 
     /// The heads as last loaded or issued.
@@ -72,10 +79,19 @@ impl StreamState {
     }
 
     /// Writes one entry in the current transaction and returns its ID.
-    pub fn append(&mut self, conn: &Connection, stream: StreamName, json: &str, now_ms: u64) -> Result<StreamId> {
-        let id = self.last[slot(stream)].unwrap_or(StreamId::ZERO).next_after(now_ms);
+    pub fn append(
+        &mut self,
+        conn: &Connection,
+        stream: StreamName,
+        json: &str,
+        now_ms: u64,
+    ) -> Result<StreamId> {
+        let id = self.last[slot(stream)]
+            .unwrap_or(StreamId::ZERO)
+            .next_after(now_ms);
         self.last[slot(stream)] = Some(id);
-        conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2)")?.execute(params![stream.entry_key(id), json])?;
+        conn.prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2)")?
+            .execute(params![stream.entry_key(id), json])?;
         self.touched.insert(stream);
         self.since_trim[slot(stream)] += 1;
         self.length[slot(stream)] += 1;
@@ -111,19 +127,25 @@ pub fn trim_oldest(conn: &Connection, stream: StreamName, n: u64) -> Result<u64>
     }
     let keep_from: Option<String> = conn
         .prepare_cached("SELECT k FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT 1 OFFSET ?3")?
-        .query_row(params![stream.key_prefix(), stream.key_end(), n as i64], |r| r.get(0))
+        .query_row(
+            params![stream.key_prefix(), stream.key_end(), n as i64],
+            |r| r.get(0),
+        )
         .optional()?;
     let end = keep_from.as_deref().unwrap_or(stream.key_end());
-    let removed =
-        conn.prepare_cached("DELETE FROM kv WHERE k > ?1 AND k < ?2")?.execute(params![stream.key_prefix(), end])?;
+    let removed = conn
+        .prepare_cached("DELETE FROM kv WHERE k > ?1 AND k < ?2")?
+        .execute(params![stream.key_prefix(), end])?;
     tracing::debug!(stream = %stream, removed, "trimmed stream");
     Ok(removed as u64)
 }
 
 /// The stream's high-water mark, or the ID of its newest row.
 pub fn high_water_mark(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
-    let hwm: Option<String> =
-        conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([stream.hwm_key()], |r| r.get(0)).optional()?;
+    let hwm: Option<String> = conn
+        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
+        .query_row([stream.hwm_key()], |r| r.get(0))
+        .optional()?;
     let newest: Option<String> = conn
         .prepare_cached("SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k DESC LIMIT 1")?
         .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))
@@ -134,7 +156,10 @@ pub fn high_water_mark(conn: &Connection, stream: StreamName) -> Result<Option<S
 }
 
 fn parse_id(key: &str, text: &str) -> Result<StreamId> {
-    StreamId::parse(text).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })
+    StreamId::parse(text).map_err(|e| StoreError::Corrupt {
+        key: key.to_owned(),
+        detail: e.to_string(),
+    })
 }
 
 fn id_of_key(stream: StreamName, key: &str) -> Result<StreamId> {
@@ -143,19 +168,27 @@ fn id_of_key(stream: StreamName, key: &str) -> Result<StreamId> {
 
 fn entry_of_row(stream: StreamName, key: &str, value: &str) -> Result<Entry> {
     let id = id_of_key(stream, key)?;
-    let fields: EntryFields =
-        serde_json::from_str(value).map_err(|e| StoreError::Corrupt { key: key.to_owned(), detail: e.to_string() })?;
+    let fields: EntryFields = serde_json::from_str(value).map_err(|e| StoreError::Corrupt {
+        key: key.to_owned(),
+        detail: e.to_string(),
+    })?;
     Ok(Entry { id, fields })
 }
 
 /// Entries strictly after `after` (from the oldest when `None`).
-pub fn read_after(conn: &Connection, stream: StreamName, after: Option<StreamId>, limit: u32) -> Result<Vec<Entry>> {
+pub fn read_after(
+    conn: &Connection,
+    stream: StreamName,
+    after: Option<StreamId>,
+    limit: u32,
+) -> Result<Vec<Entry>> {
     let start = match after {
         Some(id) => stream.entry_key(id),
         // Every entry key sorts after the bare prefix.
         None => stream.key_prefix().to_owned(),
     };
-    let mut stmt = conn.prepare_cached("SELECT k, v FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3")?;
+    let mut stmt =
+        conn.prepare_cached("SELECT k, v FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3")?;
     let mut rows = stmt.query(params![start, stream.key_end(), i64::from(limit)])?;
     let mut out = Vec::new();
     while let Some(row) = rows.next()? {
@@ -206,5 +239,10 @@ pub fn meta_event_json(kind: &str, key: &str, ts_ms: u64) -> String {
         key: &'a str,
         ts: String,
     }
-    serde_json::to_string(&MetaEvent { kind, key, ts: ts_ms.to_string() }).expect("strings serialize")
+    serde_json::to_string(&MetaEvent {
+        kind,
+        key,
+        ts: ts_ms.to_string(),
+    })
+    .expect("strings serialize")
 }

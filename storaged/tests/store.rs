@@ -10,11 +10,18 @@ use metacore::stream::{StreamId, StreamName};
 use storaged::{Options, Store};
 
 fn fields(pairs: &[(&str, &str)]) -> Fields {
-    pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| (k.to_string(), v.to_string()))
+        .collect()
 }
 
 fn entry(t: &str) -> BTreeMap<String, String> {
-    [("type".to_string(), t.to_string()), ("path".to_string(), "watch/a.mkv".to_string())].into()
+    [
+        ("type".to_string(), t.to_string()),
+        ("path".to_string(), "watch/a.mkv".to_string()),
+    ]
+    .into()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -26,13 +33,27 @@ async fn streams_are_trimmed_to_their_retention_and_ids_only_grow() {
     let store = Store::open(&opts).unwrap();
     let mut ids = Vec::new();
     for i in 0..500 {
-        ids.push(store.append(StreamName::Files, entry(if i % 2 == 0 { "add" } else { "change" })).await.unwrap());
+        ids.push(
+            store
+                .append(
+                    StreamName::Files,
+                    entry(if i % 2 == 0 { "add" } else { "change" }),
+                )
+                .await
+                .unwrap(),
+        );
     }
     assert!(ids.windows(2).all(|w| w[0] < w[1]), "IDs strictly increase");
     let info = store.stream_info(StreamName::Files).await.unwrap();
-    assert!(info.length >= 100 && info.length < 110, "kept about the retention: {info:?}");
+    assert!(
+        info.length >= 100 && info.length < 110,
+        "kept about the retention: {info:?}"
+    );
     assert_eq!(info.last, Some(*ids.last().unwrap()));
-    assert!(info.first.unwrap() > ids[300], "old entries are gone: {info:?}");
+    assert!(
+        info.first.unwrap() > ids[300],
+        "old entries are gone: {info:?}"
+    );
     let kept = store.entries(StreamName::Files, None, 1000).await.unwrap();
     assert_eq!(kept.len() as u64, info.length);
     assert_eq!(kept.last().unwrap().id, *ids.last().unwrap());
@@ -52,10 +73,19 @@ async fn only_real_changes_are_published() {
     let store = Store::open(&Options::for_path(dir.path().join("m.db"))).unwrap();
     let rid = Rid::mint();
     let t = Target::Rid(rid);
-    store.merge(t.clone(), fields(&[("title", "A"), ("year", "2010")])).await.unwrap();
-    let r = store.merge(t.clone(), fields(&[("title", "A"), ("year", "2010")])).await.unwrap();
+    store
+        .merge(t.clone(), fields(&[("title", "A"), ("year", "2010")]))
+        .await
+        .unwrap();
+    let r = store
+        .merge(t.clone(), fields(&[("title", "A"), ("year", "2010")]))
+        .await
+        .unwrap();
     assert_eq!(r.changed, 0);
-    store.merge(t.clone(), fields(&[("title", "B")])).await.unwrap();
+    store
+        .merge(t.clone(), fields(&[("title", "B")]))
+        .await
+        .unwrap();
     let d = store.delete_field(t.clone(), "nope".into()).await.unwrap();
     assert!(!d.existed);
     store.delete_field(t.clone(), "year".into()).await.unwrap();
@@ -90,9 +120,12 @@ async fn sixteen_concurrent_writers_all_land_and_the_root_count_follows() {
             let mut rids = Vec::new();
             for i in 0..25 {
                 let rid = Rid::mint();
-                s.merge(Target::Rid(rid), fields(&[("title", &format!("w{w} r{i}")), ("n", &i.to_string())]))
-                    .await
-                    .unwrap();
+                s.merge(
+                    Target::Rid(rid),
+                    fields(&[("title", &format!("w{w} r{i}")), ("n", &i.to_string())]),
+                )
+                .await
+                .unwrap();
                 rids.push(rid);
             }
             rids
@@ -124,13 +157,20 @@ async fn counters_are_rebuilt_when_their_ready_mark_is_missing() {
     {
         let store = Store::open(&opts).unwrap();
         for _ in 0..7 {
-            store.merge(Target::Rid(Rid::mint()), fields(&[("a", "1")])).await.unwrap();
+            store
+                .merge(Target::Rid(Rid::mint()), fields(&[("a", "1")]))
+                .await
+                .unwrap();
         }
         store.close().await;
     }
     {
         let c = rusqlite::Connection::open(&path).unwrap();
-        c.execute("DELETE FROM kv WHERE k IN ('idx:count/ready', 'idx:count/roots')", []).unwrap();
+        c.execute(
+            "DELETE FROM kv WHERE k IN ('idx:count/ready', 'idx:count/roots')",
+            [],
+        )
+        .unwrap();
     }
     let store = Store::open(&opts).unwrap();
     assert_eq!(store.roots().await.unwrap(), 7);
@@ -144,8 +184,12 @@ async fn subscribers_wake_on_commit() {
     let mut heads = store.subscribe();
     heads.borrow_and_update();
     let s = store.clone();
-    let writer = tokio::spawn(async move { s.append(StreamName::Files, entry("add")).await.unwrap() });
-    tokio::time::timeout(std::time::Duration::from_secs(10), heads.changed()).await.unwrap().unwrap();
+    let writer =
+        tokio::spawn(async move { s.append(StreamName::Files, entry("add")).await.unwrap() });
+    tokio::time::timeout(std::time::Duration::from_secs(10), heads.changed())
+        .await
+        .unwrap()
+        .unwrap();
     let id = writer.await.unwrap();
     let head = storaged::streams::head_of(&heads.borrow(), StreamName::Files);
     assert_eq!(head, Some(id));

@@ -86,7 +86,9 @@ impl Reaper {
         loop {
             match rustix::process::wait(WaitOptions::NOHANG) {
                 Ok(Some((pid, status))) => {
-                    let Some(exit) = Exit::from_wait(status) else { continue };
+                    let Some(exit) = Exit::from_wait(status) else {
+                        continue;
+                    };
                     let pid = pid.as_raw_nonzero().get();
                     match self.waiting.lock().expect("reaper lock").remove(&pid) {
                         Some(tx) => {
@@ -166,7 +168,12 @@ pub fn spawn(daemon: Daemon, bin_dir: &Path, reaper: &Reaper) -> io::Result<Chil
     let exit = reaper.watch(pid);
     // `child` is dropped without waiting: the reaper owns every exit.
     drop(child);
-    Ok(Child { pid, exit, output: receiver(out_r)?, ready: receiver(ready_r)? })
+    Ok(Child {
+        pid,
+        exit,
+        output: receiver(out_r)?,
+        ready: receiver(ready_r)?,
+    })
 }
 
 fn receiver(fd: OwnedFd) -> io::Result<pipe::Receiver> {
@@ -189,7 +196,9 @@ pub async fn wait_ready(mut ready: pipe::Receiver) -> bool {
 /// Sends `sig` to the daemon's process group (the daemon and anything it
 /// started); a group already gone is not an error.
 pub fn signal_group(pid: i32, sig: Signal) {
-    let Some(pid) = Pid::from_raw(pid) else { return };
+    let Some(pid) = Pid::from_raw(pid) else {
+        return;
+    };
     if let Err(e) = rustix::process::kill_process_group(pid, sig)
         && e != rustix::io::Errno::SRCH
     {

@@ -37,9 +37,17 @@ pub struct Usage(pub String);
 #[derive(Debug, PartialEq, Eq)]
 pub enum Cli {
     Run,
-    Status { json: bool },
-    Logs { daemon: String, follow: bool, lines: usize },
-    Restart { daemon: String },
+    Status {
+        json: bool,
+    },
+    Logs {
+        daemon: String,
+        follow: bool,
+        lines: usize,
+    },
+    Restart {
+        daemon: String,
+    },
     Stop,
     Help,
     Version,
@@ -65,7 +73,9 @@ impl Cli {
                 [x, ..] => Err(Usage(format!("unexpected argument {x:?}"))),
             },
             Some("restart") => match rest.as_slice() {
-                [d] if !d.starts_with('-') => Ok(Cli::Restart { daemon: (*d).to_owned() }),
+                [d] if !d.starts_with('-') => Ok(Cli::Restart {
+                    daemon: (*d).to_owned(),
+                }),
                 [] => Err(Usage("restart needs a daemon name".into())),
                 _ => Err(Usage("restart takes exactly one daemon name".into())),
             },
@@ -83,8 +93,12 @@ fn parse_logs(args: &[&str]) -> Result<Cli, Usage> {
             "-f" | "--follow" => follow = true,
             "-n" | "--lines" => {
                 i += 1;
-                let v = args.get(i).ok_or_else(|| Usage("-n needs a number of lines".into()))?;
-                lines = v.parse().map_err(|_| Usage(format!("-n needs a number of lines, not {v:?}")))?;
+                let v = args
+                    .get(i)
+                    .ok_or_else(|| Usage("-n needs a number of lines".into()))?;
+                lines = v
+                    .parse()
+                    .map_err(|_| Usage(format!("-n needs a number of lines, not {v:?}")))?;
             }
             x if x.starts_with('-') => return Err(Usage(format!("unknown option {x:?} for logs"))),
             x if daemon.is_none() => daemon = Some(x.to_owned()),
@@ -93,7 +107,11 @@ fn parse_logs(args: &[&str]) -> Result<Cli, Usage> {
         i += 1;
     }
     let daemon = daemon.ok_or_else(|| Usage("logs needs a daemon name".into()))?;
-    Ok(Cli::Logs { daemon, follow, lines })
+    Ok(Cli::Logs {
+        daemon,
+        follow,
+        lines,
+    })
 }
 
 /// The binary's main.
@@ -127,7 +145,10 @@ pub fn main() -> ExitCode {
     // One thread: the supervisor forks its daemons from it (the kernel's
     // parent-death signal follows the forking thread), and it is all a
     // supervisor or a CLI call needs.
-    let rt = tokio::runtime::Builder::new_current_thread().enable_all().build().expect("a tokio runtime");
+    let rt = tokio::runtime::Builder::new_current_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
     rt.block_on(async move {
         match cli {
             Cli::Run => {
@@ -141,7 +162,11 @@ pub fn main() -> ExitCode {
                 }
             }
             Cli::Status { json } => status(&config, json).await,
-            Cli::Logs { daemon, follow, lines } => logs(&config, &daemon, follow, lines).await,
+            Cli::Logs {
+                daemon,
+                follow,
+                lines,
+            } => logs(&config, &daemon, follow, lines).await,
             Cli::Restart { daemon } => restart(&config, &daemon).await,
             Cli::Stop => stop(&config).await,
             Cli::Help | Cli::Version => unreachable!("answered above"),
@@ -181,7 +206,10 @@ fn daemon_arg(name: &str) -> Result<Daemon, ExitCode> {
 async fn status(config: &Config, json: bool) -> ExitCode {
     match client(config).status().await {
         Ok(s) if json => {
-            println!("{}", serde_json::to_string_pretty(&s).expect("status serializes"));
+            println!(
+                "{}",
+                serde_json::to_string_pretty(&s).expect("status serializes")
+            );
             ExitCode::SUCCESS
         }
         Ok(s) => {
@@ -225,7 +253,10 @@ async fn stop(config: &Config) -> ExitCode {
 }
 
 fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 /// "850ms", "42s", "3m 12s", "5h 02m", "3d 04h".
@@ -242,13 +273,27 @@ pub fn human(ms: u64) -> String {
 
 /// The status as the operator reads it.
 pub fn render_status(s: &SupervisorStatus, now_ms: u64) -> String {
-    let mut out = format!("meta-core {} (pid {}, up {})", s.role.as_str(), s.pid, human(s.uptime_ms));
+    let mut out = format!(
+        "meta-core {} (pid {}, up {})",
+        s.role.as_str(),
+        s.pid,
+        human(s.uptime_ms)
+    );
     if let Some(url) = &s.leader_url {
         out.push_str(&format!(", leader {url}"));
     }
     out.push_str(&format!(", logs in {}\n", s.log_dir));
     let rows: Vec<[String; 7]> = s.daemons.iter().map(|d| row(d, now_ms)).collect();
-    let header = ["DAEMON", "PID", "STATE", "READY", "UPTIME", "RESTARTS", "LAST EXIT"].map(String::from);
+    let header = [
+        "DAEMON",
+        "PID",
+        "STATE",
+        "READY",
+        "UPTIME",
+        "RESTARTS",
+        "LAST EXIT",
+    ]
+    .map(String::from);
     let mut widths = header.clone().map(|h| h.len());
     for r in &rows {
         for (w, c) in widths.iter_mut().zip(r) {
@@ -364,7 +409,9 @@ async fn follow_file(path: &Path, opened: Option<(File, u64)>) -> ExitCode {
             return ExitCode::SUCCESS; // the reader went away
         }
         let replaced = match (std::fs::metadata(path), &current) {
-            (Ok(meta), Some((f, pos))) => f.metadata().map(|m| m.ino()).ok() != Some(meta.ino()) || meta.len() < *pos,
+            (Ok(meta), Some((f, pos))) => {
+                f.metadata().map(|m| m.ino()).ok() != Some(meta.ino()) || meta.len() < *pos
+            }
             (Ok(_), None) => true,
             (Err(_), _) => false,
         };
@@ -410,13 +457,33 @@ mod tests {
     fn parses_the_commands() {
         assert_eq!(Cli::parse(&args("")), Ok(Cli::Run));
         assert_eq!(Cli::parse(&args("run")), Ok(Cli::Run));
-        assert_eq!(Cli::parse(&args("status --json")), Ok(Cli::Status { json: true }));
+        assert_eq!(
+            Cli::parse(&args("status --json")),
+            Ok(Cli::Status { json: true })
+        );
         assert_eq!(
             Cli::parse(&args("logs apid -f -n 5")),
-            Ok(Cli::Logs { daemon: "apid".into(), follow: true, lines: 5 })
+            Ok(Cli::Logs {
+                daemon: "apid".into(),
+                follow: true,
+                lines: 5
+            })
         );
-        assert_eq!(Cli::parse(&args("restart storaged")), Ok(Cli::Restart { daemon: "storaged".into() }));
-        for bad in ["frobnicate", "status --yaml", "logs", "logs apid -n", "logs apid -n x", "restart", "stop now"] {
+        assert_eq!(
+            Cli::parse(&args("restart storaged")),
+            Ok(Cli::Restart {
+                daemon: "storaged".into()
+            })
+        );
+        for bad in [
+            "frobnicate",
+            "status --yaml",
+            "logs",
+            "logs apid -n",
+            "logs apid -n x",
+            "restart",
+            "stop now",
+        ] {
             assert!(Cli::parse(&args(bad)).is_err(), "{bad:?} must be refused");
         }
     }
@@ -429,11 +496,18 @@ mod tests {
         std::fs::write(&p, &text).unwrap();
         let mut out = Vec::new();
         let end = print_tail(&mut File::open(&p).unwrap(), 3, &mut out).unwrap();
-        assert_eq!(String::from_utf8(out).unwrap(), "line 99997\nline 99998\nline 99999\n");
+        assert_eq!(
+            String::from_utf8(out).unwrap(),
+            "line 99997\nline 99998\nline 99999\n"
+        );
         assert_eq!(end, text.len() as u64);
         let mut out = Vec::new();
         print_tail(&mut File::open(&p).unwrap(), 200_000, &mut out).unwrap();
-        assert_eq!(out.len(), text.len(), "asking for more lines than there are prints the file");
+        assert_eq!(
+            out.len(),
+            text.len(),
+            "asking for more lines than there are prints the file"
+        );
     }
 
     #[test]

@@ -10,7 +10,9 @@ use std::time::Instant;
 use axum::extract::{Path, State};
 use axum::routing::{get, post};
 use axum::{Json, Router};
-use metacore::api::supervisor::{DaemonStatus, Role, StopAccepted, SupervisorHealth, SupervisorStatus};
+use metacore::api::supervisor::{
+    DaemonStatus, Role, StopAccepted, SupervisorHealth, SupervisorStatus,
+};
 use metacore::layout::Daemon;
 use metacore::shutdown::Trigger;
 use metacore::socket::body::{no_method, no_route};
@@ -73,7 +75,10 @@ pub fn router(control: Arc<Control>) -> Router {
 }
 
 async fn health(State(c): St) -> Json<SupervisorHealth> {
-    Json(SupervisorHealth { status: "ok".into(), role: c.role() })
+    Json(SupervisorHealth {
+        status: "ok".into(),
+        role: c.role(),
+    })
 }
 
 async fn status(State(c): St) -> Json<SupervisorStatus> {
@@ -82,10 +87,15 @@ async fn status(State(c): St) -> Json<SupervisorStatus> {
 
 /// The supervised daemon named `name`, or a 404 that lists the names.
 pub fn supervised(name: &str) -> Result<Daemon, ApiError> {
-    Daemon::from_name(name).filter(|d| Policy::of(*d).is_some()).ok_or_else(|| {
-        let known: Vec<&str> = TABLE.iter().map(|p| p.daemon.name()).collect();
-        ApiError::not_found(format!("unknown daemon {name:?}; this meta-core supervises {}", known.join(", ")))
-    })
+    Daemon::from_name(name)
+        .filter(|d| Policy::of(*d).is_some())
+        .ok_or_else(|| {
+            let known: Vec<&str> = TABLE.iter().map(|p| p.daemon.name()).collect();
+            ApiError::not_found(format!(
+                "unknown daemon {name:?}; this meta-core supervises {}",
+                known.join(", ")
+            ))
+        })
 }
 
 async fn restart(State(c): St, Path(name): Path<String>) -> Result<Json<DaemonStatus>, ApiError> {
@@ -94,18 +104,34 @@ async fn restart(State(c): St, Path(name): Path<String>) -> Result<Json<DaemonSt
     if role != Role::Leader {
         return Err(ApiError::new(
             ErrorCode::Conflict,
-            format!("meta-core is {}: it runs no daemon to restart", role.as_str()),
+            format!(
+                "meta-core is {}: it runs no daemon to restart",
+                role.as_str()
+            ),
         ));
     }
-    let tx = c.commands.lock().expect("commands lock").get(&daemon).cloned();
+    let tx = c
+        .commands
+        .lock()
+        .expect("commands lock")
+        .get(&daemon)
+        .cloned();
     let Some(tx) = tx else {
-        return Err(ApiError::new(ErrorCode::Conflict, format!("{name} has not been started yet")));
+        return Err(ApiError::new(
+            ErrorCode::Conflict,
+            format!("{name} has not been started yet"),
+        ));
     };
     let (reply, answer) = oneshot::channel();
-    tx.send(Command::Restart(reply))
+    tx.send(Command::Restart(reply)).await.map_err(|_| {
+        ApiError::new(
+            ErrorCode::Conflict,
+            format!("{name} is no longer supervised (stopping)"),
+        )
+    })?;
+    let row = answer
         .await
-        .map_err(|_| ApiError::new(ErrorCode::Conflict, format!("{name} is no longer supervised (stopping)")))?;
-    let row = answer.await.map_err(|_| ApiError::new(ErrorCode::Conflict, format!("{name} stopped instead")))??;
+        .map_err(|_| ApiError::new(ErrorCode::Conflict, format!("{name} stopped instead")))??;
     Ok(Json(row))
 }
 

@@ -34,7 +34,11 @@ pub async fn acquire(
     retry: Duration,
     give_up: impl std::future::Future<Output = ()>,
 ) -> io::Result<Option<LeaderLock>> {
-    let file = OpenOptions::new().create(true).truncate(false).write(true).open(lock_path)?;
+    let file = OpenOptions::new()
+        .create(true)
+        .truncate(false)
+        .write(true)
+        .open(lock_path)?;
     let file = match file.try_lock() {
         Ok(()) => file,
         Err(std::fs::TryLockError::WouldBlock) => {
@@ -47,9 +51,11 @@ pub async fn acquire(
             let (tx, mut rx) = oneshot::channel();
             // A plain thread, not the blocking pool: the runtime would wait
             // for it at exit, and a standby may be asked to stop while it waits.
-            std::thread::Builder::new().name("leader-wait".into()).spawn(move || {
-                let _ = tx.send(file.lock().map(|()| file));
-            })?;
+            std::thread::Builder::new()
+                .name("leader-wait".into())
+                .spawn(move || {
+                    let _ = tx.send(file.lock().map(|()| file));
+                })?;
             tokio::pin!(give_up);
             loop {
                 tokio::select! {
@@ -86,7 +92,10 @@ pub fn write_info(path: &Path, url: &str) -> io::Result<()> {
 
 /// The URL in the info file, if there is one.
 pub fn read_info(path: &Path) -> Option<String> {
-    std::fs::read_to_string(path).ok().map(|s| s.trim().to_owned()).filter(|s| !s.is_empty())
+    std::fs::read_to_string(path)
+        .ok()
+        .map(|s| s.trim().to_owned())
+        .filter(|s| !s.is_empty())
 }
 
 /// Removes the info file if it still names `url` (a new leader may have
@@ -107,10 +116,19 @@ mod tests {
     async fn one_holder_at_a_time_and_the_waiter_takes_over() {
         let dir = tempfile::tempdir().unwrap();
         let (lock, info) = (dir.path().join("l"), dir.path().join("i"));
-        let first = acquire(&lock, &info, Duration::from_secs(5), std::future::pending()).await.unwrap().unwrap();
+        let first = acquire(&lock, &info, Duration::from_secs(5), std::future::pending())
+            .await
+            .unwrap()
+            .unwrap();
         // A second holder cannot get it, and gives up when told to.
-        let none =
-            acquire(&lock, &info, Duration::from_secs(5), tokio::time::sleep(Duration::from_millis(50))).await.unwrap();
+        let none = acquire(
+            &lock,
+            &info,
+            Duration::from_secs(5),
+            tokio::time::sleep(Duration::from_millis(50)),
+        )
+        .await
+        .unwrap();
         assert!(none.is_none());
         let waiter = tokio::spawn({
             let (lock, info) = (lock.clone(), info.clone());
@@ -119,7 +137,10 @@ mod tests {
         tokio::time::sleep(Duration::from_millis(50)).await;
         assert!(!waiter.is_finished(), "the lock is still held");
         drop(first);
-        let second = tokio::time::timeout(Duration::from_secs(5), waiter).await.expect("taken over").unwrap();
+        let second = tokio::time::timeout(Duration::from_secs(5), waiter)
+            .await
+            .expect("taken over")
+            .unwrap();
         assert!(second.unwrap().is_some());
     }
 
@@ -128,7 +149,10 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let info = dir.path().join("kv-leader.info");
         write_info(&info, "http://10.0.0.1:9000").unwrap();
-        assert_eq!(std::fs::read_to_string(&info).unwrap(), "http://10.0.0.1:9000\n");
+        assert_eq!(
+            std::fs::read_to_string(&info).unwrap(),
+            "http://10.0.0.1:9000\n"
+        );
         remove_info(&info, "http://10.0.0.2:9000");
         assert!(info.exists(), "another leader's file stays");
         remove_info(&info, "http://10.0.0.1:9000");

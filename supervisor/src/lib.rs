@@ -63,14 +63,21 @@ fn bin_dir(config: &Config) -> Result<PathBuf, RunError> {
         return Ok(dir.clone());
     }
     let exe = std::env::current_exe().map_err(|e| RunError::NoBinDir(e.to_string()))?;
-    exe.parent().map(|p| p.to_path_buf()).ok_or_else(|| RunError::NoBinDir(exe.display().to_string()))
+    exe.parent()
+        .map(|p| p.to_path_buf())
+        .ok_or_else(|| RunError::NoBinDir(exe.display().to_string()))
 }
 
 /// Runs the supervisor until it is stopped (Ok) or gives up (Err).
 pub async fn run(config: Config) -> Result<(), RunError> {
     let layout = config.layout();
     let bin_dir = bin_dir(&config)?;
-    for dir in [layout.locks_dir(), layout.run_dir.clone(), config.log_dir.clone(), layout.files.clone()] {
+    for dir in [
+        layout.locks_dir(),
+        layout.run_dir.clone(),
+        config.log_dir.clone(),
+        layout.files.clone(),
+    ] {
         std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
     }
     if let Some(db_dir) = layout.db.parent() {
@@ -84,7 +91,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         tracing::warn!("cannot become a child subreaper: {e}");
     }
     let reaper = Reaper::default();
-    reaper.spawn_task().map_err(io_err("watch SIGCHLD for", "meta-core"))?;
+    reaper
+        .spawn_task()
+        .map_err(io_err("watch SIGCHLD for", "meta-core"))?;
 
     let (stop, stopped) = metacore::shutdown::channel();
     let control = Arc::new(Control {
@@ -99,16 +108,25 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     });
     watch_signals(control.clone()).map_err(io_err("watch the signals of", "meta-core"))?;
     let socket = layout.supervisor_socket();
-    let listener = metacore::socket::server::bind(&socket).await.map_err(RunError::Bind)?;
+    let listener = metacore::socket::server::bind(&socket)
+        .await
+        .map_err(RunError::Bind)?;
     let served = tokio::spawn({
         let (socket, router) = (socket.clone(), control::router(control.clone()));
-        async move { metacore::socket::server::serve(listener, &socket, router, Shutdown::never()).await }
+        async move {
+            metacore::socket::server::serve(listener, &socket, router, Shutdown::never()).await
+        }
     });
 
-    let lock = leader::acquire(&layout.leader_lock(), &layout.leader_info(), config.election_retry, {
-        let stopped = stopped.clone();
-        async move { stopped.wait().await }
-    })
+    let lock = leader::acquire(
+        &layout.leader_lock(),
+        &layout.leader_info(),
+        config.election_retry,
+        {
+            let stopped = stopped.clone();
+            async move { stopped.wait().await }
+        },
+    )
     .await
     .map_err(io_err("take the leader lock", layout.leader_lock()))?;
     let Some(_lock) = lock else {
@@ -118,7 +136,8 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         return Ok(());
     };
     let url = Urls::from_config(&config).api_url;
-    leader::write_info(&layout.leader_info(), &url).map_err(io_err("write", layout.leader_info()))?;
+    leader::write_info(&layout.leader_info(), &url)
+        .map_err(io_err("write", layout.leader_info()))?;
     control.set_role(Role::Leader);
     tracing::info!(%url, "leader: starting the daemons");
 
@@ -127,8 +146,14 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         LogFormat::Json => Echo::Json,
         LogFormat::Text => Echo::Prefixed,
     };
-    let logs = Logs::open(&config.log_dir, &names, config.log_max_bytes, config.log_keep, echo)
-        .map_err(io_err("open the logs in", &config.log_dir))?;
+    let logs = Logs::open(
+        &config.log_dir,
+        &names,
+        config.log_max_bytes,
+        config.log_keep,
+        echo,
+    )
+    .map_err(io_err("open the logs in", &config.log_dir))?;
     *control.logs.lock().expect("logs lock") = Some(logs.clone());
     let (fatal_tx, mut fatal) = mpsc::unbounded_channel();
     let ctx = Ctx {
@@ -146,7 +171,9 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     'start: for policy in TABLE {
         // Start only once what it depends on has been ready.
         for dep in policy.after {
-            let Some(h) = handles.iter_mut().find(|h| h.daemon == *dep) else { continue };
+            let Some(h) = handles.iter_mut().find(|h| h.daemon == *dep) else {
+                continue;
+            };
             tokio::select! {
                 _ = h.ready_once.wait_for(|r| *r) => {}
                 () = stopped.wait() => break 'start,
@@ -154,7 +181,11 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             }
         }
         let handle = tree::start(policy, ctx.clone());
-        control.commands.lock().expect("commands lock").insert(policy.daemon, handle.commands.clone());
+        control
+            .commands
+            .lock()
+            .expect("commands lock")
+            .insert(policy.daemon, handle.commands.clone());
         handles.push(handle);
     }
     if gave_up.is_none() {

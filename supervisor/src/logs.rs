@@ -34,7 +34,13 @@ pub struct LogFile {
 
 impl LogFile {
     pub fn open(dir: &Path, daemon: Daemon, max_bytes: u64, keep: u32) -> io::Result<Self> {
-        let mut log = Self { path: path_of(dir, daemon), file: None, size: 0, max_bytes, keep };
+        let mut log = Self {
+            path: path_of(dir, daemon),
+            file: None,
+            size: 0,
+            max_bytes,
+            keep,
+        };
         log.reopen()?;
         Ok(log)
     }
@@ -42,7 +48,10 @@ impl LogFile {
     /// Closes and opens the file again (append), wherever it went.
     pub fn reopen(&mut self) -> io::Result<()> {
         self.file = None;
-        let file = OpenOptions::new().create(true).append(true).open(&self.path)?;
+        let file = OpenOptions::new()
+            .create(true)
+            .append(true)
+            .open(&self.path)?;
         self.size = file.metadata()?.len();
         self.file = Some(file);
         Ok(())
@@ -131,7 +140,13 @@ impl std::fmt::Debug for FileMsg {
 
 impl Logs {
     /// Opens (creates) every daemon's file and starts the writer threads.
-    pub fn open(dir: &Path, daemons: &[Daemon], max_bytes: u64, keep: u32, echo: Echo) -> io::Result<Self> {
+    pub fn open(
+        dir: &Path,
+        daemons: &[Daemon],
+        max_bytes: u64,
+        keep: u32,
+        echo: Echo,
+    ) -> io::Result<Self> {
         std::fs::create_dir_all(dir)?;
         let mut files = Vec::new();
         for &d in daemons {
@@ -147,8 +162,16 @@ impl Logs {
         let dropped_echo = Arc::new(AtomicU64::new(0));
         let (echo_tx, echo_rx) = sync_channel(QUEUE_LINES);
         let dropped = dropped_echo.clone();
-        std::thread::Builder::new().name("log-echo".into()).spawn(move || write_echo(echo_rx, &dropped))?;
-        Ok(Self { files: files_tx, echo: (echo_tx, echo), dropped_file, dropped_echo, reopen })
+        std::thread::Builder::new()
+            .name("log-echo".into())
+            .spawn(move || write_echo(echo_rx, &dropped))?;
+        Ok(Self {
+            files: files_tx,
+            echo: (echo_tx, echo),
+            dropped_file,
+            dropped_echo,
+            reopen,
+        })
     }
 
     /// Closes and opens every file again (SIGHUP).
@@ -163,7 +186,11 @@ impl Logs {
     /// Queues one line of `daemon`'s for its file and for stdout.
     pub fn line(&self, daemon: Daemon, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
-        if self.files.try_send(FileMsg::Line(daemon, line.to_vec())).is_err() {
+        if self
+            .files
+            .try_send(FileMsg::Line(daemon, line.to_vec()))
+            .is_err()
+        {
             self.dropped_file.fetch_add(1, Ordering::Relaxed);
         }
         let (echo, style) = &self.echo;
@@ -238,7 +265,10 @@ impl Echo {
                 out.extend_from_slice(line);
             }
             Echo::Json => match line.strip_prefix(b"{") {
-                Some(members) if line.ends_with(b"}") && serde_json::from_slice::<serde_json::Value>(line).is_ok() => {
+                Some(members)
+                    if line.ends_with(b"}")
+                        && serde_json::from_slice::<serde_json::Value>(line).is_ok() =>
+                {
                     out.extend_from_slice(format!("{{\"daemon\":\"{}\"", daemon.name()).as_bytes());
                     if members.trim_ascii_start() != b"}" {
                         out.push(b',');
@@ -258,7 +288,12 @@ impl Echo {
 }
 
 /// The file writer thread: until every sender is gone.
-fn write_files(mut files: Vec<(Daemon, LogFile)>, rx: Receiver<FileMsg>, dropped: &AtomicU64, reopen: &AtomicBool) {
+fn write_files(
+    mut files: Vec<(Daemon, LogFile)>,
+    rx: Receiver<FileMsg>,
+    dropped: &AtomicU64,
+    reopen: &AtomicBool,
+) {
     while let Ok(msg) = rx.recv() {
         if reopen.swap(false, Ordering::SeqCst) {
             for (d, f) in &mut files {
@@ -270,11 +305,14 @@ fn write_files(mut files: Vec<(Daemon, LogFile)>, rx: Receiver<FileMsg>, dropped
         match msg {
             FileMsg::Wake => {}
             FileMsg::Line(daemon, line) => {
-                let Some((_, file)) = files.iter_mut().find(|(d, _)| *d == daemon) else { continue };
+                let Some((_, file)) = files.iter_mut().find(|(d, _)| *d == daemon) else {
+                    continue;
+                };
                 let lost = dropped.swap(0, Ordering::Relaxed);
                 let mut written = Ok(());
                 if lost > 0 {
-                    let note = format!("[meta-core] {lost} lines dropped: the log writer fell behind");
+                    let note =
+                        format!("[meta-core] {lost} lines dropped: the log writer fell behind");
                     written = file.write_line(note.as_bytes());
                 }
                 if let Err(e) = written.and_then(|()| file.write_line(&line)) {
@@ -291,7 +329,10 @@ fn write_echo(rx: Receiver<Vec<u8>>, dropped: &AtomicU64) {
     while let Ok(line) = rx.recv() {
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
-            let _ = writeln!(out, "[meta-core] {lost} lines dropped: stdout is not being read fast enough");
+            let _ = writeln!(
+                out,
+                "[meta-core] {lost} lines dropped: stdout is not being read fast enough"
+            );
         }
         let _ = out.write_all(&line);
     }
@@ -306,16 +347,30 @@ mod tests {
         let dir = tempfile::tempdir().unwrap();
         let mut log = LogFile::open(dir.path(), Daemon::Apid, 100, 2).unwrap();
         for i in 0..30 {
-            log.write_line(format!("line {i:03} of the log").as_bytes()).unwrap(); // 20 bytes a line
+            log.write_line(format!("line {i:03} of the log").as_bytes())
+                .unwrap(); // 20 bytes a line
         }
         let read = |name: &str| std::fs::read_to_string(dir.path().join(name)).unwrap();
         assert_eq!(read("apid.log").lines().last(), Some("line 029 of the log"));
         assert!(read("apid.log").len() <= 100);
-        assert_eq!(read("apid.log.1").lines().last(), Some("line 024 of the log"));
-        assert_eq!(read("apid.log.2").lines().last(), Some("line 019 of the log"));
-        assert!(!dir.path().join("apid.log.3").exists(), "only `keep` rotated files");
+        assert_eq!(
+            read("apid.log.1").lines().last(),
+            Some("line 024 of the log")
+        );
+        assert_eq!(
+            read("apid.log.2").lines().last(),
+            Some("line 019 of the log")
+        );
+        assert!(
+            !dir.path().join("apid.log.3").exists(),
+            "only `keep` rotated files"
+        );
         for name in ["apid.log", "apid.log.1", "apid.log.2"] {
-            assert_eq!(read(name).lines().count(), 5, "{name}: 5 lines of 20 bytes fit in 100");
+            assert_eq!(
+                read(name).lines().count(),
+                5,
+                "{name}: 5 lines of 20 bytes fit in 100"
+            );
         }
     }
 
@@ -323,13 +378,18 @@ mod tests {
     fn a_log_removed_by_someone_else_is_started_again() {
         let dir = tempfile::tempdir().unwrap();
         let mut log = LogFile::open(dir.path(), Daemon::Apid, 100, 2).unwrap();
-        log.write_line(b"0123456789 0123456789 0123456789 0123456789").unwrap();
+        log.write_line(b"0123456789 0123456789 0123456789 0123456789")
+            .unwrap();
         std::fs::remove_file(dir.path().join("apid.log")).unwrap();
         for i in 0..3 {
-            log.write_line(format!("{i} 0123456789 0123456789 0123456789 012345").as_bytes()).unwrap();
+            log.write_line(format!("{i} 0123456789 0123456789 0123456789 012345").as_bytes())
+                .unwrap();
         }
         let now = std::fs::read_to_string(dir.path().join("apid.log")).unwrap();
-        assert!(now.ends_with("2 0123456789 0123456789 0123456789 012345\n"), "{now:?}");
+        assert!(
+            now.ends_with("2 0123456789 0123456789 0123456789 012345\n"),
+            "{now:?}"
+        );
     }
 
     #[test]
@@ -337,7 +397,10 @@ mod tests {
         let mut lines: Vec<usize> = Vec::new();
         let mut pending = vec![b'a'; MAX_LINE];
         split_lines(&mut pending, |l| lines.push(l.len()));
-        assert!(lines.is_empty(), "a line of exactly MAX_LINE may still end in the next read");
+        assert!(
+            lines.is_empty(),
+            "a line of exactly MAX_LINE may still end in the next read"
+        );
         pending.push(b'\n');
         pending.extend(vec![b'b'; 2 * MAX_LINE + 10]);
         pending.extend(b"\nshort\npart");
@@ -348,12 +411,20 @@ mod tests {
 
     #[test]
     fn json_echo_names_the_daemon_and_stays_json() {
-        let line = |l: &str| String::from_utf8(Echo::Json.line(Daemon::Storaged, l.as_bytes())).unwrap();
-        let v: serde_json::Value = serde_json::from_str(&line(r#"{"level":"INFO","message":"ready"}"#)).unwrap();
-        assert_eq!(v, serde_json::json!({"daemon": "storaged", "level": "INFO", "message": "ready"}));
+        let line =
+            |l: &str| String::from_utf8(Echo::Json.line(Daemon::Storaged, l.as_bytes())).unwrap();
+        let v: serde_json::Value =
+            serde_json::from_str(&line(r#"{"level":"INFO","message":"ready"}"#)).unwrap();
+        assert_eq!(
+            v,
+            serde_json::json!({"daemon": "storaged", "level": "INFO", "message": "ready"})
+        );
         assert_eq!(line("{}"), "{\"daemon\":\"storaged\"}\n");
         let v: serde_json::Value = serde_json::from_str(&line("panicked at \"x\" {oops")).unwrap();
-        assert_eq!(v, serde_json::json!({"daemon": "storaged", "message": "panicked at \"x\" {oops"}));
+        assert_eq!(
+            v,
+            serde_json::json!({"daemon": "storaged", "message": "panicked at \"x\" {oops"})
+        );
         let plain = String::from_utf8(Echo::Prefixed.line(Daemon::Apid, b"hello")).unwrap();
         assert_eq!(plain, "apid | hello\n");
     }
@@ -364,6 +435,9 @@ mod tests {
         std::fs::write(dir.path().join("storaged.log"), "before\n").unwrap();
         let mut log = LogFile::open(dir.path(), Daemon::Storaged, 1 << 20, 3).unwrap();
         log.write_line(b"after").unwrap();
-        assert_eq!(std::fs::read_to_string(dir.path().join("storaged.log")).unwrap(), "before\nafter\n");
+        assert_eq!(
+            std::fs::read_to_string(dir.path().join("storaged.log")).unwrap(),
+            "before\nafter\n"
+        );
     }
 }

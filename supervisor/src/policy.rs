@@ -122,9 +122,21 @@ mod tests {
     fn a_stable_uptime_forgives_the_failures_before_it() {
         let p = Policy::of(Daemon::Apid).unwrap();
         assert_eq!(p.count_failure(0, Some(Duration::from_millis(5))), 1);
-        assert_eq!(p.count_failure(4, Some(Duration::from_secs(1))), 5, "a short life adds to the count");
-        assert_eq!(p.count_failure(4, Some(p.stable_after)), 1, "a stable one starts it again");
-        assert_eq!(p.count_failure(4, None), 5, "never ready, however long it took, is a failure");
+        assert_eq!(
+            p.count_failure(4, Some(Duration::from_secs(1))),
+            5,
+            "a short life adds to the count"
+        );
+        assert_eq!(
+            p.count_failure(4, Some(p.stable_after)),
+            1,
+            "a stable one starts it again"
+        );
+        assert_eq!(
+            p.count_failure(4, None),
+            5,
+            "never ready, however long it took, is a failure"
+        );
         assert!(p.count_failure(4, Some(Duration::from_secs(1))) >= p.crash_loop_after);
     }
 
@@ -132,7 +144,10 @@ mod tests {
     fn the_table_starts_dependencies_first() {
         for (i, p) in TABLE.iter().enumerate() {
             for dep in p.after {
-                let at = TABLE.iter().position(|q| q.daemon == *dep).expect("a dependency is in the table");
+                let at = TABLE
+                    .iter()
+                    .position(|q| q.daemon == *dep)
+                    .expect("a dependency is in the table");
                 assert!(at < i, "{:?} must come after {:?}", p.daemon, dep);
             }
         }

@@ -93,14 +93,18 @@ impl Table {
             .iter()
             .map(|s| DaemonStatus {
                 uptime_ms: s.started.map(|t| now.duration_since(t).as_millis() as u64),
-                next_start_in_ms: s.next_start.map(|t| t.saturating_duration_since(now).as_millis() as u64),
+                next_start_in_ms: s
+                    .next_start
+                    .map(|t| t.saturating_duration_since(now).as_millis() as u64),
                 ..s.status.clone()
             })
             .collect()
     }
 
     pub fn row(&self, daemon: Daemon) -> Option<DaemonStatus> {
-        self.snapshot().into_iter().find(|r| r.name == daemon.name())
+        self.snapshot()
+            .into_iter()
+            .find(|r| r.name == daemon.name())
     }
 }
 
@@ -117,9 +121,18 @@ pub struct Handle {
 pub fn start(policy: &'static Policy, ctx: Ctx) -> Handle {
     let (commands, rx) = mpsc::channel(8);
     let (ready_tx, ready_once) = watch::channel(false);
-    let runner = Runner { policy, ctx, commands: rx, ready_once: ready_tx };
+    let runner = Runner {
+        policy,
+        ctx,
+        commands: rx,
+        ready_once: ready_tx,
+    };
     tokio::spawn(runner.run());
-    Handle { daemon: policy.daemon, commands, ready_once }
+    Handle {
+        daemon: policy.daemon,
+        commands,
+        ready_once,
+    }
 }
 
 struct Runner {
@@ -133,7 +146,11 @@ struct Runner {
 enum Ended {
     /// It ended on its own, or the supervisor ended it for `reason`.
     /// `ready_for` is how long it had been ready, if it ever was.
-    Failed { exit: Exit, reason: Option<String>, ready_for: Option<Duration> },
+    Failed {
+        exit: Exit,
+        reason: Option<String>,
+        ready_for: Option<Duration>,
+    },
     /// A restart was asked: start again at once, answer when ready.
     Restart(Reply),
     /// A stop was asked: the runner ends, answering once the process and
@@ -142,7 +159,10 @@ enum Ended {
 }
 
 fn unix_ms() -> u64 {
-    SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0)
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0)
 }
 
 impl Runner {
@@ -178,7 +198,11 @@ impl Runner {
                     pending_restart.push(reply);
                     continue;
                 }
-                Ended::Failed { exit, reason, ready_for } => (exit, reason, ready_for),
+                Ended::Failed {
+                    exit,
+                    reason,
+                    ready_for,
+                } => (exit, reason, ready_for),
             };
             failures = self.policy.count_failure(failures, ready_for);
             let name = self.daemon().name();
@@ -187,7 +211,9 @@ impl Runner {
                 None => exit.describe(),
             };
             for reply in pending_restart.drain(..) {
-                let _ = reply.send(Err(ApiError::internal(format!("{name} did not come back: {why}"))));
+                let _ = reply.send(Err(ApiError::internal(format!(
+                    "{name} did not come back: {why}"
+                ))));
             }
             let crash_loop = failures >= self.policy.crash_loop_after;
             if crash_loop && self.policy.on_crash_loop == OnCrashLoop::GiveUp {
@@ -196,13 +222,27 @@ impl Runner {
                     s.status.state = DaemonState::Failed;
                     s.status.failures = failures;
                 });
-                let _ = self.ctx.fatal.send(format!("{name} failed {failures} times in a row ({why})"));
+                let _ = self
+                    .ctx
+                    .fatal
+                    .send(format!("{name} failed {failures} times in a row ({why})"));
                 self.idle_until_stopped().await;
                 return;
             }
-            let delay = if crash_loop { self.policy.max_backoff } else { self.policy.backoff(failures) };
-            let state = if crash_loop { DaemonState::CrashLoop } else { DaemonState::Backoff };
-            tracing::warn!("{name} {why}; restarting in {} ms (failure {failures} in a row)", delay.as_millis());
+            let delay = if crash_loop {
+                self.policy.max_backoff
+            } else {
+                self.policy.backoff(failures)
+            };
+            let state = if crash_loop {
+                DaemonState::CrashLoop
+            } else {
+                DaemonState::Backoff
+            };
+            tracing::warn!(
+                "{name} {why}; restarting in {} ms (failure {failures} in a row)",
+                delay.as_millis()
+            );
             self.update(|s| {
                 s.status.state = state;
                 s.status.failures = failures;
@@ -238,7 +278,10 @@ impl Runner {
                 Command::Restart(reply) => {
                     let _ = reply.send(Err(ApiError::new(
                         ErrorCode::Conflict,
-                        format!("{} has been given up on; meta-core is stopping", self.daemon().name()),
+                        format!(
+                            "{} has been given up on; meta-core is stopping",
+                            self.daemon().name()
+                        ),
                     )));
                 }
                 Command::Stop(reply) => {
@@ -258,7 +301,11 @@ impl Runner {
             Err(e) => {
                 tracing::error!("{e}");
                 self.record_exit(Exit::Code(127), Some(e.to_string()));
-                return Ended::Failed { exit: Exit::Code(127), reason: Some(e.to_string()), ready_for: None };
+                return Ended::Failed {
+                    exit: Exit::Code(127),
+                    reason: Some(e.to_string()),
+                    ready_for: None,
+                };
             }
         };
         let pid = child.pid;
@@ -356,7 +403,12 @@ impl Runner {
             s.status.pid = None;
             s.status.ready = false;
             s.started = None;
-            s.status.last_exit = Some(LastExit { code, signal, at: unix_ms(), reason });
+            s.status.last_exit = Some(LastExit {
+                code,
+                signal,
+                at: unix_ms(),
+                reason,
+            });
         });
     }
 
@@ -384,19 +436,26 @@ impl Runner {
     fn watch_health(&self, hung: mpsc::Sender<String>) -> tokio::task::JoinHandle<()> {
         // A client of this process's own: no pooled connection of a
         // previous process is reused.
-        let client = SocketClient::new(self.daemon().name(), &self.ctx.layout.socket(self.daemon()));
+        let client =
+            SocketClient::new(self.daemon().name(), &self.ctx.layout.socket(self.daemon()));
         let interval = self.ctx.health_interval;
         tokio::spawn(async move {
             let mut misses = 0;
             loop {
                 tokio::time::sleep(interval).await;
                 let ok = matches!(
-                    tokio::time::timeout(HEALTH_TIMEOUT, client.get::<serde_json::Value>("/health")).await,
+                    tokio::time::timeout(
+                        HEALTH_TIMEOUT,
+                        client.get::<serde_json::Value>("/health")
+                    )
+                    .await,
                     Ok(Ok(_))
                 );
                 misses = if ok { 0 } else { misses + 1 };
                 if misses >= MISSED_HEALTH_CHECKS {
-                    let _ = hung.send(format!("did not answer /health {misses} times in a row")).await;
+                    let _ = hung
+                        .send(format!("did not answer /health {misses} times in a row"))
+                        .await;
                     return;
                 }
             }

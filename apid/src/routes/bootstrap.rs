@@ -37,8 +37,15 @@ pub struct PublicStatus {
 }
 
 pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
-    let timestamp = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    LeaderInfo { urls: urls.clone(), timestamp, pid: std::process::id() }
+    let timestamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    LeaderInfo {
+        urls: urls.clone(),
+        timestamp,
+        pid: std::process::id(),
+    }
 }
 
 fn status_word(up: bool) -> &'static str {

@@ -37,7 +37,10 @@ pub struct Tuple {
 /// `GET /api/files/tuples[?summary=1]`: the roots that have `filePath`,
 /// `sizeByte` and `mtimeNano` (the numbers must parse), with their count
 /// and total size; `summary` leaves the list out.
-pub(super) async fn tuples(st: State, QueryParams(q): QueryParams<TuplesQuery>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn tuples(
+    st: State,
+    QueryParams(q): QueryParams<TuplesQuery>,
+) -> Result<Json<Value>, ApiError> {
     let summary = matches!(q.summary.as_deref(), Some("1" | "true"));
     let mut files = Vec::new();
     let (mut count, mut total) = (0u64, 0u64);
@@ -94,8 +97,14 @@ const LIST_FIELDS: [&str; 6] = ["title", "fileName", "filePath", "type", "fileTy
 
 /// `GET /api/metadata/list?offset=&limit=` in root order; `items` is `[]`
 /// when empty (the original sent `null`).
-pub(super) async fn list(st: State, QueryParams(q): QueryParams<ListQuery>) -> Result<Json<Value>, ApiError> {
-    let limit = q.limit.unwrap_or(100).clamp(1, metacore::api::storaged::MAX_PAGE);
+pub(super) async fn list(
+    st: State,
+    QueryParams(q): QueryParams<ListQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let limit = q
+        .limit
+        .unwrap_or(100)
+        .clamp(1, metacore::api::storaged::MAX_PAGE);
     let total = st.store.stats().await?.roots;
     let after = root_before(&st.store, q.offset.unwrap_or(0)).await?;
     let page = st
@@ -116,12 +125,19 @@ pub(super) async fn list(st: State, QueryParams(q): QueryParams<ListQuery>) -> R
                 title: get("title"),
                 file_name: get("fileName"),
                 file_path: get("filePath"),
-                kind: r.fields.get("type").or_else(|| r.fields.get("fileType")).cloned().unwrap_or_default(),
+                kind: r
+                    .fields
+                    .get("type")
+                    .or_else(|| r.fields.get("fileType"))
+                    .cloned()
+                    .unwrap_or_default(),
                 year: get("year"),
             }
         })
         .collect();
-    Ok(Json(json!({ "count": items.len(), "items": items, "total": total })))
+    Ok(Json(
+        json!({ "count": items.len(), "items": items, "total": total }),
+    ))
 }
 
 /// The root just before position `offset` in root order (`None` for 0 or
@@ -131,7 +147,10 @@ async fn root_before(store: &StoragedClient, offset: u64) -> Result<Option<Rid>,
         return Ok(None);
     }
     let mut skipped = 0u64;
-    let mut q = PageQuery { after: None, limit: Some(metacore::api::storaged::MAX_PAGE) };
+    let mut q = PageQuery {
+        after: None,
+        limit: Some(metacore::api::storaged::MAX_PAGE),
+    };
     loop {
         let page = store.list_roots(&q).await?;
         let n = page.rids.len() as u64;
@@ -177,7 +196,10 @@ pub struct BatchResult {
 /// `metadata` the record's fields become `metadata` plus `properties`;
 /// with only `properties` those are merged in. `processingStatus` is
 /// dropped. Updates are independent: one failing does not stop the others.
-pub(super) async fn batch(st: State, JsonBody(body): JsonBody<BatchBody>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn batch(
+    st: State,
+    JsonBody(body): JsonBody<BatchBody>,
+) -> Result<Json<Value>, ApiError> {
     if body.updates.is_empty() {
         return Err(ApiError::schema("updates must not be empty"));
     }
@@ -193,8 +215,16 @@ pub(super) async fn batch(st: State, JsonBody(body): JsonBody<BatchBody>) -> Res
         };
         let outcome = apply_update(&st.store, &raw, u.metadata, u.properties).await;
         results.push(match outcome {
-            Ok(()) => BatchResult { hash_id: raw, status: "ok", error: None },
-            Err(e) => BatchResult { hash_id: raw, status: "error", error: Some(e.message) },
+            Ok(()) => BatchResult {
+                hash_id: raw,
+                status: "ok",
+                error: None,
+            },
+            Err(e) => BatchResult {
+                hash_id: raw,
+                status: "error",
+                error: Some(e.message),
+            },
         });
     }
     let success = results.iter().filter(|r| r.status == "ok").count();
@@ -234,7 +264,9 @@ async fn apply_update(
 /// duplicates and index rows).
 pub(super) async fn clear(st: State) -> Result<Json<Value>, ApiError> {
     let deleted = delete_all_records(&st.store).await?;
-    Ok(Json(json!({ "status": "ok", "message": "Metadata cleared", "deletedCount": deleted })))
+    Ok(Json(
+        json!({ "status": "ok", "message": "Metadata cleared", "deletedCount": deleted }),
+    ))
 }
 
 /// `PUT /api/metadata/{hashId}`: the record's fields become the body's
@@ -246,12 +278,19 @@ pub(super) async fn put(
 ) -> Result<Json<Value>, ApiError> {
     fields.remove(PROCESSING_STATUS);
     let w = st.store.replace(&hash(&raw)?, fields).await?;
-    Ok(Json(json!({ "status": "ok", "hashId": w.rid.to_string(), "message": "Metadata updated" })))
+    Ok(Json(
+        json!({ "status": "ok", "hashId": w.rid.to_string(), "message": "Metadata updated" }),
+    ))
 }
 
-pub(super) async fn delete(st: State, PathParams(raw): PathParams<String>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn delete(
+    st: State,
+    PathParams(raw): PathParams<String>,
+) -> Result<Json<Value>, ApiError> {
     let d = st.store.delete_record(&hash(&raw)?).await?;
-    Ok(Json(json!({ "status": "ok", "hashId": d.rid.to_string(), "deletedKeys": d.deleted })))
+    Ok(Json(
+        json!({ "status": "ok", "hashId": d.rid.to_string(), "deletedKeys": d.deleted }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -265,7 +304,9 @@ pub(super) async fn get_property(
     QueryParams(q): QueryParams<PropertyQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let v = st.store.get_field(&hash(&raw)?, &q.property).await?;
-    Ok(Json(json!({ "hashId": v.rid.to_string(), "property": v.field, "value": v.value })))
+    Ok(Json(
+        json!({ "hashId": v.rid.to_string(), "property": v.field, "value": v.value }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -280,7 +321,10 @@ pub(super) async fn put_property(
     PathParams(raw): PathParams<String>,
     JsonBody(body): JsonBody<PropertyBody>,
 ) -> Result<Json<Value>, ApiError> {
-    let w = st.store.set_field(&hash(&raw)?, &body.property, &body.value).await?;
+    let w = st
+        .store
+        .set_field(&hash(&raw)?, &body.property, &body.value)
+        .await?;
     Ok(Json(json!({
         "status": "ok",
         "hashId": w.rid.to_string(),

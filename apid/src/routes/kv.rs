@@ -24,7 +24,11 @@ pub(super) async fn info(st: State) -> Result<Json<Value>, ApiError> {
     let stats = st.store.stats().await?;
     let mut total: u64 = 0;
     each_root(&st.store, &["sizeByte"], |r| {
-        total += r.fields.get("sizeByte").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+        total += r
+            .fields
+            .get("sizeByte")
+            .and_then(|v| v.parse::<u64>().ok())
+            .unwrap_or(0);
         true
     })
     .await?;
@@ -46,7 +50,11 @@ fn human_bytes(b: u64) -> String {
         v /= 1024.0;
         u += 1;
     }
-    if u == 0 { format!("{b}B") } else { format!("{v:.2}{}", UNITS[u]) }
+    if u == 0 {
+        format!("{b}B")
+    } else {
+        format!("{v:.2}{}", UNITS[u])
+    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -59,16 +67,37 @@ pub struct KeysQuery {
 
 /// `GET /api/kv/keys?cursor=&count=`: `file:<root>` names a page at a time.
 /// The cursor is opaque (the last root of the page); `"0"` means done.
-pub(super) async fn keys(st: State, QueryParams(q): QueryParams<KeysQuery>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn keys(
+    st: State,
+    QueryParams(q): QueryParams<KeysQuery>,
+) -> Result<Json<Value>, ApiError> {
     let after = match q.cursor.as_deref() {
         None | Some("" | "0") => None,
-        Some(c) => Some(Rid::parse(c).map_err(|e| ApiError::schema(format!("cursor: {e}")))?.to_string()),
+        Some(c) => Some(
+            Rid::parse(c)
+                .map_err(|e| ApiError::schema(format!("cursor: {e}")))?
+                .to_string(),
+        ),
     };
-    let limit = q.count.unwrap_or(50).clamp(1, metacore::api::storaged::MAX_PAGE);
-    let page = st.store.list_roots(&PageQuery { after, limit: Some(limit) }).await?;
+    let limit = q
+        .count
+        .unwrap_or(50)
+        .clamp(1, metacore::api::storaged::MAX_PAGE);
+    let page = st
+        .store
+        .list_roots(&PageQuery {
+            after,
+            limit: Some(limit),
+        })
+        .await?;
     let keys: Vec<String> = page.rids.iter().map(|r| format!("file:{r}")).collect();
-    let cursor = page.next.map(|r| r.to_string()).unwrap_or_else(|| "0".into());
-    Ok(Json(json!({ "keys": keys, "hasMore": cursor != "0", "cursor": cursor })))
+    let cursor = page
+        .next
+        .map(|r| r.to_string())
+        .unwrap_or_else(|| "0".into());
+    Ok(Json(
+        json!({ "keys": keys, "hasMore": cursor != "0", "cursor": cursor }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -87,7 +116,10 @@ pub struct TreeQuery {
 /// key space under `prefix`, S3 style: `branches` are `prefix + segment +
 /// delimiter`, `leaves` full keys, both sorted. The cursor is the key to
 /// continue after (empty when done).
-pub(super) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn tree(
+    st: State,
+    QueryParams(q): QueryParams<TreeQuery>,
+) -> Result<Json<Value>, ApiError> {
     let delimiter = q.delimiter.unwrap_or_else(|| "/".into());
     let max = q.max.unwrap_or(500).clamp(1, 5000) as usize;
     let end = prefix_end(&q.prefix);
@@ -121,7 +153,10 @@ pub(super) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> R
                 break 'walk true;
             }
             let rest = &row.key[q.prefix.len()..];
-            match (!delimiter.is_empty()).then(|| rest.find(delimiter.as_str())).flatten() {
+            match (!delimiter.is_empty())
+                .then(|| rest.find(delimiter.as_str()))
+                .flatten()
+            {
                 Some(i) => {
                     let branch = format!("{}{}{}", q.prefix, &rest[..i], delimiter);
                     last_emitted = Some(branch.clone());
@@ -147,8 +182,13 @@ pub(super) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> R
             None => break false,
         }
     };
-    let cursor =
-        if has_more { last_emitted.map(|k| tree_cursor(&k, &delimiter)).unwrap_or_default() } else { String::new() };
+    let cursor = if has_more {
+        last_emitted
+            .map(|k| tree_cursor(&k, &delimiter))
+            .unwrap_or_default()
+    } else {
+        String::new()
+    };
     Ok(Json(json!({
         "prefix": q.prefix,
         "delimiter": delimiter,
@@ -189,7 +229,10 @@ pub struct SearchQuery {
 
 /// `GET /api/kv/search?contains=&limit=`: keys containing a substring (a
 /// scan of the key column, stopping at `limit`).
-pub(super) async fn search(st: State, QueryParams(q): QueryParams<SearchQuery>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn search(
+    st: State,
+    QueryParams(q): QueryParams<SearchQuery>,
+) -> Result<Json<Value>, ApiError> {
     let limit = q.limit.unwrap_or(500).clamp(1, 10_000) as usize;
     let mut keys = Vec::new();
     let mut after: Option<String> = None;
@@ -219,7 +262,9 @@ pub(super) async fn search(st: State, QueryParams(q): QueryParams<SearchQuery>) 
             None => break false,
         }
     };
-    Ok(Json(json!({ "contains": q.contains, "keys": keys, "truncated": truncated })))
+    Ok(Json(
+        json!({ "contains": q.contains, "keys": keys, "truncated": truncated }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -234,8 +279,17 @@ pub struct FindQuery {
 
 /// `GET /api/kv/find?contains=&fields=a,b&limit=`: records whose field
 /// (one of `fields`) contains `contains`, case-insensitively, sorted by key.
-pub(super) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> Result<Json<Value>, ApiError> {
-    let fields: Vec<String> = q.fields.split(',').map(str::trim).filter(|f| !f.is_empty()).map(str::to_owned).collect();
+pub(super) async fn find(
+    st: State,
+    QueryParams(q): QueryParams<FindQuery>,
+) -> Result<Json<Value>, ApiError> {
+    let fields: Vec<String> = q
+        .fields
+        .split(',')
+        .map(str::trim)
+        .filter(|f| !f.is_empty())
+        .map(str::to_owned)
+        .collect();
     if q.contains.is_empty() || fields.is_empty() {
         return Err(ApiError::schema("contains and fields are both required"));
     }
@@ -263,7 +317,9 @@ pub(super) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> R
         true
     })
     .await?;
-    Ok(Json(json!({ "contains": q.contains, "fields": fields, "matches": matches, "truncated": truncated })))
+    Ok(Json(
+        json!({ "contains": q.contains, "fields": fields, "matches": matches, "truncated": truncated }),
+    ))
 }
 
 #[derive(Debug, Deserialize)]
@@ -272,7 +328,10 @@ pub struct KeyQuery {
 }
 
 /// `GET /api/kv/value?key=`.
-pub(super) async fn get_value(st: State, QueryParams(q): QueryParams<KeyQuery>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn get_value(
+    st: State,
+    QueryParams(q): QueryParams<KeyQuery>,
+) -> Result<Json<Value>, ApiError> {
     let value = st.store.kv_get(&q.key).await?;
     Ok(Json(json!({
         "key": q.key,
@@ -291,21 +350,35 @@ pub struct PutValue {
 
 /// `PUT /api/kv/value`: a `file:` key follows the record rules (checks,
 /// events, aliases, root index); bookkeeping prefixes are refused.
-pub(super) async fn put_value(st: State, JsonBody(b): JsonBody<PutValue>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn put_value(
+    st: State,
+    JsonBody(b): JsonBody<PutValue>,
+) -> Result<Json<Value>, ApiError> {
     st.store.kv_put(&b.key, &b.value).await?;
-    Ok(Json(json!({ "key": b.key, "type": "string", "value": b.value, "exists": true })))
+    Ok(Json(
+        json!({ "key": b.key, "type": "string", "value": b.value, "exists": true }),
+    ))
 }
 
 /// `DELETE /api/kv/value?key=`.
-pub(super) async fn delete_value(st: State, QueryParams(q): QueryParams<KeyQuery>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn delete_value(
+    st: State,
+    QueryParams(q): QueryParams<KeyQuery>,
+) -> Result<Json<Value>, ApiError> {
     let d = st.store.kv_delete(&q.key).await?;
     Ok(Json(json!({ "key": q.key, "deleted": d.existed })))
 }
 
 /// `GET /api/kv/key/{key...}`: the record `file:<hashId>` as a hash.
-pub(super) async fn get_key(st: State, PathParams(key): PathParams<String>) -> Result<Response, ApiError> {
+pub(super) async fn get_key(
+    st: State,
+    PathParams(key): PathParams<String>,
+) -> Result<Response, ApiError> {
     let Some(raw) = key.strip_prefix("file:") else {
-        return Err(ApiError::new(ErrorCode::SchemaViolation, "the key must be file:<hashId>"));
+        return Err(ApiError::new(
+            ErrorCode::SchemaViolation,
+            "the key must be file:<hashId>",
+        ));
     };
     let rec = st.store.get_record(&crate::http::hash(raw)?).await?;
     Ok(Json(json!({ "key": key, "type": "hash", "value": rec.fields })).into_response())

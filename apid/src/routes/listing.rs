@@ -15,7 +15,11 @@ pub async fn each_root(
     names: &[&str],
     mut each: impl FnMut(RootFields) -> bool,
 ) -> Result<(), ApiError> {
-    let mut q = FieldsPageQuery { names: names.join(","), after: None, limit: Some(PAGE) };
+    let mut q = FieldsPageQuery {
+        names: names.join(","),
+        after: None,
+        limit: Some(PAGE),
+    };
     loop {
         let page = store.fields_page(&q).await?;
         for row in page.rows {
@@ -32,7 +36,10 @@ pub async fn each_root(
 
 /// Every root, in RID order (16 bytes each: fine to hold for a listing).
 pub async fn all_roots(store: &StoragedClient) -> Result<Vec<Rid>, ApiError> {
-    let mut q = metacore::api::storaged::PageQuery { after: None, limit: Some(metacore::api::storaged::MAX_PAGE) };
+    let mut q = metacore::api::storaged::PageQuery {
+        after: None,
+        limit: Some(metacore::api::storaged::MAX_PAGE),
+    };
     let mut out = Vec::new();
     loop {
         let page = store.list_roots(&q).await?;
@@ -53,7 +60,12 @@ pub async fn delete_all_records(store: &StoragedClient) -> Result<u64, ApiError>
     use futures_util::StreamExt;
     let mut deleted = 0u64;
     loop {
-        let page = store.list_roots(&metacore::api::storaged::PageQuery { after: None, limit: Some(1000) }).await?;
+        let page = store
+            .list_roots(&metacore::api::storaged::PageQuery {
+                after: None,
+                limit: Some(1000),
+            })
+            .await?;
         if page.rids.is_empty() {
             return Ok(deleted);
         }

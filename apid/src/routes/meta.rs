@@ -40,7 +40,9 @@ impl ShapeQuery {
         match self.shape.as_deref() {
             None | Some("") | Some("flat") => Ok(Shape::Flat),
             Some("nested") => Ok(Shape::Nested),
-            Some(other) => Err(ApiError::bad_request(format!("shape must be flat or nested, not {other:?}"))),
+            Some(other) => Err(ApiError::bad_request(format!(
+                "shape must be flat or nested, not {other:?}"
+            ))),
         }
     }
 }
@@ -70,8 +72,15 @@ pub struct HashIds {
 
 /// `GET /meta` and `GET /api/metadata/hash-ids`: every root.
 pub(super) async fn list(st: State) -> Res<HashIds> {
-    let hash_ids: Vec<String> = all_roots(&st.store).await?.iter().map(Rid::to_string).collect();
-    Ok(Json(HashIds { count: hash_ids.len(), hash_ids }))
+    let hash_ids: Vec<String> = all_roots(&st.store)
+        .await?
+        .iter()
+        .map(Rid::to_string)
+        .collect();
+    Ok(Json(HashIds {
+        count: hash_ids.len(),
+        hash_ids,
+    }))
 }
 
 pub(super) async fn get(
@@ -81,7 +90,9 @@ pub(super) async fn get(
 ) -> Result<Json<Value>, ApiError> {
     let shape = shape.shape()?;
     let rec = st.store.get_record(&hash(&raw)?).await?;
-    Ok(Json(json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields) })))
+    Ok(Json(
+        json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields) }),
+    ))
 }
 
 /// Drops the reserved `__fields__` as the original's bulk writes did.
@@ -95,8 +106,13 @@ pub(super) async fn put(
     PathParams(raw): PathParams<String>,
     JsonBody(fields): JsonBody<Fields>,
 ) -> Result<Json<Value>, ApiError> {
-    let w = st.store.replace(&hash(&raw)?, without_reserved(fields)).await?;
-    Ok(Json(json!({ "success": true, "hashId": w.rid.to_string() })))
+    let w = st
+        .store
+        .replace(&hash(&raw)?, without_reserved(fields))
+        .await?;
+    Ok(Json(
+        json!({ "success": true, "hashId": w.rid.to_string() }),
+    ))
 }
 
 pub(super) async fn patch(
@@ -107,12 +123,19 @@ pub(super) async fn patch(
     let fields = without_reserved(fields);
     let updated = fields.len();
     let w = st.store.merge(&hash(&raw)?, fields).await?;
-    Ok(Json(json!({ "success": true, "hashId": w.rid.to_string(), "updated": updated })))
+    Ok(Json(
+        json!({ "success": true, "hashId": w.rid.to_string(), "updated": updated }),
+    ))
 }
 
-pub(super) async fn delete(st: State, PathParams(raw): PathParams<String>) -> Result<Json<Value>, ApiError> {
+pub(super) async fn delete(
+    st: State,
+    PathParams(raw): PathParams<String>,
+) -> Result<Json<Value>, ApiError> {
     let d = st.store.delete_record(&hash(&raw)?).await?;
-    Ok(Json(json!({ "success": true, "hashId": d.rid.to_string(), "deleted": d.deleted })))
+    Ok(Json(
+        json!({ "success": true, "hashId": d.rid.to_string(), "deleted": d.deleted }),
+    ))
 }
 
 /// `GET /meta/{hash}/{key...}`: the value as plain text; 404 when the
@@ -123,9 +146,16 @@ pub(super) async fn get_property(
 ) -> Result<Response, ApiError> {
     let v = st.store.get_field(&hash(&raw)?, &key).await?;
     if v.value.is_empty() {
-        return Err(ApiError::new(ErrorCode::NotFound, format!("property {key:?} not found")));
+        return Err(ApiError::new(
+            ErrorCode::NotFound,
+            format!("property {key:?} not found"),
+        ));
     }
-    Ok(([(header::CONTENT_TYPE, "text/plain; charset=utf-8")], v.value).into_response())
+    Ok((
+        [(header::CONTENT_TYPE, "text/plain; charset=utf-8")],
+        v.value,
+    )
+        .into_response())
 }
 
 /// A property body: `{"value": "..."}` when it is JSON with a non-empty
@@ -137,7 +167,8 @@ fn property_value(body: &Bytes) -> Result<String, ApiError> {
     {
         return Ok(v.clone());
     }
-    String::from_utf8(body.to_vec()).map_err(|_| ApiError::bad_request("the value is not UTF-8 text"))
+    String::from_utf8(body.to_vec())
+        .map_err(|_| ApiError::bad_request("the value is not UTF-8 text"))
 }
 
 pub(super) async fn put_property(
@@ -147,7 +178,9 @@ pub(super) async fn put_property(
 ) -> Result<Json<Value>, ApiError> {
     let value = property_value(&body)?;
     let w = st.store.set_field(&hash(&raw)?, &key, &value).await?;
-    Ok(Json(json!({ "success": true, "hashId": w.rid.to_string(), "property": key })))
+    Ok(Json(
+        json!({ "success": true, "hashId": w.rid.to_string(), "property": key }),
+    ))
 }
 
 pub(super) async fn delete_property(
@@ -155,7 +188,9 @@ pub(super) async fn delete_property(
     PathParams((raw, key)): PathParams<(String, String)>,
 ) -> Result<Json<Value>, ApiError> {
     let d = st.store.delete_field(&hash(&raw)?, &key).await?;
-    Ok(Json(json!({ "success": true, "hashId": d.rid.to_string(), "property": key })))
+    Ok(Json(
+        json!({ "success": true, "hashId": d.rid.to_string(), "property": key }),
+    ))
 }
 
 /// `POST /meta/{hash}/_add/{key...}`: adds a value to the pipe-delimited
@@ -170,7 +205,9 @@ pub(super) async fn add_to_set(
         return Err(ApiError::schema("a value to add is required"));
     }
     let a = st.store.set_add(&hash(&raw)?, &key, &value).await?;
-    Ok(Json(json!({ "success": true, "hashId": a.rid.to_string(), "property": key, "added": a.added })))
+    Ok(Json(
+        json!({ "success": true, "hashId": a.rid.to_string(), "property": key, "added": a.added }),
+    ))
 }
 
 /// `GET /api/meta/{cid}`: the metadata document of a CID.
@@ -180,8 +217,15 @@ pub(super) async fn by_cid(
     QueryParams(shape): QueryParams<ShapeQuery>,
 ) -> Result<Json<Value>, ApiError> {
     let shape = shape.shape()?;
-    let cid = Cid::parse(&raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))?;
-    let Document { fields, cids, canonical_cid, duplicates, .. } = st.store.document(cid.as_str()).await?;
+    let cid =
+        Cid::parse(&raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))?;
+    let Document {
+        fields,
+        cids,
+        canonical_cid,
+        duplicates,
+        ..
+    } = st.store.document(cid.as_str()).await?;
     Ok(Json(json!({
         "cid": cid.as_str(),
         "metadata": shape.render(fields),
@@ -194,7 +238,9 @@ pub(super) async fn by_cid(
 /// `HEAD /data/{hash}`: 200 when a record answers, else 404 / 400 / 503,
 /// without a body; the 503 keeps its `Retry-After` (CONTRACT decision 2).
 pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) -> Response {
-    let Ok(target) = hash(&raw) else { return StatusCode::BAD_REQUEST.into_response() };
+    let Ok(target) = hash(&raw) else {
+        return StatusCode::BAD_REQUEST.into_response();
+    };
     match st.store.resolve(&target).await {
         Ok(_) => StatusCode::OK.into_response(),
         Err(e) => {
@@ -217,10 +263,18 @@ pub struct DataPath {
 pub(super) async fn data_path(st: State, PathParams(raw): PathParams<String>) -> Res<DataPath> {
     let target = hash(&raw)?;
     let f = st.store.get_field(&target, "filePath").await?;
-    let path = disk_path(&st.config.files_path, &f.value)
-        .ok_or_else(|| ApiError::new(ErrorCode::NotFound, "the record's filePath is not under FILES_PATH"))?;
+    let path = disk_path(&st.config.files_path, &f.value).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::NotFound,
+            "the record's filePath is not under FILES_PATH",
+        )
+    })?;
     let exists = tokio::fs::try_exists(&path).await.unwrap_or(false);
-    Ok(Json(DataPath { hash_id: f.rid.to_string(), path: path.display().to_string(), exists }))
+    Ok(Json(DataPath {
+        hash_id: f.rid.to_string(),
+        path: path.display().to_string(),
+        exists,
+    }))
 }
 
 /// Maps a stored `filePath` to disk without doubling the prefix
@@ -251,9 +305,18 @@ mod tests {
     #[test]
     fn file_paths_map_to_disk_once() {
         let root = Path::new("/srv/files");
-        assert_eq!(disk_path(root, "/srv/files/watch/a.mkv"), Some(PathBuf::from("/srv/files/watch/a.mkv")));
-        assert_eq!(disk_path(root, "/files/watch/a.mkv"), Some(PathBuf::from("/srv/files/watch/a.mkv")));
-        assert_eq!(disk_path(root, "watch/a.mkv"), Some(PathBuf::from("/srv/files/watch/a.mkv")));
+        assert_eq!(
+            disk_path(root, "/srv/files/watch/a.mkv"),
+            Some(PathBuf::from("/srv/files/watch/a.mkv"))
+        );
+        assert_eq!(
+            disk_path(root, "/files/watch/a.mkv"),
+            Some(PathBuf::from("/srv/files/watch/a.mkv"))
+        );
+        assert_eq!(
+            disk_path(root, "watch/a.mkv"),
+            Some(PathBuf::from("/srv/files/watch/a.mkv"))
+        );
         assert_eq!(disk_path(root, "/etc/passwd"), None);
         assert_eq!(disk_path(root, "/files/../etc/passwd"), None);
         assert_eq!(disk_path(root, "watch/../../x"), None);
@@ -261,8 +324,17 @@ mod tests {
 
     #[test]
     fn property_bodies() {
-        assert_eq!(property_value(&Bytes::from_static(br#"{"value":"x"}"#)).unwrap(), "x");
-        assert_eq!(property_value(&Bytes::from_static(br#"{"value":""}"#)).unwrap(), r#"{"value":""}"#);
-        assert_eq!(property_value(&Bytes::from_static(b"plain")).unwrap(), "plain");
+        assert_eq!(
+            property_value(&Bytes::from_static(br#"{"value":"x"}"#)).unwrap(),
+            "x"
+        );
+        assert_eq!(
+            property_value(&Bytes::from_static(br#"{"value":""}"#)).unwrap(),
+            r#"{"value":""}"#
+        );
+        assert_eq!(
+            property_value(&Bytes::from_static(b"plain")).unwrap(),
+            "plain"
+        );
     }
 }

@@ -35,9 +35,18 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/stats", get(stats::api_stats))
         // Metadata by root or CID.
         .route("/meta", get(meta::list))
-        .route("/meta/{hash}", get(meta::get).put(meta::put).patch(meta::patch).delete(meta::delete))
+        .route(
+            "/meta/{hash}",
+            get(meta::get)
+                .put(meta::put)
+                .patch(meta::patch)
+                .delete(meta::delete),
+        )
         .route("/meta/{hash}/{*key}", property)
-        .route("/meta/{hash}/_add/{*key}", post(meta::add_to_set).layer(DefaultBodyLimit::max(MAX_PROPERTY_BODY)))
+        .route(
+            "/meta/{hash}/_add/{*key}",
+            post(meta::add_to_set).layer(DefaultBodyLimit::max(MAX_PROPERTY_BODY)),
+        )
         // CID-addressed.
         .route("/api/meta/{cid}", get(meta::by_cid))
         .route("/data/{hash}", get(meta::head_data).head(meta::head_data))
@@ -46,8 +55,14 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/metadata/hash-ids", get(meta::list))
         .route("/api/files/tuples", get(editor::tuples))
         .route("/api/metadata/list", get(editor::list))
-        .route("/api/metadata/{hash_id}", get(meta::get).put(editor::put).delete(editor::delete))
-        .route("/api/metadata/{hash_id}/property", get(editor::get_property).put(editor::put_property))
+        .route(
+            "/api/metadata/{hash_id}",
+            get(meta::get).put(editor::put).delete(editor::delete),
+        )
+        .route(
+            "/api/metadata/{hash_id}/property",
+            get(editor::get_property).put(editor::put_property),
+        )
         // KV browser (reads).
         .route("/api/kv/info", get(kv::info))
         .route("/api/kv/keys", get(kv::keys))

@@ -29,7 +29,9 @@ mod tests {
     const CID: &str = "bagacbabaec7v3fu2ygzh3e2sybg3fbzmisry2hbtpmck6vx3yftea6vzq35r4";
 
     /// The operations a path item may hold, as OpenAPI names them.
-    const METHODS: [&str; 8] = ["get", "put", "post", "delete", "options", "head", "patch", "trace"];
+    const METHODS: [&str; 8] = [
+        "get", "put", "post", "delete", "options", "head", "patch", "trace",
+    ];
 
     /// The admin routes: the ones behind `META_CORE_ADMIN_TOKEN`.
     const ADMIN: [(&str, &str); 6] = [
@@ -61,8 +63,15 @@ mod tests {
 
     /// A documented path with its parameters replaced by valid samples.
     fn sample(path: &str) -> String {
-        let key = if path.starts_with("/api/kv/key/") { format!("file:{RID}") } else { "fileinfo/duration".into() };
-        path.replace("{hash}", RID).replace("{hashId}", RID).replace("{cid}", CID).replace("{key}", &key)
+        let key = if path.starts_with("/api/kv/key/") {
+            format!("file:{RID}")
+        } else {
+            "fileinfo/duration".into()
+        };
+        path.replace("{hash}", RID)
+            .replace("{hashId}", RID)
+            .replace("{cid}", CID)
+            .replace("{key}", &key)
     }
 
     #[test]
@@ -72,7 +81,10 @@ mod tests {
         assert!(version.starts_with("3.1."), "openapi is {version}");
         assert!(!operations(&d).is_empty());
         assert!(d["components"]["schemas"]["ErrorEnvelope"].is_object());
-        assert_eq!(d["components"]["securitySchemes"]["adminToken"]["scheme"], "bearer");
+        assert_eq!(
+            d["components"]["securitySchemes"]["adminToken"]["scheme"],
+            "bearer"
+        );
     }
 
     #[test]
@@ -96,7 +108,9 @@ mod tests {
         walk(&d, &mut refs);
         assert!(!refs.is_empty());
         for r in refs {
-            let pointer = r.strip_prefix('#').unwrap_or_else(|| panic!("{r} is not a local reference"));
+            let pointer = r
+                .strip_prefix('#')
+                .unwrap_or_else(|| panic!("{r} is not a local reference"));
             assert!(d.pointer(pointer).is_some(), "{r} does not resolve");
         }
     }
@@ -107,7 +121,10 @@ mod tests {
         for (path, m) in operations(&d) {
             let secured = d["paths"][&path][m].get("security").is_some();
             let admin = ADMIN.contains(&(path.as_str(), m));
-            assert_eq!(secured, admin, "{m} {path}: security is {secured}, admin is {admin}");
+            assert_eq!(
+                secured, admin,
+                "{m} {path}: security is {secured}, admin is {admin}"
+            );
         }
     }
 
@@ -119,31 +136,54 @@ mod tests {
             .header(http::header::CONTENT_TYPE, "application/json")
             .body(Body::empty())
             .expect("a valid request");
-        let resp = app.clone().oneshot(req).await.expect("the router is infallible");
+        let resp = app
+            .clone()
+            .oneshot(req)
+            .await
+            .expect("the router is infallible");
         let status = resp.status();
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("the body reads");
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("the body reads");
         let env: Value = serde_json::from_slice(&body).unwrap_or(Value::Null);
-        let (slug, message) = (env["error"].as_str().unwrap_or(""), env["message"].as_str().unwrap_or(""));
-        let no_route = status == StatusCode::NOT_FOUND && slug == "not_found" && message.starts_with("no route");
-        (no_route || status == StatusCode::METHOD_NOT_ALLOWED).then(|| format!("{status} {slug}: {message}"))
+        let (slug, message) = (
+            env["error"].as_str().unwrap_or(""),
+            env["message"].as_str().unwrap_or(""),
+        );
+        let no_route = status == StatusCode::NOT_FOUND
+            && slug == "not_found"
+            && message.starts_with("no route");
+        (no_route || status == StatusCode::METHOD_NOT_ALLOWED)
+            .then(|| format!("{status} {slug}: {message}"))
     }
 
     /// The public router over a run directory where storaged has no socket.
     fn app_without_storaged(run: &tempfile::TempDir) -> axum::Router {
         let run_dir = run.path().to_str().expect("a UTF-8 temp path").to_owned();
-        let config = metacore::Config::from_lookup(|k| (k == "META_CORE_RUN_DIR").then(|| run_dir.clone()))
-            .expect("a valid config");
+        let config =
+            metacore::Config::from_lookup(|k| (k == "META_CORE_RUN_DIR").then(|| run_dir.clone()))
+                .expect("a valid config");
         crate::routes::public(Arc::new(AppState::new(config)))
     }
 
     #[tokio::test]
     async fn the_document_is_served_as_json() {
         let run = tempfile::tempdir().expect("a temp dir");
-        let req = Request::get("/api/openapi.json").body(Body::empty()).expect("a valid request");
-        let resp = app_without_storaged(&run).oneshot(req).await.expect("the router is infallible");
+        let req = Request::get("/api/openapi.json")
+            .body(Body::empty())
+            .expect("a valid request");
+        let resp = app_without_storaged(&run)
+            .oneshot(req)
+            .await
+            .expect("the router is infallible");
         assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(resp.headers()[http::header::CONTENT_TYPE], "application/json");
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX).await.expect("the body reads");
+        assert_eq!(
+            resp.headers()[http::header::CONTENT_TYPE],
+            "application/json"
+        );
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("the body reads");
         assert_eq!(body, DOCUMENT.as_bytes());
     }
 
@@ -155,11 +195,23 @@ mod tests {
         let app = app_without_storaged(&run);
 
         // The check tells a routed answer from the router's own.
-        assert!(unrouted(&app, Method::GET, "/api/no-such-route").await.is_some());
-        assert!(unrouted(&app, Method::PATCH, "/api/kv/info").await.is_some());
+        assert!(
+            unrouted(&app, Method::GET, "/api/no-such-route")
+                .await
+                .is_some()
+        );
+        assert!(
+            unrouted(&app, Method::PATCH, "/api/kv/info")
+                .await
+                .is_some()
+        );
 
         let ops = operations(&doc());
-        assert!(ops.len() >= 40, "the document lists {} operations", ops.len());
+        assert!(
+            ops.len() >= 40,
+            "the document lists {} operations",
+            ops.len()
+        );
         for (path, m) in ops {
             let uri = sample(&path);
             let method = Method::from_bytes(m.to_uppercase().as_bytes()).expect("a method");

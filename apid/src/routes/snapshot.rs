@@ -60,10 +60,15 @@ const CHUNK: usize = 64 * 1024;
 pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
     let admin = Router::new()
         // The 2 GiB limit is enforced while spooling, not by axum.
-        .route("/api/snapshot/import", post(import).layer(DefaultBodyLimit::disable()))
+        .route(
+            "/api/snapshot/import",
+            post(import).layer(DefaultBodyLimit::disable()),
+        )
         .route("/api/snapshot/wipe", post(wipe_route))
         .route_layer(from_fn_with_state(state, admin_only));
-    Router::new().route("/api/snapshot/export", get(export)).merge(admin)
+    Router::new()
+        .route("/api/snapshot/export", get(export))
+        .merge(admin)
 }
 
 // ---------------------------------------------------------------------------
@@ -90,7 +95,11 @@ async fn export(st: State, QueryParams(q): QueryParams<ExportQuery>) -> Result<R
     let plugin = match q.include.as_deref() {
         None | Some("") => false,
         Some("plugin-output") => true,
-        Some(other) => return Err(ApiError::bad_request(format!("include must be plugin-output, not {other:?}"))),
+        Some(other) => {
+            return Err(ApiError::bad_request(format!(
+                "include must be plugin-output, not {other:?}"
+            )));
+        }
     };
     let generated_at = humantime::format_rfc3339_seconds(SystemTime::now()).to_string();
     let name = archive_name(&generated_at);
@@ -107,19 +116,22 @@ async fn export(st: State, QueryParams(q): QueryParams<ExportQuery>) -> Result<R
     tokio::spawn(async move {
         let err_tx = tx.clone();
         if let Err(e) = export_roots(&store, rids, opts, ChannelWriter::new(tx)).await {
-            tracing::error!("snapshot export stopped mid-stream, the client gets a truncated archive: {e}");
+            tracing::error!(
+                "snapshot export stopped mid-stream, the client gets a truncated archive: {e}"
+            );
             let _ = err_tx.send(Err(io::Error::other(e.to_string()))).await;
         }
     });
-    let body =
-        Body::from_stream(futures_util::stream::unfold(
-            rx,
-            |mut rx| async move { rx.recv().await.map(|item| (item, rx)) },
-        ));
+    let body = Body::from_stream(futures_util::stream::unfold(rx, |mut rx| async move {
+        rx.recv().await.map(|item| (item, rx))
+    }));
     Ok((
         [
             (header::CONTENT_TYPE, "application/zip".to_owned()),
-            (header::CONTENT_DISPOSITION, format!("attachment; filename=\"{name}\"")),
+            (
+                header::CONTENT_DISPOSITION,
+                format!("attachment; filename=\"{name}\""),
+            ),
         ],
         body,
     )
@@ -128,7 +140,11 @@ async fn export(st: State, QueryParams(q): QueryParams<ExportQuery>) -> Result<R
 
 /// `metamesh-snapshot-YYYYMMDD-HHMMSS.zip` from an RFC 3339 UTC time.
 fn archive_name(rfc3339: &str) -> String {
-    let digits: String = rfc3339.chars().filter(char::is_ascii_digit).take(14).collect();
+    let digits: String = rfc3339
+        .chars()
+        .filter(char::is_ascii_digit)
+        .take(14)
+        .collect();
     let (date, time) = digits.split_at(digits.len().min(8));
     format!("metamesh-snapshot-{date}-{time}.zip")
 }
@@ -172,7 +188,9 @@ pub async fn export_roots<W: Write + Send + 'static>(
     let writer = tokio::task::spawn_blocking(move || write_zip(out, &mut rx));
     let fed = feed(store, rids, &opts, &tx).await;
     drop(tx);
-    let written = writer.await.map_err(|e| ApiError::internal(format!("the archive writer failed: {e}")))?;
+    let written = writer
+        .await
+        .map_err(|e| ApiError::internal(format!("the archive writer failed: {e}")))?;
     let count = fed?;
     written.map_err(|e| ApiError::internal(format!("cannot write the archive: {e}")))?;
     Ok(count)
@@ -198,7 +216,12 @@ async fn feed(
         "includes": includes,
     });
     let bytes = serde_json::to_vec_pretty(&manifest).expect("a JSON value serializes");
-    tx.send(Job::Entry { name: "manifest.json".into(), bytes }).await.map_err(gone)?;
+    tx.send(Job::Entry {
+        name: "manifest.json".into(),
+        bytes,
+    })
+    .await
+    .map_err(gone)?;
     tx.send(Job::Index(rids.clone())).await.map_err(gone)?;
 
     let mut count = 0u64;
@@ -207,12 +230,21 @@ async fn feed(
             return Ok(());
         }
         let bytes = serde_json::to_vec_pretty(&nest(&fields)).expect("a JSON value serializes");
-        tx.send(Job::Entry { name: format!("{METADATA_PREFIX}{rid}.json"), bytes }).await.map_err(gone)?;
+        tx.send(Job::Entry {
+            name: format!("{METADATA_PREFIX}{rid}.json"),
+            bytes,
+        })
+        .await
+        .map_err(gone)?;
         count += 1;
         Ok(())
     };
     // Rows come in key order, so one record's rows are contiguous.
-    let mut q = RangeQuery { prefix: Some("file:".into()), limit: Some(MAX_PAGE), ..RangeQuery::default() };
+    let mut q = RangeQuery {
+        prefix: Some("file:".into()),
+        limit: Some(MAX_PAGE),
+        ..RangeQuery::default()
+    };
     let mut current: Option<(Rid, Fields)> = None;
     loop {
         let page = store.kv_range(&q).await?;
@@ -318,7 +350,9 @@ fn add_plugin_dir<W: Write + Seek>(zip: &mut ZipWriter<W>, root: &Path) -> io::R
             if kind.is_dir() {
                 subdirs.push(rel.clone());
             } else if kind.is_file() {
-                let Ok(mut file) = open_no_follow(&root.join(&rel)) else { continue };
+                let Ok(mut file) = open_no_follow(&root.join(&rel)) else {
+                    continue;
+                };
                 let len = file.metadata()?.len();
                 let opts = deflated().large_file(len >= u64::from(u32::MAX));
                 zip.start_file(format!("{PLUGIN_PREFIX}{name}"), opts)?;
@@ -333,7 +367,10 @@ fn add_plugin_dir<W: Write + Seek>(zip: &mut ZipWriter<W>, root: &Path) -> io::R
 
 fn open_no_follow(path: &Path) -> io::Result<File> {
     use std::os::unix::fs::OpenOptionsExt;
-    std::fs::OpenOptions::new().read(true).custom_flags(libc::O_NOFOLLOW).open(path)
+    std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(path)
 }
 
 /// A [`Write`] for a blocking thread that hands chunks to an async
@@ -347,7 +384,10 @@ pub struct ChannelWriter {
 
 impl ChannelWriter {
     pub fn new(tx: mpsc::Sender<io::Result<Bytes>>) -> Self {
-        Self { tx, buf: Vec::with_capacity(CHUNK) }
+        Self {
+            tx,
+            buf: Vec::with_capacity(CHUNK),
+        }
     }
 
     fn send(&mut self) -> io::Result<()> {
@@ -355,7 +395,9 @@ impl ChannelWriter {
             return Ok(());
         }
         let chunk = Bytes::from(std::mem::replace(&mut self.buf, Vec::with_capacity(CHUNK)));
-        self.tx.blocking_send(Ok(chunk)).map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
+        self.tx
+            .blocking_send(Ok(chunk))
+            .map_err(|_| io::Error::new(io::ErrorKind::BrokenPipe, "the client went away"))
     }
 }
 
@@ -457,7 +499,12 @@ pub enum RecordWrite {
 
 /// The counts and the write of one record, from our fields and the
 /// snapshot's. Pure, so a dry run computes exactly what a run does.
-pub fn plan(current: &Fields, incoming: &Fields, mode: Mode, conflict: Conflict) -> (Counts, RecordWrite) {
+pub fn plan(
+    current: &Fields,
+    incoming: &Fields,
+    mode: Mode,
+    conflict: Conflict,
+) -> (Counts, RecordWrite) {
     let mut c = Counts::default();
     let mut merge = Fields::new();
     for (k, v) in incoming {
@@ -478,7 +525,10 @@ pub fn plan(current: &Fields, incoming: &Fields, mode: Mode, conflict: Conflict)
         Mode::Merge if merge.is_empty() => RecordWrite::Nothing,
         Mode::Merge => RecordWrite::Merge(merge),
         Mode::Replace => {
-            c.deleted = current.keys().filter(|k| !incoming.contains_key(*k)).count() as u64;
+            c.deleted = current
+                .keys()
+                .filter(|k| !incoming.contains_key(*k))
+                .count() as u64;
             if c.added + c.updated + c.deleted == 0 {
                 RecordWrite::Nothing
             } else if incoming.is_empty() {
@@ -493,14 +543,16 @@ pub fn plan(current: &Fields, incoming: &Fields, mode: Mode, conflict: Conflict)
 
 /// Checks `manifest.json`.
 pub fn check_manifest(bytes: &[u8]) -> Result<(), ApiError> {
-    let v: Value =
-        serde_json::from_slice(bytes).map_err(|e| ApiError::bad_request(format!("manifest.json is not JSON: {e}")))?;
+    let v: Value = serde_json::from_slice(bytes)
+        .map_err(|e| ApiError::bad_request(format!("manifest.json is not JSON: {e}")))?;
     match v.get("schemaVersion").and_then(Value::as_u64) {
         Some(SCHEMA_VERSION) => Ok(()),
         Some(other) => Err(ApiError::bad_request(format!(
             "the snapshot's schemaVersion is {other}; this server reads {SCHEMA_VERSION}"
         ))),
-        None => Err(ApiError::bad_request("manifest.json has no numeric schemaVersion")),
+        None => Err(ApiError::bad_request(
+            "manifest.json has no numeric schemaVersion",
+        )),
     }
 }
 
@@ -537,19 +589,36 @@ impl ImportQuery {
         let mode = match self.mode.as_deref() {
             None | Some("") | Some("merge") => Mode::Merge,
             Some("replace") => Mode::Replace,
-            Some(o) => return Err(ApiError::bad_request(format!("mode must be replace or merge, not {o:?}"))),
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "mode must be replace or merge, not {o:?}"
+                )));
+            }
         };
         let conflict = match self.conflict.as_deref() {
             None | Some("") | Some("source") => Conflict::Source,
             Some("mine") => Conflict::Mine,
-            Some(o) => return Err(ApiError::bad_request(format!("conflict must be mine or source, not {o:?}"))),
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "conflict must be mine or source, not {o:?}"
+                )));
+            }
         };
         let dry_run = match self.dry_run.as_deref() {
             None | Some("") | Some("false") | Some("0") => false,
             Some("true") | Some("1") => true,
-            Some(o) => return Err(ApiError::bad_request(format!("dry_run must be true or false, not {o:?}"))),
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "dry_run must be true or false, not {o:?}"
+                )));
+            }
         };
-        Ok(ImportOptions { mode, conflict, dry_run, plugin_dir })
+        Ok(ImportOptions {
+            mode,
+            conflict,
+            dry_run,
+            plugin_dir,
+        })
     }
 }
 
@@ -559,23 +628,37 @@ async fn import(
     req: Request,
 ) -> Result<Json<ImportReport>, ApiError> {
     let opts = q.options(st.config.files_path.join("plugin"))?;
-    let ctype = req.headers().get(header::CONTENT_TYPE).and_then(|v| v.to_str().ok()).unwrap_or("").to_owned();
-    let essence = ctype.split(';').next().unwrap_or("").trim().to_ascii_lowercase();
+    let ctype = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let essence = ctype
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
     let file = match essence.as_str() {
         "multipart/form-data" => {
             let mut parts = Multipart::from_request(req, &())
                 .await
                 .map_err(|e| ApiError::bad_request(format!("not a multipart body: {e}")))?;
             let mut found = None;
-            while let Some(field) =
-                parts.next_field().await.map_err(|e| ApiError::bad_request(format!("bad multipart body: {e}")))?
+            while let Some(field) = parts
+                .next_field()
+                .await
+                .map_err(|e| ApiError::bad_request(format!("bad multipart body: {e}")))?
             {
                 if field.name() == Some("snapshot") {
                     found = Some(spool(field, MAX_IMPORT_BYTES).await?);
                     break;
                 }
             }
-            found.ok_or_else(|| ApiError::bad_request("the multipart body has no field named snapshot"))?
+            found.ok_or_else(|| {
+                ApiError::bad_request("the multipart body has no field named snapshot")
+            })?
         }
         "" | "application/zip" | "application/octet-stream" | "application/x-zip-compressed" => {
             spool(req.into_body().into_data_stream(), MAX_IMPORT_BYTES).await?
@@ -597,28 +680,43 @@ where
     B: AsRef<[u8]>,
     E: std::fmt::Display,
 {
-    let tmp = tempfile::tempfile().map_err(|e| ApiError::internal(format!("cannot make a temp file: {e}")))?;
+    let tmp = tempfile::tempfile()
+        .map_err(|e| ApiError::internal(format!("cannot make a temp file: {e}")))?;
     let mut file = tokio::fs::File::from_std(tmp);
     let mut total = 0u64;
     let mut body = std::pin::pin!(body);
     while let Some(chunk) = body.next().await {
-        let chunk = chunk.map_err(|e| ApiError::bad_request(format!("cannot read the upload: {e}")))?;
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("cannot read the upload: {e}")))?;
         let chunk = chunk.as_ref();
         total += chunk.len() as u64;
         if total > limit {
-            return Err(ApiError::new(ErrorCode::PayloadTooLarge, format!("a snapshot is at most {limit} bytes")));
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("a snapshot is at most {limit} bytes"),
+            ));
         }
-        file.write_all(chunk).await.map_err(|e| ApiError::internal(format!("cannot spool the upload: {e}")))?;
+        file.write_all(chunk)
+            .await
+            .map_err(|e| ApiError::internal(format!("cannot spool the upload: {e}")))?;
     }
-    file.flush().await.map_err(|e| ApiError::internal(format!("cannot spool the upload: {e}")))?;
+    file.flush()
+        .await
+        .map_err(|e| ApiError::internal(format!("cannot spool the upload: {e}")))?;
     let mut file = file.into_std().await;
-    file.seek(SeekFrom::Start(0)).map_err(|e| ApiError::internal(format!("cannot rewind the upload: {e}")))?;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| ApiError::internal(format!("cannot rewind the upload: {e}")))?;
     Ok(file)
 }
 
 /// Imports the snapshot at `path`.
-pub async fn import_file(store: &StoragedClient, path: &Path, opts: &ImportOptions) -> Result<ImportReport, ApiError> {
-    let file = File::open(path).map_err(|e| ApiError::internal(format!("cannot open {}: {e}", path.display())))?;
+pub async fn import_file(
+    store: &StoragedClient,
+    path: &Path,
+    opts: &ImportOptions,
+) -> Result<ImportReport, ApiError> {
+    let file = File::open(path)
+        .map_err(|e| ApiError::internal(format!("cannot open {}: {e}", path.display())))?;
     import_from(store, file, opts).await
 }
 
@@ -629,7 +727,11 @@ struct Item {
 }
 
 /// Imports the snapshot in `file` (a ZIP, read from the start).
-pub async fn import_from(store: &StoragedClient, file: File, opts: &ImportOptions) -> Result<ImportReport, ApiError> {
+pub async fn import_from(
+    store: &StoragedClient,
+    file: File,
+    opts: &ImportOptions,
+) -> Result<ImportReport, ApiError> {
     let (tx, mut rx) = mpsc::channel::<Item>(16);
     let (plugin_dir, dry_run) = (opts.plugin_dir.clone(), opts.dry_run);
     let reader = tokio::task::spawn_blocking(move || read_zip(file, &tx, &plugin_dir, dry_run));
@@ -652,16 +754,25 @@ pub async fn import_from(store: &StoragedClient, file: File, opts: &ImportOption
         report.files.push(match file {
             Ok(counts) => {
                 report.files_ok += 1;
-                FileReport { hash_id: item.hash_id, counts, error: None }
+                FileReport {
+                    hash_id: item.hash_id,
+                    counts,
+                    error: None,
+                }
             }
             Err(e) => {
                 report.files_failed += 1;
-                FileReport { hash_id: item.hash_id, counts: Counts::default(), error: Some(e) }
+                FileReport {
+                    hash_id: item.hash_id,
+                    counts: Counts::default(),
+                    error: Some(e),
+                }
             }
         });
     }
-    report.plugin_output =
-        reader.await.map_err(|e| ApiError::internal(format!("the archive reader failed: {e}")))??;
+    report.plugin_output = reader
+        .await
+        .map_err(|e| ApiError::internal(format!("the archive reader failed: {e}")))??;
     Ok(report)
 }
 
@@ -675,7 +786,11 @@ async fn import_record(
     let hash = rid.to_string();
     let current = match store.get_record(&hash).await {
         Ok(rec) => rec.fields,
-        Err(ClientError::Api(e)) if matches!(e.code, ErrorCode::UnknownRoot | ErrorCode::NotFound) => Fields::new(),
+        Err(ClientError::Api(e))
+            if matches!(e.code, ErrorCode::UnknownRoot | ErrorCode::NotFound) =>
+        {
+            Fields::new()
+        }
         Err(e) => return Err(ApiError::from(e).to_string()),
     };
     let (counts, write) = plan(&current, incoming, opts.mode, opts.conflict);
@@ -700,10 +815,12 @@ fn read_zip(
     plugin_dir: &Path,
     dry_run: bool,
 ) -> Result<Option<PluginReport>, ApiError> {
-    let mut zip = ZipArchive::new(file).map_err(|e| ApiError::bad_request(format!("not a ZIP archive: {e}")))?;
+    let mut zip = ZipArchive::new(file)
+        .map_err(|e| ApiError::bad_request(format!("not a ZIP archive: {e}")))?;
     {
-        let entry =
-            zip.by_name("manifest.json").map_err(|_| ApiError::bad_request("the snapshot has no manifest.json"))?;
+        let entry = zip
+            .by_name("manifest.json")
+            .map_err(|_| ApiError::bad_request("the snapshot has no manifest.json"))?;
         let mut bytes = Vec::new();
         entry
             .take(MAX_MANIFEST_BYTES)
@@ -716,21 +833,35 @@ fn read_zip(
         let mut entry = match zip.by_index(i) {
             Ok(e) => e,
             Err(e) => {
-                let item = Item { hash_id: format!("#{i}"), parsed: Err(format!("unreadable ZIP entry: {e}")) };
+                let item = Item {
+                    hash_id: format!("#{i}"),
+                    parsed: Err(format!("unreadable ZIP entry: {e}")),
+                };
                 if tx.blocking_send(item).is_err() {
                     return Err(ApiError::internal("the import stopped"));
                 }
                 continue;
             }
         };
-        let Ok(name) = entry.name().map(|n| n.into_owned()) else { continue };
+        let Ok(name) = entry.name().map(|n| n.into_owned()) else {
+            continue;
+        };
         if entry.is_dir() {
             continue;
         }
-        if let Some(stem) = name.strip_prefix(METADATA_PREFIX).and_then(|s| s.strip_suffix(".json")) {
+        if let Some(stem) = name
+            .strip_prefix(METADATA_PREFIX)
+            .and_then(|s| s.strip_suffix(".json"))
+        {
             let item = match Rid::parse(stem) {
-                Ok(rid) => Item { hash_id: rid.to_string(), parsed: read_record(&mut entry).map(|f| (rid, f)) },
-                Err(e) => Item { hash_id: stem.to_owned(), parsed: Err(format!("{stem:?} is not a RID: {e}")) },
+                Ok(rid) => Item {
+                    hash_id: rid.to_string(),
+                    parsed: read_record(&mut entry).map(|f| (rid, f)),
+                },
+                Err(e) => Item {
+                    hash_id: stem.to_owned(),
+                    parsed: Err(format!("{stem:?} is not a RID: {e}")),
+                },
             };
             if tx.blocking_send(item).is_err() {
                 return Err(ApiError::internal("the import stopped"));
@@ -751,7 +882,10 @@ fn read_zip(
 
 fn read_record(entry: &mut impl Read) -> Result<Fields, String> {
     let mut bytes = Vec::new();
-    entry.take(MAX_RECORD_BYTES + 1).read_to_end(&mut bytes).map_err(|e| format!("cannot read the entry: {e}"))?;
+    entry
+        .take(MAX_RECORD_BYTES + 1)
+        .read_to_end(&mut bytes)
+        .map_err(|e| format!("cannot read the entry: {e}"))?;
     if bytes.len() as u64 > MAX_RECORD_BYTES {
         return Err(format!("the entry is larger than {MAX_RECORD_BYTES} bytes"));
     }
@@ -765,12 +899,17 @@ fn read_record(entry: &mut impl Read) -> Result<Fields, String> {
 /// Writes `base/rel`, refusing a path that leaves `base`, or goes through
 /// or onto a symbolic link. On a dry run only the path is checked.
 fn write_plugin_file(base: &Path, rel: &str, data: &mut impl Read, dry_run: bool) -> bool {
-    let Some(rel) = confined(rel) else { return false };
+    let Some(rel) = confined(rel) else {
+        return false;
+    };
     if dry_run {
         return true;
     }
     let mut dir = base.to_path_buf();
-    let parents = rel.parent().map(|p| p.components().collect::<Vec<_>>()).unwrap_or_default();
+    let parents = rel
+        .parent()
+        .map(|p| p.components().collect::<Vec<_>>())
+        .unwrap_or_default();
     if !real_dir(&dir, true) {
         return false;
     }
@@ -782,8 +921,12 @@ fn write_plugin_file(base: &Path, rel: &str, data: &mut impl Read, dry_run: bool
     }
     use std::os::unix::fs::OpenOptionsExt;
     let dest = base.join(&rel);
-    let file =
-        std::fs::OpenOptions::new().write(true).create(true).truncate(true).custom_flags(libc::O_NOFOLLOW).open(&dest);
+    let file = std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&dest);
     match file {
         Ok(mut f) => io::copy(data, &mut f).is_ok(),
         Err(_) => false,
@@ -794,9 +937,12 @@ fn write_plugin_file(base: &Path, rel: &str, data: &mut impl Read, dry_run: bool
 fn real_dir(dir: &Path, all: bool) -> bool {
     match std::fs::symlink_metadata(dir) {
         Ok(m) => m.is_dir(),
-        Err(e) if e.kind() == io::ErrorKind::NotFound => {
-            if all { std::fs::create_dir_all(dir) } else { std::fs::create_dir(dir) }.is_ok()
+        Err(e) if e.kind() == io::ErrorKind::NotFound => if all {
+            std::fs::create_dir_all(dir)
+        } else {
+            std::fs::create_dir(dir)
         }
+        .is_ok(),
         Err(_) => false,
     }
 }
@@ -811,10 +957,15 @@ pub struct WipeQuery {
     pub scope: Option<String>,
 }
 
-async fn wipe_route(st: State, QueryParams(q): QueryParams<WipeQuery>) -> Result<Json<Value>, ApiError> {
+async fn wipe_route(
+    st: State,
+    QueryParams(q): QueryParams<WipeQuery>,
+) -> Result<Json<Value>, ApiError> {
     match q.scope.as_deref() {
         Some("metadata") => Ok(Json(json!({ "metadataDeleted": wipe(&st.store).await? }))),
-        Some(other) => Err(ApiError::bad_request(format!("scope must be metadata, not {other:?}"))),
+        Some(other) => Err(ApiError::bad_request(format!(
+            "scope must be metadata, not {other:?}"
+        ))),
         None => Err(ApiError::bad_request("say what to wipe: ?scope=metadata")),
     }
 }
@@ -829,7 +980,10 @@ mod tests {
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     #[test]
@@ -837,7 +991,16 @@ mod tests {
         let ours = fields(&[("a", "1"), ("b", "2"), ("c", "3")]);
         let theirs = fields(&[("a", "1"), ("b", "X"), ("d", "4")]);
         let (c, w) = plan(&ours, &theirs, Mode::Merge, Conflict::Source);
-        assert_eq!(c, Counts { added: 1, updated: 1, unchanged: 1, kept: 0, deleted: 0 });
+        assert_eq!(
+            c,
+            Counts {
+                added: 1,
+                updated: 1,
+                unchanged: 1,
+                kept: 0,
+                deleted: 0
+            }
+        );
         assert_eq!(w, RecordWrite::Merge(fields(&[("b", "X"), ("d", "4")])));
     }
 
@@ -846,7 +1009,16 @@ mod tests {
         let ours = fields(&[("a", "1"), ("b", "2")]);
         let theirs = fields(&[("a", "1"), ("b", "X"), ("d", "4")]);
         let (c, w) = plan(&ours, &theirs, Mode::Merge, Conflict::Mine);
-        assert_eq!(c, Counts { added: 1, updated: 0, unchanged: 1, kept: 1, deleted: 0 });
+        assert_eq!(
+            c,
+            Counts {
+                added: 1,
+                updated: 0,
+                unchanged: 1,
+                kept: 1,
+                deleted: 0
+            }
+        );
         assert_eq!(w, RecordWrite::Merge(fields(&[("d", "4")])));
         let (_, w) = plan(&ours, &fields(&[("b", "X")]), Mode::Merge, Conflict::Mine);
         assert_eq!(w, RecordWrite::Nothing, "nothing to write is no write");
@@ -858,7 +1030,16 @@ mod tests {
         let theirs = fields(&[("a", "1"), ("b", "X"), ("d", "4")]);
         for conflict in [Conflict::Mine, Conflict::Source] {
             let (c, w) = plan(&ours, &theirs, Mode::Replace, conflict);
-            assert_eq!(c, Counts { added: 1, updated: 1, unchanged: 1, kept: 0, deleted: 1 });
+            assert_eq!(
+                c,
+                Counts {
+                    added: 1,
+                    updated: 1,
+                    unchanged: 1,
+                    kept: 0,
+                    deleted: 1
+                }
+            );
             assert_eq!(w, RecordWrite::Replace(theirs.clone()));
         }
         let (c, w) = plan(&ours, &ours, Mode::Replace, Conflict::Source);
@@ -870,9 +1051,19 @@ mod tests {
     #[test]
     fn manifest_needs_schema_version_2() {
         assert!(check_manifest(br#"{"schemaVersion":2,"fileCount":0}"#).is_ok());
-        for bad in [&br#"{"schemaVersion":3}"#[..], br#"{"schemaVersion":"2"}"#, b"{}", b"not json"] {
+        for bad in [
+            &br#"{"schemaVersion":3}"#[..],
+            br#"{"schemaVersion":"2"}"#,
+            b"{}",
+            b"not json",
+        ] {
             let e = check_manifest(bad).unwrap_err();
-            assert_eq!(e.code, ErrorCode::BadRequest, "{}", String::from_utf8_lossy(bad));
+            assert_eq!(
+                e.code,
+                ErrorCode::BadRequest,
+                "{}",
+                String::from_utf8_lossy(bad)
+            );
         }
     }
 
@@ -880,7 +1071,16 @@ mod tests {
     fn plugin_paths_stay_inside() {
         assert_eq!(confined("a/b.txt"), Some(PathBuf::from("a/b.txt")));
         assert_eq!(confined("./a"), Some(PathBuf::from("a")));
-        for bad in ["", "../x", "a/../../x", "a/../b", "/etc/passwd", "a\\..\\b", "a\0b", "."] {
+        for bad in [
+            "",
+            "../x",
+            "a/../../x",
+            "a/../b",
+            "/etc/passwd",
+            "a\\..\\b",
+            "a\0b",
+            ".",
+        ] {
             assert_eq!(confined(bad), None, "{bad:?}");
         }
     }
@@ -891,11 +1091,21 @@ mod tests {
         let base = dir.path().join("plugin");
         assert!(write_plugin_file(&base, "x/y.txt", &mut &b"hi"[..], false));
         assert_eq!(std::fs::read(base.join("x/y.txt")).unwrap(), b"hi");
-        assert!(!write_plugin_file(&base, "../escaped", &mut &b"no"[..], false));
+        assert!(!write_plugin_file(
+            &base,
+            "../escaped",
+            &mut &b"no"[..],
+            false
+        ));
         assert!(!dir.path().join("escaped").exists());
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), base.join("link")).unwrap();
-        assert!(!write_plugin_file(&base, "link/z.txt", &mut &b"no"[..], false));
+        assert!(!write_plugin_file(
+            &base,
+            "link/z.txt",
+            &mut &b"no"[..],
+            false
+        ));
         assert!(!outside.path().join("z.txt").exists());
         assert!(write_plugin_file(&base, "dry.txt", &mut &b"no"[..], true));
         assert!(!base.join("dry.txt").exists(), "a dry run writes nothing");
@@ -903,7 +1113,8 @@ mod tests {
 
     #[tokio::test]
     async fn spooling_stops_over_the_limit() {
-        let chunks = || futures_util::stream::iter([Ok::<_, io::Error>(vec![1u8; 6]), Ok(vec![2u8; 6])]);
+        let chunks =
+            || futures_util::stream::iter([Ok::<_, io::Error>(vec![1u8; 6]), Ok(vec![2u8; 6])]);
         let mut file = spool(chunks(), 12).await.unwrap();
         let mut back = Vec::new();
         file.read_to_end(&mut back).unwrap();
@@ -914,13 +1125,19 @@ mod tests {
 
     #[test]
     fn archive_names_follow_the_original() {
-        assert_eq!(archive_name("2024-03-05T07:08:09Z"), "metamesh-snapshot-20240305-070809.zip");
+        assert_eq!(
+            archive_name("2024-03-05T07:08:09Z"),
+            "metamesh-snapshot-20240305-070809.zip"
+        );
     }
 
     #[test]
     fn field_keys_split() {
         let rid = Rid::mint();
-        assert_eq!(split_field_key(&format!("file:{rid}/a/b")), Some((rid, "a/b")));
+        assert_eq!(
+            split_field_key(&format!("file:{rid}/a/b")),
+            Some((rid, "a/b"))
+        );
         assert_eq!(split_field_key("file:events"), None);
         assert_eq!(split_field_key("cid:x"), None);
     }

@@ -92,18 +92,33 @@ fn start_sweep_if_stale(st: &Arc<AppState>) -> (Option<Swept>, bool) {
 }
 
 async fn sweep(store: &StoragedClient) -> Result<Swept, ApiError> {
-    let mut files = FileTotals { count: 0, total_size: 0 };
+    let mut files = FileTotals {
+        count: 0,
+        total_size: 0,
+    };
     each_root(store, &["filePath", "sizeByte"], |row| {
         if row.fields.contains_key("filePath") {
             files.count += 1;
-            files.total_size += row.fields.get("sizeByte").and_then(|v| v.parse::<u64>().ok()).unwrap_or(0);
+            files.total_size += row
+                .fields
+                .get("sizeByte")
+                .and_then(|v| v.parse::<u64>().ok())
+                .unwrap_or(0);
         }
         true
     })
     .await?;
     let udl_users = count_udl_users(store).await?;
-    let at_ms = SystemTime::now().duration_since(UNIX_EPOCH).map(|d| d.as_millis() as u64).unwrap_or(0);
-    Ok(Swept { files, udl_users, at: Instant::now(), at_ms })
+    let at_ms = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as u64)
+        .unwrap_or(0);
+    Ok(Swept {
+        files,
+        udl_users,
+        at: Instant::now(),
+        at_ms,
+    })
 }
 
 /// Distinct `<user>` segments of `udl:<user>/...` keys, skipping each
@@ -120,7 +135,9 @@ async fn count_udl_users(store: &StoragedClient) -> Result<u64, ApiError> {
             ..Default::default()
         };
         let page = store.kv_range(&q).await?;
-        let Some(row) = page.rows.into_iter().next() else { return Ok(users) };
+        let Some(row) = page.rows.into_iter().next() else {
+            return Ok(users);
+        };
         users += 1;
         let user_end = match row.key["udl:".len()..].split_once('/') {
             // Everything of this user sorts before "<user>0" ('0' follows '/').

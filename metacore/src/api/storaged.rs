@@ -348,7 +348,11 @@ fn seg(hash: &str) -> &str {
 
 /// Percent-encodes a field path for the URL, keeping `/` as separators.
 fn field_path(field: &str) -> String {
-    field.split('/').map(encode_component).collect::<Vec<_>>().join("/")
+    field
+        .split('/')
+        .map(encode_component)
+        .collect::<Vec<_>>()
+        .join("/")
 }
 
 fn encode_component(s: &str) -> String {
@@ -364,7 +368,8 @@ fn encode_component(s: &str) -> String {
 }
 
 fn query<T: Serialize>(q: &T) -> Result<String, ClientError> {
-    serde_urlencoded::to_string(q).map_err(|e| ClientError::Api(ApiError::bad_request(e.to_string())))
+    serde_urlencoded::to_string(q)
+        .map_err(|e| ClientError::Api(ApiError::bad_request(e.to_string())))
 }
 
 /// A typed client of storaged's socket.
@@ -375,7 +380,9 @@ pub struct StoragedClient {
 
 impl StoragedClient {
     pub fn new(socket: &Path) -> Self {
-        Self { inner: SocketClient::new("storaged", socket) }
+        Self {
+            inner: SocketClient::new("storaged", socket),
+        }
     }
 
     pub fn socket(&self) -> &SocketClient {
@@ -392,9 +399,11 @@ impl StoragedClient {
         let health = self.health().await?;
         match health.mismatch() {
             None => Ok(health),
-            Some(why) => {
-                Err(ClientError::Protocol { daemon: "storaged".into(), status: http::StatusCode::OK, detail: why })
-            }
+            Some(why) => Err(ClientError::Protocol {
+                daemon: "storaged".into(),
+                status: http::StatusCode::OK,
+                detail: why,
+            }),
         }
     }
 
@@ -416,7 +425,9 @@ impl StoragedClient {
     }
 
     pub async fn fields_page(&self, q: &FieldsPageQuery) -> Result<FieldsPage, ClientError> {
-        self.inner.get(&format!("/records/fields?{}", query(q)?)).await
+        self.inner
+            .get(&format!("/records/fields?{}", query(q)?))
+            .await
     }
 
     pub async fn get_record(&self, hash: &str) -> Result<RecordFields, ClientError> {
@@ -424,31 +435,56 @@ impl StoragedClient {
     }
 
     pub async fn document(&self, hash: &str) -> Result<Document, ClientError> {
-        self.inner.get(&format!("/records/{}/document", seg(hash))).await
+        self.inner
+            .get(&format!("/records/{}/document", seg(hash)))
+            .await
     }
 
     /// Replaces the record's fields with `fields`.
     pub async fn replace(&self, hash: &str, fields: Fields) -> Result<WriteResult, ClientError> {
         let body = FieldsBody { fields };
-        self.inner.call(Method::PUT, &format!("/records/{}", seg(hash)), Some(&body)).await
+        self.inner
+            .call(Method::PUT, &format!("/records/{}", seg(hash)), Some(&body))
+            .await
     }
 
     /// Merges `fields` into the record.
     pub async fn merge(&self, hash: &str, fields: Fields) -> Result<WriteResult, ClientError> {
         let body = FieldsBody { fields };
-        self.inner.call(Method::PATCH, &format!("/records/{}", seg(hash)), Some(&body)).await
+        self.inner
+            .call(
+                Method::PATCH,
+                &format!("/records/{}", seg(hash)),
+                Some(&body),
+            )
+            .await
     }
 
     pub async fn delete_record(&self, hash: &str) -> Result<Deleted, ClientError> {
-        self.inner.call::<(), _>(Method::DELETE, &format!("/records/{}", seg(hash)), None).await
+        self.inner
+            .call::<(), _>(Method::DELETE, &format!("/records/{}", seg(hash)), None)
+            .await
     }
 
     pub async fn get_field(&self, hash: &str, field: &str) -> Result<FieldValue, ClientError> {
-        self.inner.get(&format!("/records/{}/fields/{}", seg(hash), field_path(field))).await
+        self.inner
+            .get(&format!(
+                "/records/{}/fields/{}",
+                seg(hash),
+                field_path(field)
+            ))
+            .await
     }
 
-    pub async fn set_field(&self, hash: &str, field: &str, value: &str) -> Result<FieldWrite, ClientError> {
-        let body = ValueBody { value: value.to_owned() };
+    pub async fn set_field(
+        &self,
+        hash: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<FieldWrite, ClientError> {
+        let body = ValueBody {
+            value: value.to_owned(),
+        };
         let path = format!("/records/{}/fields/{}", seg(hash), field_path(field));
         self.inner.call(Method::PUT, &path, Some(&body)).await
     }
@@ -458,20 +494,45 @@ impl StoragedClient {
         self.inner.call::<(), _>(Method::DELETE, &path, None).await
     }
 
-    pub async fn set_add(&self, hash: &str, field: &str, value: &str) -> Result<SetAdd, ClientError> {
-        let body = ValueBody { value: value.to_owned() };
+    pub async fn set_add(
+        &self,
+        hash: &str,
+        field: &str,
+        value: &str,
+    ) -> Result<SetAdd, ClientError> {
+        let body = ValueBody {
+            value: value.to_owned(),
+        };
         let path = format!("/records/{}/set-add/{}", seg(hash), field_path(field));
         self.inner.call(Method::POST, &path, Some(&body)).await
     }
 
     pub async fn add_alias(&self, hash: &str, cid: Cid) -> Result<AliasResult, ClientError> {
         let body = AliasBody { cid };
-        self.inner.call(Method::POST, &format!("/records/{}/aliases", seg(hash)), Some(&body)).await
+        self.inner
+            .call(
+                Method::POST,
+                &format!("/records/{}/aliases", seg(hash)),
+                Some(&body),
+            )
+            .await
     }
 
-    pub async fn add_duplicate(&self, hash: &str, path: &str) -> Result<DuplicateResult, ClientError> {
-        let body = DuplicateBody { path: path.to_owned() };
-        self.inner.call(Method::POST, &format!("/records/{}/duplicates", seg(hash)), Some(&body)).await
+    pub async fn add_duplicate(
+        &self,
+        hash: &str,
+        path: &str,
+    ) -> Result<DuplicateResult, ClientError> {
+        let body = DuplicateBody {
+            path: path.to_owned(),
+        };
+        self.inner
+            .call(
+                Method::POST,
+                &format!("/records/{}/duplicates", seg(hash)),
+                Some(&body),
+            )
+            .await
     }
 
     pub async fn mint(&self, body: &MintBody) -> Result<Rid, ClientError> {
@@ -480,33 +541,60 @@ impl StoragedClient {
     }
 
     pub async fn kv_get(&self, key: &str) -> Result<Option<String>, ClientError> {
-        let q = query(&KeyQuery { key: key.to_owned() })?;
+        let q = query(&KeyQuery {
+            key: key.to_owned(),
+        })?;
         let v: KvValue = self.inner.get(&format!("/kv/value?{q}")).await?;
         Ok(v.value)
     }
 
     pub async fn kv_put(&self, key: &str, value: &str) -> Result<KvWrite, ClientError> {
-        let body = KvPut { key: key.to_owned(), value: value.to_owned() };
+        let body = KvPut {
+            key: key.to_owned(),
+            value: value.to_owned(),
+        };
         self.inner.call(Method::PUT, "/kv/value", Some(&body)).await
     }
 
     pub async fn kv_delete(&self, key: &str) -> Result<KvDeleted, ClientError> {
-        let q = query(&KeyQuery { key: key.to_owned() })?;
-        self.inner.call::<(), _>(Method::DELETE, &format!("/kv/value?{q}"), None).await
+        let q = query(&KeyQuery {
+            key: key.to_owned(),
+        })?;
+        self.inner
+            .call::<(), _>(Method::DELETE, &format!("/kv/value?{q}"), None)
+            .await
     }
 
     pub async fn kv_range(&self, q: &RangeQuery) -> Result<KvRange, ClientError> {
         self.inner.get(&format!("/kv/range?{}", query(q)?)).await
     }
 
-    pub async fn append(&self, stream: StreamName, fields: EntryFields) -> Result<StreamId, ClientError> {
+    pub async fn append(
+        &self,
+        stream: StreamName,
+        fields: EntryFields,
+    ) -> Result<StreamId, ClientError> {
         let body = AppendBody { fields };
-        let r: Appended = self.inner.call(Method::POST, &format!("/streams/{stream}/entries"), Some(&body)).await?;
+        let r: Appended = self
+            .inner
+            .call(
+                Method::POST,
+                &format!("/streams/{stream}/entries"),
+                Some(&body),
+            )
+            .await?;
         Ok(r.id)
     }
 
-    pub async fn entries(&self, stream: StreamName, q: &EntriesQuery) -> Result<Vec<Entry>, ClientError> {
-        let r: Entries = self.inner.get(&format!("/streams/{stream}/entries?{}", query(q)?)).await?;
+    pub async fn entries(
+        &self,
+        stream: StreamName,
+        q: &EntriesQuery,
+    ) -> Result<Vec<Entry>, ClientError> {
+        let r: Entries = self
+            .inner
+            .get(&format!("/streams/{stream}/entries?{}", query(q)?))
+            .await?;
         Ok(r.entries)
     }
 
@@ -522,7 +610,10 @@ impl StoragedClient {
         after: Option<StreamId>,
     ) -> Result<impl Stream<Item = Result<Entry, ClientError>> + use<>, ClientError> {
         let q = query(&TailQuery { after })?;
-        let resp = self.inner.send(Method::GET, &format!("/streams/{stream}/tail?{q}"), None).await?;
+        let resp = self
+            .inner
+            .send(Method::GET, &format!("/streams/{stream}/tail?{q}"), None)
+            .await?;
         let body = resp.into_body();
         Ok(ndjson_lines(body))
     }
@@ -530,42 +621,47 @@ impl StoragedClient {
 
 /// Splits a streamed body into newline-delimited JSON entries.
 fn ndjson_lines(body: hyper::body::Incoming) -> impl Stream<Item = Result<Entry, ClientError>> {
-    futures_util::stream::unfold((body, Vec::<u8>::new(), false), |(mut body, mut buf, done)| async move {
-        loop {
-            if let Some(pos) = buf.iter().position(|&b| b == b'\n') {
-                let line: Vec<u8> = buf.drain(..=pos).collect();
-                if line.len() == 1 {
-                    // A heartbeat.
-                    continue;
-                }
-                let item =
-                    serde_json::from_slice::<Entry>(&line[..line.len() - 1]).map_err(|e| ClientError::Protocol {
-                        daemon: "storaged".into(),
-                        status: http::StatusCode::OK,
-                        detail: e.to_string(),
-                    });
-                return Some((item, (body, buf, done)));
-            }
-            if done {
-                return None;
-            }
-            match body.frame().await {
-                Some(Ok(frame)) => {
-                    if let Ok(data) = frame.into_data() {
-                        let data: Bytes = data;
-                        buf.extend_from_slice(&data);
+    futures_util::stream::unfold(
+        (body, Vec::<u8>::new(), false),
+        |(mut body, mut buf, done)| async move {
+            loop {
+                if let Some(pos) = buf.iter().position(|&b| b == b'\n') {
+                    let line: Vec<u8> = buf.drain(..=pos).collect();
+                    if line.len() == 1 {
+                        // A heartbeat.
+                        continue;
                     }
+                    let item =
+                        serde_json::from_slice::<Entry>(&line[..line.len() - 1]).map_err(|e| {
+                            ClientError::Protocol {
+                                daemon: "storaged".into(),
+                                status: http::StatusCode::OK,
+                                detail: e.to_string(),
+                            }
+                        });
+                    return Some((item, (body, buf, done)));
                 }
-                Some(Err(e)) => {
-                    let err = ClientError::Protocol {
-                        daemon: "storaged".into(),
-                        status: http::StatusCode::OK,
-                        detail: e.to_string(),
-                    };
-                    return Some((Err(err), (body, Vec::new(), true)));
+                if done {
+                    return None;
                 }
-                None => return None,
+                match body.frame().await {
+                    Some(Ok(frame)) => {
+                        if let Ok(data) = frame.into_data() {
+                            let data: Bytes = data;
+                            buf.extend_from_slice(&data);
+                        }
+                    }
+                    Some(Err(e)) => {
+                        let err = ClientError::Protocol {
+                            daemon: "storaged".into(),
+                            status: http::StatusCode::OK,
+                            detail: e.to_string(),
+                        };
+                        return Some((Err(err), (body, Vec::new(), true)));
+                    }
+                    None => return None,
+                }
             }
-        }
-    })
+        },
+    )
 }

@@ -136,7 +136,9 @@ pub struct SupervisorClient {
 
 impl SupervisorClient {
     pub fn new(socket: &Path) -> Self {
-        Self { inner: SocketClient::new("meta-core", socket) }
+        Self {
+            inner: SocketClient::new("meta-core", socket),
+        }
     }
 
     pub async fn health(&self) -> Result<SupervisorHealth, ClientError> {
@@ -149,7 +151,9 @@ impl SupervisorClient {
 
     /// Restarts one daemon; answers once it is ready again.
     pub async fn restart(&self, daemon: &str) -> Result<DaemonStatus, ClientError> {
-        self.inner.call::<(), _>(Method::POST, &format!("/restart/{daemon}"), None).await
+        self.inner
+            .call::<(), _>(Method::POST, &format!("/restart/{daemon}"), None)
+            .await
     }
 
     /// Starts the orderly stop of the whole tree; answers at once.

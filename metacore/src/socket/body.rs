@@ -18,7 +18,10 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     serde_json::from_slice(bytes).map_err(|e| {
         use serde_json::error::Category;
         match e.classify() {
-            Category::Data => ApiError::new(ErrorCode::SchemaViolation, format!("unexpected JSON shape: {e}")),
+            Category::Data => ApiError::new(
+                ErrorCode::SchemaViolation,
+                format!("unexpected JSON shape: {e}"),
+            ),
             _ => ApiError::bad_request(format!("malformed JSON: {e}")),
         }
     })
@@ -28,7 +31,10 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
 pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
     Bytes::from_request(req, state).await.map_err(|rej| {
         if rej.status() == http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(ErrorCode::PayloadTooLarge, "request body is larger than this route accepts")
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                "request body is larger than this route accepts",
+            )
         } else {
             ApiError::bad_request(format!("cannot read the request body: {rej}"))
         }
@@ -68,7 +74,10 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
         axum::extract::Path::<T>::from_request_parts(parts, state)
             .await
             .map(|p| PathParams(p.0))
@@ -87,7 +96,10 @@ where
 {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut http::request::Parts, state: &S) -> Result<Self, Self::Rejection> {
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
         axum::extract::Query::<T>::from_request_parts(parts, state)
             .await
             .map(|q| QueryParams(q.0))
@@ -102,5 +114,8 @@ pub async fn no_route(uri: http::Uri) -> ApiError {
 
 /// Fallback for a known route with another method: 405 with the envelope.
 pub async fn no_method(method: http::Method, uri: http::Uri) -> ApiError {
-    ApiError::new(ErrorCode::MethodNotAllowed, format!("{method} is not allowed on {}", uri.path()))
+    ApiError::new(
+        ErrorCode::MethodNotAllowed,
+        format!("{method} is not allowed on {}", uri.path()),
+    )
 }

@@ -51,7 +51,11 @@ impl hyper::rt::Read for UnixConn {
 }
 
 impl hyper::rt::Write for UnixConn {
-    fn poll_write(mut self: Pin<&mut Self>, cx: &mut Context<'_>, buf: &[u8]) -> Poll<io::Result<usize>> {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
         Pin::new(&mut self.0).poll_write(cx, buf)
     }
 
@@ -95,16 +99,21 @@ pub enum ClientError {
     Api(#[from] ApiError),
     /// The daemon answered something we cannot read.
     #[error("{daemon} answered {status} with a body we cannot read: {detail}")]
-    Protocol { daemon: String, status: StatusCode, detail: String },
+    Protocol {
+        daemon: String,
+        status: StatusCode,
+        detail: String,
+    },
 }
 
 impl From<ClientError> for ApiError {
     fn from(e: ClientError) -> Self {
         match e {
             ClientError::Api(api) => api,
-            ClientError::Unavailable { daemon, .. } => {
-                ApiError::new(ErrorCode::StorageUnavailable, format!("{daemon} is unavailable, retry shortly"))
-            }
+            ClientError::Unavailable { daemon, .. } => ApiError::new(
+                ErrorCode::StorageUnavailable,
+                format!("{daemon} is unavailable, retry shortly"),
+            ),
             ClientError::Protocol { .. } => ApiError::internal(e.to_string()),
         }
     }
@@ -120,12 +129,18 @@ pub struct SocketClient {
 
 impl SocketClient {
     pub fn new(daemon: impl Into<String>, path: &Path) -> Self {
-        let connector = UnixConnector { path: Arc::new(path.to_owned()) };
+        let connector = UnixConnector {
+            path: Arc::new(path.to_owned()),
+        };
         let client = Client::builder(TokioExecutor::new())
             .pool_idle_timeout(Duration::from_secs(30))
             .pool_max_idle_per_host(64)
             .build(connector);
-        Self { daemon: daemon.into(), path: path.to_owned(), client }
+        Self {
+            daemon: daemon.into(),
+            path: path.to_owned(),
+            client,
+        }
     }
 
     pub fn path(&self) -> &Path {
@@ -140,18 +155,24 @@ impl SocketClient {
         path_and_query: &str,
         body: Option<Bytes>,
     ) -> Result<http::Response<Incoming>, ClientError> {
-        let mut req = Request::builder().method(method).uri(format!("http://{}{}", self.daemon, path_and_query));
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://{}{}", self.daemon, path_and_query));
         if body.is_some() {
             req = req.header(header::CONTENT_TYPE, "application/json");
         }
         let req = req
             .body(Full::new(body.unwrap_or_default()))
             .map_err(|e| ApiError::bad_request(format!("cannot build request: {e}")))?;
-        let resp = self.client.request(req).await.map_err(|e| ClientError::Unavailable {
-            daemon: self.daemon.clone(),
-            path: self.path.clone(),
-            source: Box::new(e),
-        })?;
+        let resp = self
+            .client
+            .request(req)
+            .await
+            .map_err(|e| ClientError::Unavailable {
+                daemon: self.daemon.clone(),
+                path: self.path.clone(),
+                source: Box::new(e),
+            })?;
         if resp.status().is_success() {
             return Ok(resp);
         }
@@ -169,11 +190,15 @@ impl SocketClient {
 
     async fn collect(&self, resp: http::Response<Incoming>) -> Result<Bytes, ClientError> {
         let status = resp.status();
-        resp.into_body().collect().await.map(|b| b.to_bytes()).map_err(|e| ClientError::Protocol {
-            daemon: self.daemon.clone(),
-            status,
-            detail: e.to_string(),
-        })
+        resp.into_body()
+            .collect()
+            .await
+            .map(|b| b.to_bytes())
+            .map_err(|e| ClientError::Protocol {
+                daemon: self.daemon.clone(),
+                status,
+                detail: e.to_string(),
+            })
     }
 
     /// Sends `body` as JSON (if any) and decodes a JSON answer.
@@ -184,7 +209,9 @@ impl SocketClient {
         body: Option<&B>,
     ) -> Result<T, ClientError> {
         let body = match body {
-            Some(b) => Some(Bytes::from(serde_json::to_vec(b).map_err(|e| ApiError::internal(e.to_string()))?)),
+            Some(b) => Some(Bytes::from(
+                serde_json::to_vec(b).map_err(|e| ApiError::internal(e.to_string()))?,
+            )),
             None => None,
         };
         let resp = self.send(method, path_and_query, body).await?;

@@ -54,6 +54,9 @@ mod tests {
         assert_eq!(h.mismatch(), None);
         h.protocol = PROTOCOL_VERSION + 1;
         let why = h.mismatch().expect("a mismatch");
-        assert!(why.contains("storaged") && why.contains("protocol"), "{why}");
+        assert!(
+            why.contains("storaged") && why.contains("protocol"),
+            "{why}"
+        );
     }
 }

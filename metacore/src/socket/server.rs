@@ -31,7 +31,11 @@ pub enum BindError {
 
 /// Binds `path` after checking nobody serves it, removing a stale file.
 pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
-    let io_err = |what, source| BindError::Io { what, path: path.to_owned(), source };
+    let io_err = |what, source| BindError::Io {
+        what,
+        path: path.to_owned(),
+        source,
+    };
     if let Some(dir) = path.parent() {
         std::fs::create_dir_all(dir).map_err(|e| io_err("create the directory of", e))?;
     }
@@ -50,8 +54,15 @@ pub async fn bind(path: &Path) -> Result<UnixListener, BindError> {
 /// Serves `router` on `listener` until `shutdown` fires, then lets
 /// in-flight requests finish (long-lived streams watch the same shutdown
 /// and end themselves). Removes the socket file at the end.
-pub async fn serve(listener: UnixListener, path: &Path, router: Router, shutdown: Shutdown) -> io::Result<()> {
-    let result = axum::serve(listener, router).with_graceful_shutdown(async move { shutdown.wait().await }).await;
+pub async fn serve(
+    listener: UnixListener,
+    path: &Path,
+    router: Router,
+    shutdown: Shutdown,
+) -> io::Result<()> {
+    let result = axum::serve(listener, router)
+        .with_graceful_shutdown(async move { shutdown.wait().await })
+        .await;
     let _ = std::fs::remove_file(path);
     result
 }

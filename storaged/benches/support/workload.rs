@@ -56,8 +56,14 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     };
     put("filePath", format!("/files/watch/movies/{name}"));
     put("fileName", name.clone());
-    put("sizeByte", (1_000_000_000 + g.next() % 30_000_000_000).to_string());
-    put("mtimeNano", (1_700_000_000_000_000_000 + g.next() % 100_000_000_000_000_000).to_string());
+    put(
+        "sizeByte",
+        (1_000_000_000 + g.next() % 30_000_000_000).to_string(),
+    );
+    put(
+        "mtimeNano",
+        (1_700_000_000_000_000_000 + g.next() % 100_000_000_000_000_000).to_string(),
+    );
     put("title", title.clone());
     put("originalTitle", title.clone());
     put(&format!("titles/eng/{title}"), "true".into());
@@ -69,8 +75,20 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     put("workForm", "standalone".into());
     put("tmdbid", (g.next() % 1_000_000).to_string());
     put("imdbid", format!("tt{:07}", g.next() % 10_000_000));
-    put(&format!("genres/{}", g.pick(&["Action", "Drama", "Comedy", "Thriller"])), "true".into());
-    put(&format!("genres/{}", g.pick(&["Sci-Fi", "Romance", "Horror", "Family"])), "true".into());
+    put(
+        &format!(
+            "genres/{}",
+            g.pick(&["Action", "Drama", "Comedy", "Thriller"])
+        ),
+        "true".into(),
+    );
+    put(
+        &format!(
+            "genres/{}",
+            g.pick(&["Sci-Fi", "Romance", "Horror", "Family"])
+        ),
+        "true".into(),
+    );
     put(
         "description/eng",
         format!(
@@ -78,14 +96,26 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
             80 + g.next() % 100
         ),
     );
-    put("fileinfo/duration", format!("{}.{}", 4800 + g.next() % 4000, g.next() % 10));
+    put(
+        "fileinfo/duration",
+        format!("{}.{}", 4800 + g.next() % 4000, g.next() % 10),
+    );
     put("fileinfo/formatName", "matroska,webm".into());
-    put("fileinfo/streamdetails/video/0/codec", g.pick(&["h264", "hevc", "av1"]).into());
+    put(
+        "fileinfo/streamdetails/video/0/codec",
+        g.pick(&["h264", "hevc", "av1"]).into(),
+    );
     put("fileinfo/streamdetails/video/0/width", "1920".into());
     put("fileinfo/streamdetails/video/0/height", "1080".into());
     put("fileinfo/streamdetails/video/0/aspect", "1.78".into());
-    put("fileinfo/streamdetails/video/0/bitrate", (4_000_000 + g.next() % 8_000_000).to_string());
-    put("fileinfo/streamdetails/audio/0/codec", g.pick(&["aac", "ac3", "dts"]).into());
+    put(
+        "fileinfo/streamdetails/video/0/bitrate",
+        (4_000_000 + g.next() % 8_000_000).to_string(),
+    );
+    put(
+        "fileinfo/streamdetails/audio/0/codec",
+        g.pick(&["aac", "ac3", "dts"]).into(),
+    );
     put("fileinfo/streamdetails/audio/0/language", "eng".into());
     put("fileinfo/streamdetails/audio/0/channels", "6".into());
     put("fileinfo/streamdetails/audio/1/codec", "aac".into());
@@ -97,7 +127,10 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     put("subtitleLanguages/eng", "true".into());
     put("source/gateway:nyaa.si", "true".into());
     put("quality", "1080p".into());
-    put("poster", Cid::from_digest(code::RAW, code::SHA2_256, &g.digest()).to_string());
+    put(
+        "poster",
+        Cid::from_digest(code::RAW, code::SHA2_256, &g.digest()).to_string(),
+    );
     put(&format!("cids/{midhash}"), "true".into());
     put(&format!("cids/{sha}"), "true".into());
     assert_eq!(f.len(), 40, "a benchmark record has 40 fields");
@@ -105,7 +138,10 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
 }
 
 pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }
 
 /// Writes `per_writer` records from each of 16 tasks with `write`, returns
@@ -172,7 +208,9 @@ pub(crate) fn rss_mib(pid: u32) -> (f64, f64) {
 /// than wall-clock rates.
 pub(crate) fn thread_cpu_secs(pid: u32, name: &str) -> f64 {
     let tick = 100.0; // USER_HZ on Linux
-    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else { return 0.0 };
+    let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
+        return 0.0;
+    };
     for t in tasks.flatten() {
         let comm = std::fs::read_to_string(t.path().join("comm")).unwrap_or_default();
         if comm.trim() != name {

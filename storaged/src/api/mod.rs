@@ -44,18 +44,29 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mint", post(records::mint))
         .route("/records", get(records::list))
         .route("/records/fields", get(records::fields_page))
-        .route("/records/{hash}", get(records::get).put(records::replace).patch(records::merge).delete(records::delete))
+        .route(
+            "/records/{hash}",
+            get(records::get)
+                .put(records::replace)
+                .patch(records::merge)
+                .delete(records::delete),
+        )
         .route("/records/{hash}/document", get(records::document))
         .route(
             "/records/{hash}/fields/{*field}",
-            get(records::get_field).put(records::set_field).delete(records::delete_field),
+            get(records::get_field)
+                .put(records::set_field)
+                .delete(records::delete_field),
         )
         .route("/records/{hash}/set-add/{*field}", post(records::set_add))
         .route("/records/{hash}/aliases", post(records::add_alias))
         .route("/records/{hash}/duplicates", post(records::add_duplicate))
         .route("/kv/value", get(kv::get).put(kv::put).delete(kv::delete))
         .route("/kv/range", get(kv::range))
-        .route("/streams/{stream}/entries", get(streams::entries).post(streams::append))
+        .route(
+            "/streams/{stream}/entries",
+            get(streams::entries).post(streams::append),
+        )
         .route("/streams/{stream}/info", get(streams::info))
         .route("/streams/{stream}/tail", get(streams::tail))
         .fallback(no_route)
@@ -71,5 +82,7 @@ fn target(hash: &str) -> Result<Target, ApiError> {
 
 /// A page size: default `default`, at most `MAX_PAGE`, at least 1.
 fn page(limit: Option<u32>, default: u32) -> u32 {
-    limit.unwrap_or(default).clamp(1, metacore::api::storaged::MAX_PAGE)
+    limit
+        .unwrap_or(default)
+        .clamp(1, metacore::api::storaged::MAX_PAGE)
 }

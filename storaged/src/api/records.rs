@@ -3,9 +3,9 @@
 
 use axum::Json;
 use metacore::api::storaged::{
-    AliasBody, AliasResult, Deleted, Document, DuplicateBody, DuplicateResult, FieldDelete, FieldValue, FieldWrite,
-    FieldsBody, FieldsPage, FieldsPageQuery, MAX_FIELDS_PER_PAGE, MintBody, PageQuery, RecordFields, RidBody, RootPage,
-    SetAdd, ValueBody, WriteResult,
+    AliasBody, AliasResult, Deleted, Document, DuplicateBody, DuplicateResult, FieldDelete,
+    FieldValue, FieldWrite, FieldsBody, FieldsPage, FieldsPageQuery, MAX_FIELDS_PER_PAGE, MintBody,
+    PageQuery, RecordFields, RidBody, RootPage, SetAdd, ValueBody, WriteResult,
 };
 use metacore::error::ApiError;
 use metacore::rid::Rid;
@@ -28,16 +28,30 @@ pub(super) async fn list(st: State, QueryParams(q): QueryParams<PageQuery>) -> R
     Ok(Json(st.store.list_roots(after, page(q.limit, 1000)).await?))
 }
 
-pub(super) async fn fields_page(st: State, QueryParams(q): QueryParams<FieldsPageQuery>) -> Res<FieldsPage> {
-    let names: Vec<String> = q.names.split(',').filter(|n| !n.is_empty()).map(str::to_owned).collect();
+pub(super) async fn fields_page(
+    st: State,
+    QueryParams(q): QueryParams<FieldsPageQuery>,
+) -> Res<FieldsPage> {
+    let names: Vec<String> = q
+        .names
+        .split(',')
+        .filter(|n| !n.is_empty())
+        .map(str::to_owned)
+        .collect();
     if names.is_empty() || names.len() > MAX_FIELDS_PER_PAGE {
-        return Err(ApiError::schema(format!("names: give 1 to {MAX_FIELDS_PER_PAGE} comma-separated field names")));
+        return Err(ApiError::schema(format!(
+            "names: give 1 to {MAX_FIELDS_PER_PAGE} comma-separated field names"
+        )));
     }
     let after = match q.after.as_deref() {
         None | Some("") => None,
         Some(a) => Some(Rid::parse(a).map_err(|e| ApiError::schema(format!("after: {e}")))?),
     };
-    Ok(Json(st.store.fields_page(names, after, page(q.limit, 1000)).await?))
+    Ok(Json(
+        st.store
+            .fields_page(names, after, page(q.limit, 1000))
+            .await?,
+    ))
 }
 
 pub(super) async fn get(st: State, PathParams(hash): PathParams<String>) -> Res<RecordFields> {
@@ -68,7 +82,10 @@ pub(super) async fn document(st: State, PathParams(hash): PathParams<String>) ->
     Ok(Json(st.store.document(target(&hash)?).await?))
 }
 
-pub(super) async fn get_field(st: State, PathParams((hash, field)): PathParams<(String, String)>) -> Res<FieldValue> {
+pub(super) async fn get_field(
+    st: State,
+    PathParams((hash, field)): PathParams<(String, String)>,
+) -> Res<FieldValue> {
     Ok(Json(st.store.get_field(target(&hash)?, field).await?))
 }
 
@@ -77,7 +94,11 @@ pub(super) async fn set_field(
     PathParams((hash, field)): PathParams<(String, String)>,
     JsonBody(body): JsonBody<ValueBody>,
 ) -> Res<FieldWrite> {
-    Ok(Json(st.store.set_field(target(&hash)?, field, body.value).await?))
+    Ok(Json(
+        st.store
+            .set_field(target(&hash)?, field, body.value)
+            .await?,
+    ))
 }
 
 pub(super) async fn delete_field(
@@ -92,7 +113,9 @@ pub(super) async fn set_add(
     PathParams((hash, field)): PathParams<(String, String)>,
     JsonBody(body): JsonBody<ValueBody>,
 ) -> Res<SetAdd> {
-    Ok(Json(st.store.set_add(target(&hash)?, field, body.value).await?))
+    Ok(Json(
+        st.store.set_add(target(&hash)?, field, body.value).await?,
+    ))
 }
 
 pub(super) async fn add_alias(
@@ -108,9 +131,13 @@ pub(super) async fn add_duplicate(
     PathParams(hash): PathParams<String>,
     JsonBody(body): JsonBody<DuplicateBody>,
 ) -> Res<DuplicateResult> {
-    Ok(Json(st.store.add_duplicate(target(&hash)?, body.path).await?))
+    Ok(Json(
+        st.store.add_duplicate(target(&hash)?, body.path).await?,
+    ))
 }
 
 pub(super) async fn mint(st: State, JsonBody(body): JsonBody<MintBody>) -> Res<RidBody> {
-    Ok(Json(RidBody { rid: st.store.mint(body).await? }))
+    Ok(Json(RidBody {
+        rid: st.store.mint(body).await?,
+    }))
 }

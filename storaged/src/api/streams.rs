@@ -26,7 +26,8 @@ const TAIL_BATCH: u32 = 512;
 const TAIL_HEARTBEAT: Duration = Duration::from_secs(15);
 
 fn stream_name(s: &str) -> Result<StreamName, ApiError> {
-    s.parse().map_err(|e: metacore::stream::UnknownStream| ApiError::not_found(e.to_string()))
+    s.parse()
+        .map_err(|e: metacore::stream::UnknownStream| ApiError::not_found(e.to_string()))
 }
 
 pub(super) async fn append(
@@ -43,7 +44,10 @@ pub(super) async fn entries(
     PathParams(stream): PathParams<String>,
     QueryParams(q): QueryParams<EntriesQuery>,
 ) -> Res<Entries> {
-    let entries = st.store.entries(stream_name(&stream)?, q.after, page(q.limit, 1000)).await?;
+    let entries = st
+        .store
+        .entries(stream_name(&stream)?, q.after, page(q.limit, 1000))
+        .await?;
     Ok(Json(Entries { entries }))
 }
 
@@ -75,7 +79,13 @@ pub(super) async fn tail(
     let mut heads = st.store.subscribe();
     let head = head_of(&heads.borrow_and_update(), stream);
     let cursor = q.after.unwrap_or(head.unwrap_or(StreamId::ZERO));
-    let state = Tail { app: st.0.clone(), stream, cursor, buffered: VecDeque::new(), heads };
+    let state = Tail {
+        app: st.0.clone(),
+        stream,
+        cursor,
+        buffered: VecDeque::new(),
+        heads,
+    };
     let body = futures_util::stream::unfold(state, |mut t| async move {
         loop {
             if let Some(e) = t.buffered.pop_front() {
@@ -88,7 +98,12 @@ pub(super) async fn tail(
             // Mark the heads seen before reading, so a commit that lands
             // after the read still wakes us.
             t.heads.borrow_and_update();
-            match t.app.store.entries(t.stream, Some(t.cursor), TAIL_BATCH).await {
+            match t
+                .app
+                .store
+                .entries(t.stream, Some(t.cursor), TAIL_BATCH)
+                .await
+            {
                 Ok(list) if !list.is_empty() => {
                     t.buffered.extend(list);
                     continue;
@@ -107,5 +122,9 @@ pub(super) async fn tail(
             }
         }
     });
-    Ok(([(http::header::CONTENT_TYPE, "application/x-ndjson")], Body::from_stream(body)).into_response())
+    Ok((
+        [(http::header::CONTENT_TYPE, "application/x-ndjson")],
+        Body::from_stream(body),
+    )
+        .into_response())
 }

@@ -23,7 +23,11 @@ pub struct BatchLimits {
 
 impl Default for BatchLimits {
     fn default() -> Self {
-        Self { max_writes: 256, max_open: Duration::from_millis(50), max_linger: Duration::from_millis(2) }
+        Self {
+            max_writes: 256,
+            max_open: Duration::from_millis(50),
+            max_linger: Duration::from_millis(2),
+        }
     }
 }
 
@@ -39,7 +43,13 @@ pub enum Next {
 }
 
 /// The decision.
-pub fn next(limits: &BatchLimits, taken: usize, open_for: Duration, queue_empty: bool, expected: usize) -> Next {
+pub fn next(
+    limits: &BatchLimits,
+    taken: usize,
+    open_for: Duration,
+    queue_empty: bool,
+    expected: usize,
+) -> Next {
     if taken >= limits.max_writes || open_for >= limits.max_open {
         return Next::Commit;
     }
@@ -56,8 +66,11 @@ pub fn next(limits: &BatchLimits, taken: usize, open_for: Duration, queue_empty:
 mod tests {
     use super::*;
 
-    const L: BatchLimits =
-        BatchLimits { max_writes: 4, max_open: Duration::from_millis(10), max_linger: Duration::from_millis(2) };
+    const L: BatchLimits = BatchLimits {
+        max_writes: 4,
+        max_open: Duration::from_millis(10),
+        max_linger: Duration::from_millis(2),
+    };
     const NOW: Duration = Duration::ZERO;
     const MS: Duration = Duration::from_millis(1);
 
@@ -93,6 +106,10 @@ mod tests {
     #[test]
     fn waiting_is_bounded() {
         assert_eq!(next(&L, 1, 2 * MS, true, 3), Next::Commit);
-        assert_eq!(next(&L, 3, NOW, true, 3), Next::Commit, "as large as the last: commit");
+        assert_eq!(
+            next(&L, 3, NOW, true, 3),
+            Next::Commit,
+            "as large as the last: commit"
+        );
     }
 }

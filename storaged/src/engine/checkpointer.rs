@@ -49,7 +49,11 @@ impl GapFlag {
 /// copied).
 pub fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(bool, i64, i64)> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-        Ok((r.get::<_, i64>(0)? != 0, r.get::<_, i64>(1)?, r.get::<_, i64>(2)?))
+        Ok((
+            r.get::<_, i64>(0)? != 0,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
     })
 }
 
@@ -81,8 +85,15 @@ impl Checkpointer {
                     }
                 }
             })
-            .map_err(|e| StoreError::Io { what: "spawn the checkpointer for", path: db.to_owned(), source: e })?;
-        Ok(Self { stop: Some(stop), thread: Some(thread) })
+            .map_err(|e| StoreError::Io {
+                what: "spawn the checkpointer for",
+                path: db.to_owned(),
+                source: e,
+            })?;
+        Ok(Self {
+            stop: Some(stop),
+            thread: Some(thread),
+        })
     }
 }
 

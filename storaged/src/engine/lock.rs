@@ -19,7 +19,11 @@ pub struct DbLock {
 impl DbLock {
     /// Takes the lock without waiting, or says who holds it.
     pub fn acquire(lock_path: &Path, db_path: &Path) -> Result<Self> {
-        let io = |what, source| StoreError::Io { what, path: lock_path.to_owned(), source };
+        let io = |what, source| StoreError::Io {
+            what,
+            path: lock_path.to_owned(),
+            source,
+        };
         if let Some(dir) = lock_path.parent() {
             std::fs::create_dir_all(dir).map_err(|e| io("create the directory of", e))?;
         }
@@ -36,8 +40,15 @@ impl DbLock {
                 let mut holder = String::new();
                 let _ = file.read_to_string(&mut holder);
                 let holder = holder.trim();
-                let holder = if holder.is_empty() { String::new() } else { format!(" (pid {holder})") };
-                return Err(StoreError::Locked { path: db_path.to_owned(), holder });
+                let holder = if holder.is_empty() {
+                    String::new()
+                } else {
+                    format!(" (pid {holder})")
+                };
+                return Err(StoreError::Locked {
+                    path: db_path.to_owned(),
+                    holder,
+                });
             }
             Err(std::fs::TryLockError::Error(e)) => return Err(io("lock", e)),
         }
@@ -45,7 +56,10 @@ impl DbLock {
         let _ = file.set_len(0);
         let _ = file.seek(SeekFrom::Start(0));
         let _ = writeln!(file, "{}", std::process::id());
-        Ok(Self { _file: file, path: lock_path.to_owned() })
+        Ok(Self {
+            _file: file,
+            path: lock_path.to_owned(),
+        })
     }
 
     pub fn path(&self) -> &Path {

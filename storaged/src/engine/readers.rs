@@ -27,14 +27,20 @@ impl Readers {
         for _ in 0..size {
             let conn = Connection::open_with_flags(
                 path,
-                OpenFlags::SQLITE_OPEN_READ_WRITE | OpenFlags::SQLITE_OPEN_NO_MUTEX | OpenFlags::SQLITE_OPEN_URI,
+                OpenFlags::SQLITE_OPEN_READ_WRITE
+                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                    | OpenFlags::SQLITE_OPEN_URI,
             )?;
             common_pragmas(&conn, cache_mb)?;
             conn.pragma_update(None, "query_only", true)?;
             conn.set_prepared_statement_cache_capacity(64);
             idle.push(conn);
         }
-        Ok(Self { idle: Mutex::new(idle), permits: Semaphore::new(size as usize), size })
+        Ok(Self {
+            idle: Mutex::new(idle),
+            permits: Semaphore::new(size as usize),
+            size,
+        })
     }
 
     pub fn size(&self) -> u32 {
@@ -49,10 +55,20 @@ impl Readers {
     where
         F: FnOnce(&Connection) -> Result<T>,
     {
-        let _permit = self.permits.acquire().await.map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
+        let _permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
         let lease = Lease {
             pool: self,
-            conn: Some(self.idle.lock().expect("reader pool lock").pop().expect("a permit guarantees a connection")),
+            conn: Some(
+                self.idle
+                    .lock()
+                    .expect("reader pool lock")
+                    .pop()
+                    .expect("a permit guarantees a connection"),
+            ),
         };
         f(lease.conn.as_ref().expect("leased"))
     }
@@ -63,8 +79,17 @@ impl Readers {
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,
     {
-        let permit = self.permits.acquire().await.map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
-        let conn = self.idle.lock().expect("reader pool lock").pop().expect("a permit guarantees a connection");
+        let permit = self
+            .permits
+            .acquire()
+            .await
+            .map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
+        let conn = self
+            .idle
+            .lock()
+            .expect("reader pool lock")
+            .pop()
+            .expect("a permit guarantees a connection");
         let pool = self.clone();
         let out = tokio::task::spawn_blocking(move || {
             let r = f(&conn);
@@ -77,7 +102,9 @@ impl Readers {
             Err(_) => {
                 // The connection died with the closure: retire its permit.
                 permit.forget();
-                Err(StoreError::Unavailable("a read panicked (see storaged's log)"))
+                Err(StoreError::Unavailable(
+                    "a read panicked (see storaged's log)",
+                ))
             }
         }
     }

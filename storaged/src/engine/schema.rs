@@ -33,15 +33,18 @@ pub fn prepare_writer(conn: &Connection, cache_mb: u32) -> Result<()> {
     // After a restart of the WAL, shrink its file back to this size.
     conn.pragma_update(None, "journal_size_limit", 64 * 1024 * 1024)?;
     common_pragmas(conn, cache_mb)?;
-    conn.execute_batch("CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;")?;
+    conn.execute_batch(
+        "CREATE TABLE IF NOT EXISTS kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;",
+    )?;
     Ok(())
 }
 
 /// The gate of the seeds: write the sentinel on a fresh store, refuse to
 /// boot on legacy data or another version.
 pub fn gate(conn: &Connection) -> Result<()> {
-    let found: Option<String> =
-        conn.query_row("SELECT v FROM kv WHERE k = ?1", [SCHEMA_KEY], |r| r.get(0)).optional()?;
+    let found: Option<String> = conn
+        .query_row("SELECT v FROM kv WHERE k = ?1", [SCHEMA_KEY], |r| r.get(0))
+        .optional()?;
     match found {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
         Some(v) => Err(StoreError::SchemaGate(format!(
@@ -63,7 +66,10 @@ pub fn gate(conn: &Connection) -> Result<()> {
                      this is legacy data from before the UUID-rooted schema; wipe the database and restart"
                 )));
             }
-            conn.execute("INSERT INTO kv(k, v) VALUES (?1, ?2)", params![SCHEMA_KEY, SCHEMA_VERSION])?;
+            conn.execute(
+                "INSERT INTO kv(k, v) VALUES (?1, ?2)",
+                params![SCHEMA_KEY, SCHEMA_VERSION],
+            )?;
             Ok(())
         }
     }
@@ -72,17 +78,26 @@ pub fn gate(conn: &Connection) -> Result<()> {
 /// Builds `idx:count/roots` once, when `idx:count/ready` is absent.
 /// Returns whether it had to.
 pub fn build_counters(conn: &Connection) -> Result<bool> {
-    let ready: Option<String> =
-        conn.query_row("SELECT v FROM kv WHERE k = ?1", [COUNT_READY_KEY], |r| r.get(0)).optional()?;
+    let ready: Option<String> = conn
+        .query_row("SELECT v FROM kv WHERE k = ?1", [COUNT_READY_KEY], |r| {
+            r.get(0)
+        })
+        .optional()?;
     if ready.is_some() {
         return Ok(false);
     }
-    let roots: i64 =
-        conn.query_row("SELECT count(*) FROM kv WHERE k >= 'idx:roots/' AND k < 'idx:roots0'", [], |r| r.get(0))?;
+    let roots: i64 = conn.query_row(
+        "SELECT count(*) FROM kv WHERE k >= 'idx:roots/' AND k < 'idx:roots0'",
+        [],
+        |r| r.get(0),
+    )?;
     conn.execute(
         "INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
         params![COUNT_ROOTS_KEY, roots.to_string()],
     )?;
-    conn.execute("INSERT INTO kv(k, v) VALUES (?1, '1') ON CONFLICT(k) DO UPDATE SET v = '1'", [COUNT_READY_KEY])?;
+    conn.execute(
+        "INSERT INTO kv(k, v) VALUES (?1, '1') ON CONFLICT(k) DO UPDATE SET v = '1'",
+        [COUNT_READY_KEY],
+    )?;
     Ok(true)
 }

@@ -26,7 +26,11 @@ pub struct Tx<'a> {
 impl Tx<'_> {
     /// The value of a key.
     pub fn get(&self, key: &str) -> Result<Option<String>> {
-        Ok(self.conn.prepare_cached("SELECT v FROM kv WHERE k = ?1")?.query_row([key], |r| r.get(0)).optional()?)
+        Ok(self
+            .conn
+            .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
+            .query_row([key], |r| r.get(0))
+            .optional()?)
     }
 
     /// Whether any key lies in `[start, end)`.
@@ -41,7 +45,9 @@ impl Tx<'_> {
 
     /// Keys and values in `[start, end)`.
     pub fn rows_in(&self, start: &str, end: &str) -> Result<Vec<(String, String)>> {
-        let mut stmt = self.conn.prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2")?;
+        let mut stmt = self
+            .conn
+            .prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2")?;
         let rows = stmt.query_map(params![start, end], |r| Ok((r.get(0)?, r.get(1)?)))?;
         Ok(rows.collect::<Result<_, _>>()?)
     }
@@ -70,17 +76,28 @@ impl Tx<'_> {
 
     /// Deletes a key; true when it existed.
     pub fn delete_raw(&self, key: &str) -> Result<bool> {
-        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k = ?1")?.execute([key])? > 0)
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE k = ?1")?
+            .execute([key])?
+            > 0)
     }
 
     /// Deletes a key only when it holds `value`; true when it did.
     pub fn delete_if(&self, key: &str, value: &str) -> Result<bool> {
-        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = ?2")?.execute(params![key, value])? > 0)
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = ?2")?
+            .execute(params![key, value])?
+            > 0)
     }
 
     /// Deletes `[start, end)`; returns the number of rows.
     pub fn delete_range(&self, start: &str, end: &str) -> Result<u64> {
-        Ok(self.conn.prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")?.execute(params![start, end])? as u64)
+        Ok(self
+            .conn
+            .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")?
+            .execute(params![start, end])? as u64)
     }
 
     /// Sets a `file:` key and appends `set` to `meta:events` when the value
@@ -104,7 +121,8 @@ impl Tx<'_> {
 
     fn emit_meta(&mut self, kind: &str, key: &str) -> Result<()> {
         let json = meta_event_json(kind, key, self.now_ms);
-        self.streams.append(self.conn, StreamName::Meta, &json, self.now_ms)?;
+        self.streams
+            .append(self.conn, StreamName::Meta, &json, self.now_ms)?;
         Ok(())
     }
 
@@ -117,8 +135,10 @@ impl Tx<'_> {
 /// Adds `delta` to `idx:count/roots`.
 pub fn add_to_root_count(conn: &Connection, delta: i64) -> Result<()> {
     if delta != 0 {
-        conn.prepare_cached("UPDATE kv SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT) WHERE k = ?1")?
-            .execute(params![COUNT_ROOTS_KEY, delta])?;
+        conn.prepare_cached(
+            "UPDATE kv SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT) WHERE k = ?1",
+        )?
+        .execute(params![COUNT_ROOTS_KEY, delta])?;
     }
     Ok(())
 }

@@ -100,10 +100,32 @@ impl Writer {
         let f = fail.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
-            .spawn(move || WriterThread { conn, gap, streams, rx, heads, limits, counters: c, fail: f }.run())
-            .map_err(|e| StoreError::Io { what: "spawn the writer thread for", path: "storaged".into(), source: e })?;
+            .spawn(move || {
+                WriterThread {
+                    conn,
+                    gap,
+                    streams,
+                    rx,
+                    heads,
+                    limits,
+                    counters: c,
+                    fail: f,
+                }
+                .run()
+            })
+            .map_err(|e| StoreError::Io {
+                what: "spawn the writer thread for",
+                path: "storaged".into(),
+                source: e,
+            })?;
         let waker = thread.thread().clone();
-        Ok(Self { queue, thread: std::sync::Mutex::new(Some(thread)), waker, counters, fail })
+        Ok(Self {
+            queue,
+            thread: std::sync::Mutex::new(Some(thread)),
+            waker,
+            counters,
+            fail,
+        })
     }
 
     /// Runs `op` in the next group and returns its result once committed.
@@ -124,10 +146,14 @@ impl Writer {
             });
             (ok, ack)
         });
-        self.queue.send(Msg::Job(job)).await.map_err(|_| StoreError::Unavailable("storaged is shutting down"))?;
+        self.queue
+            .send(Msg::Job(job))
+            .await
+            .map_err(|_| StoreError::Unavailable("storaged is shutting down"))?;
         // Wakes the writer if it lingers for more writes (see `batch`).
         self.waker.unpark();
-        wait.await.map_err(|_| StoreError::Unavailable("the write was aborted (see storaged's log)"))?
+        wait.await
+            .map_err(|_| StoreError::Unavailable("the write was aborted (see storaged's log)"))?
     }
 
     /// Lets queued writes finish, checkpoints and joins the thread.
@@ -171,13 +197,24 @@ struct WriterThread {
 
 impl WriterThread {
     fn run(self) {
-        let WriterThread { conn, gap, mut streams, mut rx, heads, limits, counters, fail } = self;
+        let WriterThread {
+            conn,
+            gap,
+            mut streams,
+            mut rx,
+            heads,
+            limits,
+            counters,
+            fail,
+        } = self;
         let (gap, counters, fail) = (&gap, &*counters, &*fail);
         let mut stop = false;
         // Size of the last group: about how many writers will be back soon.
         let mut expected = 1;
         while !stop {
-            let Some(first) = rx.blocking_recv() else { break };
+            let Some(first) = rx.blocking_recv() else {
+                break;
+            };
             let Msg::Job(first) = first else { break };
             let mut group = Group::open(&conn, &mut streams);
             group.run(first, counters);
@@ -185,7 +222,13 @@ impl WriterThread {
                 if group.failure.is_some() {
                     break;
                 }
-                let next = batch::next(&limits, group.taken, group.opened.elapsed(), rx.is_empty(), expected);
+                let next = batch::next(
+                    &limits,
+                    group.taken,
+                    group.opened.elapsed(),
+                    rx.is_empty(),
+                    expected,
+                );
                 match next {
                     Next::Take => match rx.try_recv() {
                         Ok(Msg::Job(j)) => group.run(j, counters),
@@ -251,7 +294,9 @@ struct Group<'c> {
 
 impl<'c> Group<'c> {
     fn open(conn: &'c Connection, streams: &'c mut StreamState) -> Self {
-        let failure = exec(conn, "BEGIN IMMEDIATE").err().map(|e| format!("cannot begin: {e}"));
+        let failure = exec(conn, "BEGIN IMMEDIATE")
+            .err()
+            .map(|e| format!("cannot begin: {e}"));
         Self {
             conn,
             streams,
@@ -276,7 +321,12 @@ impl<'c> Group<'c> {
             self.failure = Some(format!("cannot open a savepoint: {e}"));
             return;
         }
-        let mut tx = Tx { conn: self.conn, streams: &mut *self.streams, now_ms: self.now_ms, roots_delta: 0 };
+        let mut tx = Tx {
+            conn: self.conn,
+            streams: &mut *self.streams,
+            now_ms: self.now_ms,
+            roots_delta: 0,
+        };
         let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
         let roots_delta = tx.roots_delta;
         let ok = match outcome {

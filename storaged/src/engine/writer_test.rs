@@ -18,14 +18,26 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
     schema::prepare_writer(&conn, 8).unwrap();
     let state = StreamState::load(&conn, 1000, 100).unwrap();
     let (tx, _rx) = watch::channel(state.heads());
-    let limits = BatchLimits { max_writes: 1000, max_open: std::time::Duration::from_secs(5), ..Default::default() };
-    (Arc::new(Writer::start(conn, GapFlag::default(), state, HeadsPublisher(tx), limits).unwrap()), path)
+    let limits = BatchLimits {
+        max_writes: 1000,
+        max_open: std::time::Duration::from_secs(5),
+        ..Default::default()
+    };
+    (
+        Arc::new(
+            Writer::start(conn, GapFlag::default(), state, HeadsPublisher(tx), limits).unwrap(),
+        ),
+        path,
+    )
 }
 
 fn rows(path: &std::path::Path) -> Vec<(String, String)> {
     let c = Connection::open(path).unwrap();
     let mut s = c.prepare("SELECT k, v FROM kv ORDER BY k").unwrap();
-    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?))).unwrap().map(Result::unwrap).collect()
+    s.query_map([], |r| Ok((r.get(0)?, r.get(1)?)))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -46,7 +58,9 @@ async fn a_failing_write_rolls_back_alone_inside_its_group() {
             .await
         })
     };
-    tokio::task::spawn_blocking(move || gate.wait()).await.unwrap();
+    tokio::task::spawn_blocking(move || gate.wait())
+        .await
+        .unwrap();
     let mut tasks = Vec::new();
     for i in 0..20 {
         let w = writer.clone();
@@ -78,8 +92,15 @@ async fn a_failing_write_rolls_back_alone_inside_its_group() {
     assert!(stats.largest_batch > 1, "writes were grouped: {stats:?}");
     assert_eq!(stats.failed_writes, 4);
     writer.close().await;
-    let keys: Vec<String> = rows(&path).into_iter().map(|(k, _)| k).filter(|k| k.starts_with("t:")).collect();
-    let want: Vec<String> = (0..20).filter(|i| i % 5 != 0).map(|i| format!("t:{i:02}")).collect();
+    let keys: Vec<String> = rows(&path)
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("t:"))
+        .collect();
+    let want: Vec<String> = (0..20)
+        .filter(|i| i % 5 != 0)
+        .map(|i| format!("t:{i:02}"))
+        .collect();
     assert_eq!(keys, want);
 }
 
@@ -101,7 +122,10 @@ async fn a_panicking_write_is_contained() {
     writer.close().await;
     let keys: Vec<String> = rows(&path).into_iter().map(|(k, _)| k).collect();
     assert!(keys.contains(&"p:2".to_owned()));
-    assert!(!keys.contains(&"p:1".to_owned()), "the panicking write was rolled back");
+    assert!(
+        !keys.contains(&"p:1".to_owned()),
+        "the panicking write was rolled back"
+    );
 }
 
 #[tokio::test]
@@ -118,21 +142,41 @@ async fn writes_after_close_are_refused() {
 async fn a_failed_commit_refuses_every_write_of_its_group_and_applies_none() {
     let dir = tempfile::tempdir().unwrap();
     let (writer, path) = open(&dir);
-    writer.fail_points().before_commit.store(true, std::sync::atomic::Ordering::Relaxed);
+    writer
+        .fail_points()
+        .before_commit
+        .store(true, std::sync::atomic::Ordering::Relaxed);
     let mut tasks = Vec::new();
     for i in 0..3 {
         let w = writer.clone();
-        tasks.push(tokio::spawn(async move { w.write(move |tx| tx.put_raw(&format!("f:{i}"), "x")).await }));
+        tasks.push(tokio::spawn(async move {
+            w.write(move |tx| tx.put_raw(&format!("f:{i}"), "x")).await
+        }));
     }
     for t in tasks {
         let err = t.await.unwrap().unwrap_err();
         assert!(matches!(err, StoreError::Commit(_)), "{err}");
-        assert_eq!(err.to_api().code, metacore::ErrorCode::StorageUnavailable, "a client is told to retry");
+        assert_eq!(
+            err.to_api().code,
+            metacore::ErrorCode::StorageUnavailable,
+            "a client is told to retry"
+        );
     }
     assert!(writer.stats().failed_commits >= 1);
-    writer.fail_points().before_commit.store(false, std::sync::atomic::Ordering::Relaxed);
+    writer
+        .fail_points()
+        .before_commit
+        .store(false, std::sync::atomic::Ordering::Relaxed);
     writer.write(|tx| tx.put_raw("f:after", "y")).await.unwrap();
     writer.close().await;
-    let keys: Vec<String> = rows(&path).into_iter().map(|(k, _)| k).filter(|k| k.starts_with("f:")).collect();
-    assert_eq!(keys, vec!["f:after".to_owned()], "nothing of the failed groups was applied");
+    let keys: Vec<String> = rows(&path)
+        .into_iter()
+        .map(|(k, _)| k)
+        .filter(|k| k.starts_with("f:"))
+        .collect();
+    assert_eq!(
+        keys,
+        vec!["f:after".to_owned()],
+        "nothing of the failed groups was applied"
+    );
 }
