@@ -90,7 +90,12 @@ impl Apid {
             cmd.env(OsString::from(k), OsString::from(v));
         }
         let process = Process::spawn("apid", dir, cmd);
-        Self { dir: dir.to_owned(), port, process, client: Http::new(port) }
+        Self {
+            dir: dir.to_owned(),
+            port,
+            process,
+            client: Http::new(port),
+        }
     }
 
     /// Waits until this very process (`leader.pid`) answers `GET /health`
@@ -150,7 +155,10 @@ pub struct Http {
 impl Http {
     /// A client of `http://127.0.0.1:<port>`.
     pub fn new(port: u16) -> Self {
-        Self { port, client: Client::builder(TokioExecutor::new()).build_http() }
+        Self {
+            port,
+            client: Client::builder(TokioExecutor::new()).build_http(),
+        }
     }
 
     pub async fn get(&self, path: &str) -> RawResponse {
@@ -165,13 +173,24 @@ impl Http {
     }
 
     /// `method path` with a JSON body.
-    pub async fn send_json(&self, method: &str, path: &str, body: &serde_json::Value) -> RawResponse {
+    pub async fn send_json(
+        &self,
+        method: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> RawResponse {
         let bytes = serde_json::to_vec(body).expect("serialize a JSON body");
-        self.send(method, path, bytes, &[("content-type", "application/json")]).await
+        self.send(method, path, bytes, &[("content-type", "application/json")])
+            .await
     }
 
     /// `method path` with a JSON body, which must answer 200; its JSON.
-    pub async fn ok_json(&self, method: &str, path: &str, body: &serde_json::Value) -> serde_json::Value {
+    pub async fn ok_json(
+        &self,
+        method: &str,
+        path: &str,
+        body: &serde_json::Value,
+    ) -> serde_json::Value {
         let r = self.send_json(method, path, body).await;
         assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
         r.json()
@@ -212,24 +231,45 @@ impl Http {
         headers: &[(&str, &str)],
     ) -> Result<RawResponse, String> {
         let what = format!("{method} {path}");
-        let mut req = Request::builder().method(method).uri(format!("http://127.0.0.1:{}{path}", self.port));
+        let mut req = Request::builder()
+            .method(method)
+            .uri(format!("http://127.0.0.1:{}{path}", self.port));
         for (k, v) in headers {
             req = req.header(
                 HeaderName::from_bytes(k.as_bytes()).expect("a header name"),
                 HeaderValue::from_str(v).expect("a header value"),
             );
         }
-        let req = req.body(Full::new(body)).map_err(|e| format!("build {what}: {e}"))?;
+        let req = req
+            .body(Full::new(body))
+            .map_err(|e| format!("build {what}: {e}"))?;
         within(&what, IO_DEADLINE, async {
-            let resp = self.client.request(req).await.map_err(|e| format!("{e:?}"))?;
+            let resp = self
+                .client
+                .request(req)
+                .await
+                .map_err(|e| format!("{e:?}"))?;
             let (parts, body) = resp.into_parts();
-            let body = body.collect().await.map_err(|e| format!("read the body: {e}"))?.to_bytes();
+            let body = body
+                .collect()
+                .await
+                .map_err(|e| format!("read the body: {e}"))?
+                .to_bytes();
             let headers = parts
                 .headers
                 .iter()
-                .map(|(k, v)| (k.as_str().to_owned(), String::from_utf8_lossy(v.as_bytes()).into_owned()))
+                .map(|(k, v)| {
+                    (
+                        k.as_str().to_owned(),
+                        String::from_utf8_lossy(v.as_bytes()).into_owned(),
+                    )
+                })
                 .collect();
-            Ok(RawResponse { status: parts.status.as_u16(), headers, body: body.to_vec() })
+            Ok(RawResponse {
+                status: parts.status.as_u16(),
+                headers,
+                body: body.to_vec(),
+            })
         })
         .await
     }

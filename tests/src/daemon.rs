@@ -53,7 +53,10 @@ pub fn binary(name: &str) -> PathBuf {
 
 /// A fresh temp dir for one test (kept when `E2E_KEEP_DIRS` is set).
 pub fn test_dir() -> TempDir {
-    let mut dir = tempfile::Builder::new().prefix("e2e-").tempdir().expect("create a temp dir");
+    let mut dir = tempfile::Builder::new()
+        .prefix("e2e-")
+        .tempdir()
+        .expect("create a temp dir");
     if std::env::var_os("E2E_KEEP_DIRS").is_some() {
         dir.disable_cleanup(true);
         eprintln!("e2e: keeping {}", dir.path().display());
@@ -75,7 +78,12 @@ pub struct Launch {
 impl Launch {
     /// The default layout under `dir`.
     pub fn in_dir(dir: &Path) -> Self {
-        Self { dir: dir.to_owned(), run_dir: dir.join("run"), db_path: None, env: Vec::new() }
+        Self {
+            dir: dir.to_owned(),
+            run_dir: dir.join("run"),
+            db_path: None,
+            env: Vec::new(),
+        }
     }
 
     /// Another run dir (another socket), same database.
@@ -113,7 +121,9 @@ impl Launch {
 
     /// The database file this launch opens.
     pub fn db(&self) -> PathBuf {
-        self.db_path.clone().unwrap_or_else(|| self.meta_core_dir().join("db").join("meta-core.db"))
+        self.db_path
+            .clone()
+            .unwrap_or_else(|| self.meta_core_dir().join("db").join("meta-core.db"))
     }
 
     /// Spawns the process without waiting for it to be ready (for starts
@@ -121,7 +131,12 @@ impl Launch {
     pub fn spawn(self) -> Storaged {
         let process = self.spawn_process();
         let client = StoragedClient::new(&self.run_dir.join("storaged.sock"));
-        Storaged { launch: self, process, owned_dir: None, client }
+        Storaged {
+            launch: self,
+            process,
+            owned_dir: None,
+            client,
+        }
     }
 
     fn spawn_process(&self) -> Process {

@@ -7,7 +7,10 @@ use serde_json::Value;
 
 /// A field map from pairs.
 pub fn fields(pairs: &[(&str, &str)]) -> Fields {
-    pairs.iter().map(|(k, v)| ((*k).to_owned(), (*v).to_owned())).collect()
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
 }
 
 /// A RID no one has used: 128 random bits.
@@ -67,7 +70,9 @@ pub fn url_locator() -> Cid {
 
 /// The error envelope a call was answered with; panics on success or on a
 /// transport failure.
-pub fn api_error<T: std::fmt::Debug>(r: Result<T, metacore::socket::client::ClientError>) -> metacore::ApiError {
+pub fn api_error<T: std::fmt::Debug>(
+    r: Result<T, metacore::socket::client::ClientError>,
+) -> metacore::ApiError {
     match r {
         Err(metacore::socket::client::ClientError::Api(e)) => e,
         other => panic!("expected an error envelope, got {other:?}"),

@@ -54,9 +54,17 @@ impl Process {
         let n = LAUNCHES.fetch_add(1, Ordering::Relaxed);
         let stderr_path = dir.join(format!("{name}-{n}.stderr"));
         let stderr = File::create(&stderr_path).expect("create the stderr log");
-        cmd.stdin(Stdio::null()).stdout(Stdio::null()).stderr(stderr);
+        cmd.stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(stderr);
         let child = cmd.spawn().unwrap_or_else(|e| panic!("spawn {name}: {e}"));
-        Self { name, dir: dir.to_owned(), child, exit: None, stderr_path }
+        Self {
+            name,
+            dir: dir.to_owned(),
+            child,
+            exit: None,
+            stderr_path,
+        }
     }
 
     pub fn pid(&self) -> u32 {
@@ -85,8 +93,13 @@ impl Process {
         if let Some(status) = self.try_exit() {
             return status;
         }
-        self.child.kill().unwrap_or_else(|e| panic!("SIGKILL {}: {e}", self.name));
-        let status = self.child.wait().unwrap_or_else(|e| panic!("reap {}: {e}", self.name));
+        self.child
+            .kill()
+            .unwrap_or_else(|e| panic!("SIGKILL {}: {e}", self.name));
+        let status = self
+            .child
+            .wait()
+            .unwrap_or_else(|e| panic!("reap {}: {e}", self.name));
         self.exit = Some(status);
         status
     }
@@ -117,14 +130,21 @@ impl Process {
         })
         .await;
         if let Err(status) = ready {
-            panic!("{} exited ({status}) before it was ready; its stderr:\n{}", self.name, self.stderr());
+            panic!(
+                "{} exited ({status}) before it was ready; its stderr:\n{}",
+                self.name,
+                self.stderr()
+            );
         }
     }
 
     /// Waits (bounded) for the process to exit and returns its status.
     pub async fn wait_exit(&mut self) -> ExitStatus {
         let what = format!("{} to exit", self.name);
-        wait::until(&what, DAEMON_DEADLINE, || std::future::ready(self.try_exit())).await
+        wait::until(&what, DAEMON_DEADLINE, || {
+            std::future::ready(self.try_exit())
+        })
+        .await
     }
 }
 
@@ -135,7 +155,12 @@ impl Drop for Process {
             let _ = self.child.wait();
         }
         if std::thread::panicking() {
-            eprintln!("--- stderr of {} in {} ---\n{}", self.name, self.dir.display(), self.stderr());
+            eprintln!(
+                "--- stderr of {} in {} ---\n{}",
+                self.name,
+                self.dir.display(),
+                self.stderr()
+            );
         }
     }
 }

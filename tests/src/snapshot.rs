@@ -14,10 +14,16 @@ pub type Rows = BTreeMap<String, String>;
 /// Reads every row of `db` through a read-only connection, in one
 /// statement, so the rows are one committed state.
 pub fn dump(db: &Path) -> Rows {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX)
-        .unwrap_or_else(|e| panic!("open {} read-only: {e}", db.display()));
-    conn.busy_timeout(std::time::Duration::from_secs(10)).expect("set a busy timeout");
-    let mut stmt = conn.prepare("SELECT k, v FROM kv ORDER BY k").expect("prepare the dump");
+    let conn = Connection::open_with_flags(
+        db,
+        OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )
+    .unwrap_or_else(|e| panic!("open {} read-only: {e}", db.display()));
+    conn.busy_timeout(std::time::Duration::from_secs(10))
+        .expect("set a busy timeout");
+    let mut stmt = conn
+        .prepare("SELECT k, v FROM kv ORDER BY k")
+        .expect("prepare the dump");
     stmt.query_map([], |r| Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?)))
         .expect("dump the kv table")
         .collect::<Result<Rows, _>>()
@@ -30,8 +36,12 @@ pub fn render(rows: &Rows) -> String {
 }
 
 /// The rows whose key starts with `prefix`.
-pub fn with_prefix<'a>(rows: &'a Rows, prefix: &'a str) -> impl Iterator<Item = (&'a String, &'a String)> + 'a {
-    rows.range(prefix.to_owned()..).take_while(move |(k, _)| k.starts_with(prefix))
+pub fn with_prefix<'a>(
+    rows: &'a Rows,
+    prefix: &'a str,
+) -> impl Iterator<Item = (&'a String, &'a String)> + 'a {
+    rows.range(prefix.to_owned()..)
+        .take_while(move |(k, _)| k.starts_with(prefix))
 }
 
 /// The rows without the event streams and their marks (`ev:`, `evhwm:`),
@@ -70,30 +80,44 @@ pub fn assert_same(before: &Rows, after: &Rows, context: &str) {
 /// The fields of one record (`file:<rid>/<field>` rows), by field name.
 pub fn record(rows: &Rows, rid: &str) -> BTreeMap<String, String> {
     let prefix = format!("file:{rid}/");
-    with_prefix(rows, &prefix).map(|(k, v)| (k[prefix.len()..].to_owned(), v.clone())).collect()
+    with_prefix(rows, &prefix)
+        .map(|(k, v)| (k[prefix.len()..].to_owned(), v.clone()))
+        .collect()
 }
 
 /// The RIDs of the root index.
 pub fn roots(rows: &Rows) -> BTreeSet<String> {
-    with_prefix(rows, "idx:roots/").map(|(k, _)| k["idx:roots/".len()..].to_owned()).collect()
+    with_prefix(rows, "idx:roots/")
+        .map(|(k, _)| k["idx:roots/".len()..].to_owned())
+        .collect()
 }
 
 /// The RIDs that have at least one `file:` row.
 pub fn rids_with_fields(rows: &Rows) -> BTreeSet<String> {
     with_prefix(rows, "file:")
-        .filter_map(|(k, _)| k["file:".len()..].split_once('/').map(|(r, _)| r.to_owned()))
+        .filter_map(|(k, _)| {
+            k["file:".len()..]
+                .split_once('/')
+                .map(|(r, _)| r.to_owned())
+        })
         .collect()
 }
 
 /// The alias index: CID → RID.
 pub fn aliases(rows: &Rows) -> BTreeMap<String, String> {
-    with_prefix(rows, "cid:").map(|(k, v)| (k["cid:".len()..].to_owned(), v.clone())).collect()
+    with_prefix(rows, "cid:")
+        .map(|(k, v)| (k["cid:".len()..].to_owned(), v.clone()))
+        .collect()
 }
 
 /// Every key that names `rid`, outside the event streams.
 pub fn keys_naming(rows: &Rows, rid: &str) -> Vec<String> {
     rows.iter()
-        .filter(|(k, v)| !k.starts_with("ev:") && !k.starts_with("evhwm:") && (k.contains(rid) || v.as_str() == rid))
+        .filter(|(k, v)| {
+            !k.starts_with("ev:")
+                && !k.starts_with("evhwm:")
+                && (k.contains(rid) || v.as_str() == rid)
+        })
         .map(|(k, v)| format!("{k} = {v}"))
         .collect()
 }
@@ -122,11 +146,16 @@ pub fn violations(rows: &Rows) -> Vec<String> {
     }
     let count = rows.get("idx:count/roots").cloned().unwrap_or_default();
     if count != roots.len().to_string() {
-        out.push(format!("idx:count/roots is {count:?} but there are {} idx:roots/ rows", roots.len()));
+        out.push(format!(
+            "idx:count/roots is {count:?} but there are {} idx:roots/ rows",
+            roots.len()
+        ));
     }
     for (cid, rid) in aliases(rows) {
         if !rows.contains_key(&format!("file:{rid}/cids/{cid}")) {
-            out.push(format!("cid:{cid} -> {rid} but {rid} has no cids/{cid} member"));
+            out.push(format!(
+                "cid:{cid} -> {rid} but {rid} has no cids/{cid} member"
+            ));
         }
     }
     for (k, _) in with_prefix(rows, "dup:") {
@@ -141,7 +170,11 @@ pub fn violations(rows: &Rows) -> Vec<String> {
 /// Panics listing every violated invariant.
 pub fn assert_sound(rows: &Rows) {
     let v = violations(rows);
-    assert!(v.is_empty(), "the store breaks its invariants:\n{}", v.join("\n"));
+    assert!(
+        v.is_empty(),
+        "the store breaks its invariants:\n{}",
+        v.join("\n")
+    );
 }
 
 #[cfg(test)]
@@ -149,7 +182,10 @@ mod tests {
     use super::*;
 
     fn rows(pairs: &[(&str, &str)]) -> Rows {
-        pairs.iter().map(|(k, v)| (k.to_string(), v.to_string())).collect()
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
     }
 
     const R: &str = "01JKR8XW5T4QMV7AHNJ2DEFGHK";
@@ -186,6 +222,11 @@ mod tests {
         let a = rows(&[("a", "1"), ("b", "2")]);
         let b = rows(&[("b", "3"), ("c", "4")]);
         assert_eq!(diff(&a, &b), "- a = 1\n~ b: 2 -> 3\n+ c = 4\n");
-        assert_eq!(record(&rows(&[(&format!("file:{R}/x/y"), "v")]), R).get("x/y").map(String::as_str), Some("v"));
+        assert_eq!(
+            record(&rows(&[(&format!("file:{R}/x/y"), "v")]), R)
+                .get("x/y")
+                .map(String::as_str),
+            Some("v")
+        );
     }
 }

@@ -17,7 +17,9 @@ use std::ops::Deref;
 use std::path::{Path, PathBuf};
 use std::process::Output;
 
-use metacore::api::supervisor::{DaemonState, DaemonStatus, Role, SupervisorClient, SupervisorStatus};
+use metacore::api::supervisor::{
+    DaemonState, DaemonStatus, Role, SupervisorClient, SupervisorStatus,
+};
 
 use crate::apid::{Http, free_port};
 use crate::daemon::bin_dir;
@@ -36,7 +38,12 @@ pub struct Launch {
 impl Launch {
     /// `META_CORE_PATH=<dir>/meta-core`, run dir `<dir>/<run>`, a free port.
     pub fn in_dir(dir: &Path, run: &str) -> Self {
-        Self { dir: dir.to_owned(), run_dir: dir.join(run), port: free_port(), env: Vec::new() }
+        Self {
+            dir: dir.to_owned(),
+            run_dir: dir.join(run),
+            port: free_port(),
+            env: Vec::new(),
+        }
     }
 
     pub fn port(mut self, port: u16) -> Self {
@@ -71,7 +78,12 @@ impl Launch {
         self.apply(&mut cmd);
         let process = Process::spawn("meta-core", &self.dir, cmd);
         let control = SupervisorClient::new(&self.run_dir.join("meta-core.sock"));
-        MetaCore { http: Http::new(self.port), launch: self, process, control }
+        MetaCore {
+            http: Http::new(self.port),
+            launch: self,
+            process,
+            control,
+        }
     }
 
     /// Spawns the supervisor as PID 1 of a new PID namespace, as in a
@@ -95,7 +107,12 @@ impl Launch {
         self.apply(&mut cmd);
         let process = Process::spawn("meta-core", &self.dir, cmd);
         let control = SupervisorClient::new(&self.run_dir.join("meta-core.sock"));
-        Some(MetaCore { http: Http::new(self.port), launch: self, process, control })
+        Some(MetaCore {
+            http: Http::new(self.port),
+            launch: self,
+            process,
+            control,
+        })
     }
 
     /// Spawns and waits until it leads with every daemon ready.
@@ -150,19 +167,30 @@ impl MetaCore {
 
     /// The status from the control socket; panics if it does not answer.
     pub async fn status(&self) -> SupervisorStatus {
-        self.control
-            .status()
-            .await
-            .unwrap_or_else(|e| panic!("meta-core's control socket: {e}\nits stderr:\n{}", self.process.stderr()))
+        self.control.status().await.unwrap_or_else(|e| {
+            panic!(
+                "meta-core's control socket: {e}\nits stderr:\n{}",
+                self.process.stderr()
+            )
+        })
     }
 
     /// One daemon's row.
     pub async fn daemon(&self, name: &str) -> DaemonStatus {
-        self.status().await.daemons.into_iter().find(|d| d.name == name).expect("a row per daemon")
+        self.status()
+            .await
+            .daemons
+            .into_iter()
+            .find(|d| d.name == name)
+            .expect("a row per daemon")
     }
 
     /// Polls the status until `ok` holds for it.
-    pub async fn wait_status(&mut self, what: &str, ok: impl Fn(&SupervisorStatus) -> bool) -> SupervisorStatus {
+    pub async fn wait_status(
+        &mut self,
+        what: &str,
+        ok: impl Fn(&SupervisorStatus) -> bool,
+    ) -> SupervisorStatus {
         let control = self.control.clone();
         let process = &mut self.process;
         until(what, DAEMON_DEADLINE, || {
@@ -182,7 +210,10 @@ impl MetaCore {
     /// Waits until it leads and every daemon is running and ready.
     pub async fn wait_all_ready(&mut self) -> SupervisorStatus {
         self.wait_status("every daemon running and ready", |s| {
-            s.role == Role::Leader && s.daemons.iter().all(|d| d.state == DaemonState::Running && d.ready)
+            s.role == Role::Leader
+                && s.daemons
+                    .iter()
+                    .all(|d| d.state == DaemonState::Running && d.ready)
         })
         .await
     }
@@ -197,19 +228,25 @@ impl MetaCore {
 
     /// Runs the CLI with this supervisor's environment.
     pub fn cli(&self, args: &[&str]) -> Output {
-        self.cli_command(args).output().expect("run the meta-core CLI")
+        self.cli_command(args)
+            .output()
+            .expect("run the meta-core CLI")
     }
 }
 
 /// The pids of the children of `pid`, as the host sees them.
 pub fn children_of(pid: u32) -> Vec<u32> {
-    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     procs
         .flatten()
         .filter_map(|p| p.file_name().to_str()?.parse::<u32>().ok())
         .filter(|child| {
             std::fs::read_to_string(format!("/proc/{child}/stat")).is_ok_and(|stat| {
-                stat.rsplit_once(") ").and_then(|(_, rest)| rest.split_whitespace().nth(1)) == Some(&pid.to_string())
+                stat.rsplit_once(") ")
+                    .and_then(|(_, rest)| rest.split_whitespace().nth(1))
+                    == Some(&pid.to_string())
             })
         })
         .collect()
@@ -218,15 +255,24 @@ pub fn children_of(pid: u32) -> Vec<u32> {
 /// The pids of live (not zombie) processes that have `path` open: who
 /// holds a database file, for instance.
 pub fn holders_of(path: &Path) -> Vec<u32> {
-    let Ok(procs) = std::fs::read_dir("/proc") else { return Vec::new() };
+    let Ok(procs) = std::fs::read_dir("/proc") else {
+        return Vec::new();
+    };
     let mut pids = Vec::new();
     for p in procs.flatten() {
-        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else { continue };
+        let Some(pid) = p.file_name().to_str().and_then(|s| s.parse::<u32>().ok()) else {
+            continue;
+        };
         if !alive(pid) {
             continue;
         }
-        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else { continue };
-        if fds.flatten().any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == path)) {
+        let Ok(fds) = std::fs::read_dir(p.path().join("fd")) else {
+            continue;
+        };
+        if fds
+            .flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|l| l == path))
+        {
             pids.push(pid);
         }
     }
@@ -236,7 +282,9 @@ pub fn holders_of(path: &Path) -> Vec<u32> {
 /// Whether `pid` is a live process (a zombie is dead).
 pub fn alive(pid: u32) -> bool {
     match std::fs::read_to_string(format!("/proc/{pid}/stat")) {
-        Ok(stat) => stat.rsplit_once(") ").is_some_and(|(_, rest)| !rest.starts_with('Z')),
+        Ok(stat) => stat
+            .rsplit_once(") ")
+            .is_some_and(|(_, rest)| !rest.starts_with('Z')),
         Err(_) => false,
     }
 }

@@ -20,7 +20,9 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
     let a = Apid::start(&s).await;
     for i in 0..20 {
         let body = json!({"title": format!("t{i}"), "n": "007", "e": "", "a": "x", "a/b": "y", "list/0": "p"});
-        let r = a.send_json("PATCH", &format!("/meta/{}", random_midhash()), &body).await;
+        let r = a
+            .send_json("PATCH", &format!("/meta/{}", random_midhash()), &body)
+            .await;
         assert_eq!(r.status, 200, "{}", r.text());
     }
     let before = record_rows(&dump(&s.db_path()));
@@ -29,22 +31,46 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
     assert_eq!(export.status, 200, "{}", export.text());
     assert_eq!(export.header("content-type"), Some("application/zip"));
     let disposition = export.header("content-disposition").unwrap_or_default();
-    assert!(disposition.contains("metamesh-snapshot-") && disposition.contains(".zip"), "{disposition}");
+    assert!(
+        disposition.contains("metamesh-snapshot-") && disposition.contains(".zip"),
+        "{disposition}"
+    );
     assert_eq!(&export.body[..2], b"PK", "a ZIP archive");
 
-    a.send_json("POST", "/api/snapshot/wipe", &json!(null)).await.assert_error(400, "bad_request");
-    let wipe = a.send_json("POST", "/api/snapshot/wipe?scope=metadata", &json!(null)).await;
+    a.send_json("POST", "/api/snapshot/wipe", &json!(null))
+        .await
+        .assert_error(400, "bad_request");
+    let wipe = a
+        .send_json("POST", "/api/snapshot/wipe?scope=metadata", &json!(null))
+        .await;
     assert_eq!(wipe.status, 200, "{}", wipe.text());
     assert_eq!(wipe.json()["metadataDeleted"], 20);
-    assert!(record_rows(&dump(&s.db_path())).is_empty(), "wipe leaves no record rows");
+    assert!(
+        record_rows(&dump(&s.db_path())).is_empty(),
+        "wipe leaves no record rows"
+    );
 
     let zip = export.body.clone();
-    let imported =
-        a.send("POST", "/api/snapshot/import?mode=replace", zip.clone(), &[("content-type", "application/zip")]).await;
+    let imported = a
+        .send(
+            "POST",
+            "/api/snapshot/import?mode=replace",
+            zip.clone(),
+            &[("content-type", "application/zip")],
+        )
+        .await;
     assert_eq!(imported.status, 200, "{}", imported.text());
     let report = imported.json();
-    assert_eq!((report["totalFiles"].as_u64(), report["filesOk"].as_u64()), (Some(20), Some(20)), "{report}");
-    assert_eq!(record_rows(&dump(&s.db_path())), before, "an import of an export gives back the same rows");
+    assert_eq!(
+        (report["totalFiles"].as_u64(), report["filesOk"].as_u64()),
+        (Some(20), Some(20)),
+        "{report}"
+    );
+    assert_eq!(
+        record_rows(&dump(&s.db_path())),
+        before,
+        "an import of an export gives back the same rows"
+    );
 
     // The same archive as a multipart upload, dry run: counted, nothing written.
     let boundary = "----metacoreboundary";
@@ -55,13 +81,34 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
     body.extend_from_slice(&zip);
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
     let ctype = format!("multipart/form-data; boundary={boundary}");
-    let dry = a.send("POST", "/api/snapshot/import?dry_run=true", body, &[("content-type", ctype.as_str())]).await;
+    let dry = a
+        .send(
+            "POST",
+            "/api/snapshot/import?dry_run=true",
+            body,
+            &[("content-type", ctype.as_str())],
+        )
+        .await;
     assert_eq!(dry.status, 200, "{}", dry.text());
     assert_eq!(dry.json()["dryRun"], true);
-    assert_eq!(record_rows(&dump(&s.db_path())), before, "a dry run writes nothing");
+    assert_eq!(
+        record_rows(&dump(&s.db_path())),
+        before,
+        "a dry run writes nothing"
+    );
 
-    let bad =
-        a.send("POST", "/api/snapshot/import", b"not a zip".to_vec(), &[("content-type", "application/zip")]).await;
+    let bad = a
+        .send(
+            "POST",
+            "/api/snapshot/import",
+            b"not a zip".to_vec(),
+            &[("content-type", "application/zip")],
+        )
+        .await;
     assert_eq!(bad.status, 400, "{}", bad.text());
-    assert_eq!(record_rows(&dump(&s.db_path())), before, "a refused import writes nothing");
+    assert_eq!(
+        record_rows(&dump(&s.db_path())),
+        before,
+        "a refused import writes nothing"
+    );
 }

@@ -12,7 +12,13 @@ async fn start() -> (Storaged, Apid, String) {
     let s = Storaged::start().await;
     let a = Apid::start(&s).await;
     let rid = random_rid().to_string();
-    let r = a.send_json("PATCH", &format!("/meta/{rid}"), &json!({"title": "T", "a/b": "c"})).await;
+    let r = a
+        .send_json(
+            "PATCH",
+            &format!("/meta/{rid}"),
+            &json!({"title": "T", "a/b": "c"}),
+        )
+        .await;
     assert_eq!(r.status, 200, "{}", r.text());
     (s, a, rid)
 }
@@ -20,9 +26,17 @@ async fn start() -> (Storaged, Apid, String) {
 /// A 4xx with the envelope `{error, message, retryable: false}`, whatever
 /// the slug; returns the slug.
 fn assert_4xx(r: &RawResponse, what: &str) -> String {
-    assert!((400..500).contains(&r.status), "{what}: want a 4xx, got {} {}", r.status, r.text());
+    assert!(
+        (400..500).contains(&r.status),
+        "{what}: want a 4xx, got {} {}",
+        r.status,
+        r.text()
+    );
     let v = r.json();
-    let slug = v["error"].as_str().unwrap_or_else(|| panic!("{what}: no slug in {v}")).to_owned();
+    let slug = v["error"]
+        .as_str()
+        .unwrap_or_else(|| panic!("{what}: no slug in {v}"))
+        .to_owned();
     r.assert_error(r.status, &slug);
     slug
 }
@@ -32,16 +46,29 @@ async fn malformed_and_misshapen_json_bodies_are_400() {
     let (s, a, rid) = start().await;
     let before = dump(&s.db_path());
     let json_ct = [("content-type", "application/json")];
-    let targets = [rid.clone(), random_rid().to_string(), random_midhash().to_string()];
+    let targets = [
+        rid.clone(),
+        random_rid().to_string(),
+        random_midhash().to_string(),
+    ];
     for target in &targets {
         for method in ["PUT", "PATCH"] {
             let path = format!("/meta/{target}");
             for body in [r#"{"title":"#, "{", "not json", "{\"a\":\"b\"} trailing"] {
-                a.send(method, &path, body, &json_ct).await.assert_error(400, "bad_request");
+                a.send(method, &path, body, &json_ct)
+                    .await
+                    .assert_error(400, "bad_request");
             }
-            for body in
-                ["[]", r#""x""#, "42", "null", r#"{"a":1}"#, r#"{"a":{"b":"c"}}"#, r#"{"a":["x"]}"#, r#"{"a":null}"#]
-            {
+            for body in [
+                "[]",
+                r#""x""#,
+                "42",
+                "null",
+                r#"{"a":1}"#,
+                r#"{"a":{"b":"c"}}"#,
+                r#"{"a":["x"]}"#,
+                r#"{"a":null}"#,
+            ] {
                 let r = a.send(method, &path, body, &json_ct).await;
                 assert_eq!(r.status, 400, "{method} {path} {body}: {}", r.text());
                 r.assert_error(400, "schema_violation");
@@ -84,17 +111,27 @@ async fn oversized_bodies_are_413() {
     // 10 MiB of valid JSON: over the 8 MiB of the metadata routes.
     let big = format!(r#"{{"title":"{}"}}"#, "x".repeat(10 * 1024 * 1024));
     for method in ["PUT", "PATCH"] {
-        let r = a.send_raw(method, &format!("/meta/{rid}"), Some(big.as_bytes())).await;
+        let r = a
+            .send_raw(method, &format!("/meta/{rid}"), Some(big.as_bytes()))
+            .await;
         r.assert_error(413, "payload_too_large");
     }
     // 2 MiB: over the 1 MiB of one property and of _add.
     let two = "y".repeat(2 * 1024 * 1024);
     let two = Some(two.as_bytes());
-    a.send_raw("PUT", &format!("/meta/{rid}/title"), two).await.assert_error(413, "payload_too_large");
-    a.send_raw("POST", &format!("/meta/{rid}/_add/tags"), two).await.assert_error(413, "payload_too_large");
+    a.send_raw("PUT", &format!("/meta/{rid}/title"), two)
+        .await
+        .assert_error(413, "payload_too_large");
+    a.send_raw("POST", &format!("/meta/{rid}/_add/tags"), two)
+        .await
+        .assert_error(413, "payload_too_large");
     assert_same(&before, &dump(&s.db_path()), "oversized bodies");
     let r = a.get(&format!("/meta/{rid}/title")).await;
-    assert_eq!((r.status, r.text().as_str()), (200, "T"), "apid still serves");
+    assert_eq!(
+        (r.status, r.text().as_str()),
+        (200, "T"),
+        "apid still serves"
+    );
 }
 
 #[tokio::test]
@@ -122,7 +159,9 @@ async fn invalid_rids_and_cids_are_400() {
             ("GET", format!("/api/meta/{h}"), ""),
             ("GET", format!("/data/{h}/path"), ""),
         ] {
-            let r = a.send(method, &path, body, &[("content-type", "application/json")]).await;
+            let r = a
+                .send(method, &path, body, &[("content-type", "application/json")])
+                .await;
             let what = format!("{method} {path}");
             if h == ".." {
                 // `/meta/..` may not even reach the route; any clear 4xx.
@@ -133,7 +172,11 @@ async fn invalid_rids_and_cids_are_400() {
             }
         }
         let head = a.send("HEAD", &format!("/data/{h}"), "", &[]).await;
-        assert!((400..500).contains(&head.status), "HEAD /data/{h}: {}", head.status);
+        assert!(
+            (400..500).contains(&head.status),
+            "HEAD /data/{h}: {}",
+            head.status
+        );
     }
     assert_same(&before, &dump(&s.db_path()), "invalid hashes");
     assert_eq!(a.get(&format!("/meta/{rid}")).await.status, 200);
@@ -143,7 +186,17 @@ async fn invalid_rids_and_cids_are_400() {
 async fn bad_property_keys_are_4xx() {
     let (s, a, rid) = start().await;
     let before = dump(&s.db_path());
-    for key in ["a//b", "a/../b", "..", "a/..", "./a", "a%00b", "%00", "a/%2e%2e/b", "a/"] {
+    for key in [
+        "a//b",
+        "a/../b",
+        "..",
+        "a/..",
+        "./a",
+        "a%00b",
+        "%00",
+        "a/%2e%2e/b",
+        "a/",
+    ] {
         for (method, path, body) in [
             ("PUT", format!("/meta/{rid}/{key}"), "v"),
             ("POST", format!("/meta/{rid}/_add/{key}"), "v"),
@@ -155,7 +208,9 @@ async fn bad_property_keys_are_4xx() {
         }
     }
     // The empty value of _add is refused too.
-    a.send("POST", &format!("/meta/{rid}/_add/tags"), "", &[]).await.assert_error(400, "schema_violation");
+    a.send("POST", &format!("/meta/{rid}/_add/tags"), "", &[])
+        .await
+        .assert_error(400, "schema_violation");
     assert_same(&before, &dump(&s.db_path()), "bad property keys");
 }
 
@@ -179,7 +234,9 @@ async fn unknown_routes_and_wrong_methods_get_the_envelope() {
         ("DELETE", format!("/api/meta/{}", random_midhash())),
         ("POST", format!("/data/{rid}")),
     ] {
-        let r = a.send(method, &path, "{}", &[("content-type", "application/json")]).await;
+        let r = a
+            .send(method, &path, "{}", &[("content-type", "application/json")])
+            .await;
         let what = format!("{method} {path}");
         if method == "GET" && path.contains("/_add/") {
             // `GET /meta/<rid>/_add/tags` is the property `_add/tags`.

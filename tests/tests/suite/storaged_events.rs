@@ -14,13 +14,29 @@ use metacore::socket::client::ClientError;
 use metacore::{Entry, ErrorCode, StreamId, StreamName};
 
 async fn all_entries(c: &StoragedClient, stream: StreamName) -> Vec<Entry> {
-    c.entries(stream, &EntriesQuery { after: None, limit: Some(10_000) }).await.unwrap()
+    c.entries(
+        stream,
+        &EntriesQuery {
+            after: None,
+            limit: Some(10_000),
+        },
+    )
+    .await
+    .unwrap()
 }
 
 /// The `(type, key)` of the meta entries after `after`.
 async fn meta_after(c: &StoragedClient, after: Option<StreamId>) -> Vec<(String, String)> {
-    let q = EntriesQuery { after, limit: Some(10_000) };
-    c.entries(StreamName::Meta, &q).await.unwrap().into_iter().map(|e| kind_key(&e)).collect()
+    let q = EntriesQuery {
+        after,
+        limit: Some(10_000),
+    };
+    c.entries(StreamName::Meta, &q)
+        .await
+        .unwrap()
+        .into_iter()
+        .map(|e| kind_key(&e))
+        .collect()
 }
 
 fn kind_key(e: &Entry) -> (String, String) {
@@ -29,7 +45,10 @@ fn kind_key(e: &Entry) -> (String, String) {
 
 /// The next entry of a tail, bounded.
 async fn next_entry<S: Stream<Item = Result<Entry, ClientError>> + Unpin>(tail: &mut S) -> Entry {
-    within("the next tail entry", IO_DEADLINE, tail.next()).await.expect("the tail goes on").expect("a readable entry")
+    within("the next tail entry", IO_DEADLINE, tail.next())
+        .await
+        .expect("the tail goes on")
+        .expect("a readable entry")
 }
 
 #[tokio::test]
@@ -43,14 +62,22 @@ async fn meta_events_announce_real_changes_only() {
     c.merge(&r, fields(&[("title", "A")])).await.unwrap();
     c.merge(&r, fields(&[("title", "A")])).await.unwrap();
     c.set_field(&r, "title", "A").await.unwrap();
-    c.replace(&r, fields(&[("title", "A"), ("year", "1")])).await.unwrap();
+    c.replace(&r, fields(&[("title", "A"), ("year", "1")]))
+        .await
+        .unwrap();
     c.set_field(&r, "title", "B").await.unwrap();
     assert!(!c.delete_field(&r, "never-set").await.unwrap().existed);
     assert!(c.delete_field(&r, "year").await.unwrap().existed);
     assert!(!c.delete_field(&r, "year").await.unwrap().existed);
     c.delete_record(&r).await.unwrap();
 
-    let want = vec![ev("set", "title"), ev("set", "year"), ev("set", "title"), ev("del", "year"), ev("del", "title")];
+    let want = vec![
+        ev("set", "title"),
+        ev("set", "year"),
+        ev("set", "title"),
+        ev("del", "year"),
+        ev("del", "title"),
+    ];
     assert_eq!(meta_after(c, None).await, want);
 }
 
@@ -60,12 +87,19 @@ async fn entries_carry_type_key_and_ts_under_increasing_ids() {
     let c = s.client();
     let r = random_rid().to_string();
     for i in 0..20 {
-        c.merge(&r, fields(&[(&format!("f{}", i % 7), &i.to_string())])).await.unwrap();
+        c.merge(&r, fields(&[(&format!("f{}", i % 7), &i.to_string())]))
+            .await
+            .unwrap();
     }
     let entries = all_entries(c, StreamName::Meta).await;
     assert_eq!(entries.len(), 20);
     for pair in entries.windows(2) {
-        assert!(pair[0].id < pair[1].id, "{:?} then {:?}", pair[0].id, pair[1].id);
+        assert!(
+            pair[0].id < pair[1].id,
+            "{:?} then {:?}",
+            pair[0].id,
+            pair[1].id
+        );
     }
     for e in &entries {
         let mut names: Vec<&str> = e.fields.keys().map(String::as_str).collect();
@@ -73,8 +107,13 @@ async fn entries_carry_type_key_and_ts_under_increasing_ids() {
         assert_eq!(names, ["key", "ts", "type"], "{e:?}");
         assert_eq!(e.fields["type"], "set");
         assert!(e.fields["key"].starts_with(&format!("file:{r}/f")), "{e:?}");
-        let ts: u64 = e.fields["ts"].parse().unwrap_or_else(|_| panic!("ts is milliseconds: {e:?}"));
-        assert!(ts > 1_600_000_000_000, "ts is a Unix time in milliseconds: {e:?}");
+        let ts: u64 = e.fields["ts"]
+            .parse()
+            .unwrap_or_else(|_| panic!("ts is milliseconds: {e:?}"));
+        assert!(
+            ts > 1_600_000_000_000,
+            "ts is a Unix time in milliseconds: {e:?}"
+        );
     }
 }
 
@@ -92,7 +131,16 @@ async fn entries_are_read_in_pages_after_a_cursor() {
     let mut paged = Vec::new();
     let mut after = None;
     loop {
-        let page = c.entries(StreamName::Meta, &EntriesQuery { after, limit: Some(7) }).await.unwrap();
+        let page = c
+            .entries(
+                StreamName::Meta,
+                &EntriesQuery {
+                    after,
+                    limit: Some(7),
+                },
+            )
+            .await
+            .unwrap();
         assert!(page.len() <= 7);
         let Some(last) = page.last() else { break };
         after = Some(last.id);
@@ -101,18 +149,33 @@ async fn entries_are_read_in_pages_after_a_cursor() {
     }
     assert_eq!(paged, all);
 
-    let tail = c.entries(StreamName::Meta, &EntriesQuery { after: Some(all[26].id), limit: None }).await.unwrap();
+    let tail = c
+        .entries(
+            StreamName::Meta,
+            &EntriesQuery {
+                after: Some(all[26].id),
+                limit: None,
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(tail, all[27..].to_vec(), "strictly after the cursor");
     let info = c.stream_info(StreamName::Meta).await.unwrap();
     assert_eq!(info.stream, "meta:events");
-    assert_eq!((info.first, info.last, info.length), (Some(all[0].id), Some(all[29].id), 30));
+    assert_eq!(
+        (info.first, info.last, info.length),
+        (Some(all[0].id), Some(all[29].id), 30)
+    );
 }
 
 #[tokio::test]
 async fn info_of_an_empty_stream() {
     let s = Storaged::start().await;
     let info = s.client().stream_info(StreamName::Files).await.unwrap();
-    assert_eq!((info.stream.as_str(), info.first, info.last, info.length), ("file:events", None, None, 0));
+    assert_eq!(
+        (info.stream.as_str(), info.first, info.last, info.length),
+        ("file:events", None, None, 0)
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,11 +202,18 @@ async fn the_tail_delivers_entries_committed_after_it_started_in_order() {
     writer.await.unwrap();
     let keys: Vec<String> = got.iter().map(|e| e.fields["key"].clone()).collect();
     let want: Vec<String> = (0..25).map(|i| format!("file:{r}/live{i:02}")).collect();
-    assert_eq!(keys, want, "the entry written before the tail is not replayed; the rest arrive in order");
+    assert_eq!(
+        keys, want,
+        "the entry written before the tail is not replayed; the rest arrive in order"
+    );
     for pair in got.windows(2) {
         assert!(pair[0].id < pair[1].id);
     }
-    assert_eq!(got, all_entries(c, StreamName::Meta).await[1..].to_vec(), "the tail sends the stored entries");
+    assert_eq!(
+        got,
+        all_entries(c, StreamName::Meta).await[1..].to_vec(),
+        "the tail sends the stored entries"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,16 +228,33 @@ async fn a_tail_resumes_after_a_given_id() {
 
     let mut tail = Box::pin(c.tail(StreamName::Meta, Some(stored[1].id)).await.unwrap());
     for want in &stored[2..] {
-        assert_eq!(&next_entry(&mut tail).await, want, "the stored entries after the cursor come first");
+        assert_eq!(
+            &next_entry(&mut tail).await,
+            want,
+            "the stored entries after the cursor come first"
+        );
     }
     c.set_field(&r, "new", "v").await.unwrap();
     let live = next_entry(&mut tail).await;
-    assert_eq!(kind_key(&live), ("set".to_string(), format!("file:{r}/new")));
+    assert_eq!(
+        kind_key(&live),
+        ("set".to_string(), format!("file:{r}/new"))
+    );
     assert!(live.id > stored[4].id);
 
     // A tail of file:events sees appended entries too.
-    let mut files = Box::pin(c.tail(StreamName::Files, Some(StreamId::ZERO)).await.unwrap());
-    let id = c.append(StreamName::Files, [("type".to_string(), "add".to_string())].into()).await.unwrap();
+    let mut files = Box::pin(
+        c.tail(StreamName::Files, Some(StreamId::ZERO))
+            .await
+            .unwrap(),
+    );
+    let id = c
+        .append(
+            StreamName::Files,
+            [("type".to_string(), "add".to_string())].into(),
+        )
+        .await
+        .unwrap();
     assert_eq!(next_entry(&mut files).await.id, id);
 }
 
@@ -180,27 +267,69 @@ async fn clients_append_to_file_events_but_not_to_meta_events() {
         ("path", "movies/Film (2001)/film.mkv"),
         ("timestamp", "1700000000000"),
         ("size", "123"),
-        ("midhash256", "bagacbabaec7v3fu2ygzh3e2sybg3fbzmisry2hbtpmck6vx3yftea6vzq35r4"),
+        (
+            "midhash256",
+            "bagacbabaec7v3fu2ygzh3e2sybg3fbzmisry2hbtpmck6vx3yftea6vzq35r4",
+        ),
     ]
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
     let first = c.append(StreamName::Files, entry.clone()).await.unwrap();
-    let second = c.append(StreamName::Files, [("type".to_string(), "delete".to_string())].into()).await.unwrap();
+    let second = c
+        .append(
+            StreamName::Files,
+            [("type".to_string(), "delete".to_string())].into(),
+        )
+        .await
+        .unwrap();
     assert!(first < second);
     let stored = all_entries(c, StreamName::Files).await;
     assert_eq!(stored.len(), 2);
-    assert_eq!((stored[0].id, &stored[0].fields), (first, &entry), "the entry is stored as sent");
-    assert_eq!(c.stream_info(StreamName::Files).await.unwrap().last, Some(second));
+    assert_eq!(
+        (stored[0].id, &stored[0].fields),
+        (first, &entry),
+        "the entry is stored as sent"
+    );
+    assert_eq!(
+        c.stream_info(StreamName::Files).await.unwrap().last,
+        Some(second)
+    );
 
     let before = e2e::snapshot::dump(&s.db_path());
-    let meta = api_error(c.append(StreamName::Meta, [("type".to_string(), "set".to_string())].into()).await);
-    assert_eq!(meta.code, ErrorCode::SchemaViolation, "meta:events is storaged's own");
-    let untyped = api_error(c.append(StreamName::Files, [("path".to_string(), "a".to_string())].into()).await);
+    let meta = api_error(
+        c.append(
+            StreamName::Meta,
+            [("type".to_string(), "set".to_string())].into(),
+        )
+        .await,
+    );
+    assert_eq!(
+        meta.code,
+        ErrorCode::SchemaViolation,
+        "meta:events is storaged's own"
+    );
+    let untyped = api_error(
+        c.append(
+            StreamName::Files,
+            [("path".to_string(), "a".to_string())].into(),
+        )
+        .await,
+    );
     assert_eq!(untyped.code, ErrorCode::SchemaViolation);
-    let empty_type = api_error(c.append(StreamName::Files, [("type".to_string(), String::new())].into()).await);
+    let empty_type = api_error(
+        c.append(
+            StreamName::Files,
+            [("type".to_string(), String::new())].into(),
+        )
+        .await,
+    );
     assert_eq!(empty_type.code, ErrorCode::SchemaViolation);
-    e2e::snapshot::assert_same(&before, &e2e::snapshot::dump(&s.db_path()), "refused appends");
+    e2e::snapshot::assert_same(
+        &before,
+        &e2e::snapshot::dump(&s.db_path()),
+        "refused appends",
+    );
 }
 
 #[tokio::test]
@@ -211,12 +340,22 @@ async fn an_unknown_stream_is_404_on_every_route() {
         ("GET", "/streams/other:events/entries", None),
         ("GET", "/streams/other:events/info", None),
         ("GET", "/streams/other:events/tail", None),
-        ("POST", "/streams/other:events/entries", Some(&br#"{"fields":{"type":"add"}}"#[..])),
+        (
+            "POST",
+            "/streams/other:events/entries",
+            Some(&br#"{"fields":{"type":"add"}}"#[..]),
+        ),
         ("GET", "/streams/meta/entries", None),
     ] {
         let resp = raw_http::request(&sock, method, path, body).await;
         resp.assert_error(404, "not_found");
     }
-    let resp = raw_http::request(&sock, "POST", "/streams/meta:events/entries", Some(br#"{"fields":{}}"#)).await;
+    let resp = raw_http::request(
+        &sock,
+        "POST",
+        "/streams/meta:events/entries",
+        Some(br#"{"fields":{}}"#),
+    )
+    .await;
     resp.assert_error(400, "schema_violation");
 }

@@ -19,9 +19,11 @@ use rusqlite::Connection;
 fn make_db(path: &std::path::Path, rows: &[(&str, &str)]) {
     std::fs::create_dir_all(path.parent().unwrap()).unwrap();
     let conn = Connection::open(path).unwrap();
-    conn.execute_batch("CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;").unwrap();
+    conn.execute_batch("CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;")
+        .unwrap();
     for (k, v) in rows {
-        conn.execute("INSERT INTO kv(k, v) VALUES (?1, ?2)", [k, v]).unwrap();
+        conn.execute("INSERT INTO kv(k, v) VALUES (?1, ?2)", [k, v])
+            .unwrap();
     }
 }
 
@@ -30,7 +32,11 @@ fn make_db(path: &std::path::Path, rows: &[(&str, &str)]) {
 async fn refused_start(launch: Launch) -> String {
     let mut s = launch.spawn();
     let status = s.wait_exit().await;
-    assert!(!status.success(), "storaged should refuse to start; stderr:\n{}", s.stderr());
+    assert!(
+        !status.success(),
+        "storaged should refuse to start; stderr:\n{}",
+        s.stderr()
+    );
     let answer = s.client().health().await.map(|h| h.pid).ok();
     assert_ne!(answer, Some(s.pid()), "a refused storaged serves nothing");
     s.stderr()
@@ -40,13 +46,23 @@ async fn refused_start(launch: Launch) -> String {
 async fn a_second_storaged_on_the_same_database_refuses_to_start() {
     let dir = test_dir();
     let first = Storaged::start_in(dir.path()).await;
-    first.client().merge(&random_rid().to_string(), fields(&[("title", "T")])).await.unwrap();
+    first
+        .client()
+        .merge(&random_rid().to_string(), fields(&[("title", "T")]))
+        .await
+        .unwrap();
     let before = dump(&first.db_path());
 
     let err = refused_start(Launch::in_dir(dir.path()).run_dir(dir.path().join("run2"))).await;
     let db = first.db_path().display().to_string();
-    assert!(err.contains(&db), "the refusal names the database {db}:\n{err}");
-    assert!(err.contains(&first.pid().to_string()), "and the pid that holds it:\n{err}");
+    assert!(
+        err.contains(&db),
+        "the refusal names the database {db}:\n{err}"
+    );
+    assert!(
+        err.contains(&first.pid().to_string()),
+        "and the pid that holds it:\n{err}"
+    );
 
     // Through META_CORE_DB_PATH from another META_CORE_PATH: still refused.
     let other = test_dir();
@@ -57,7 +73,11 @@ async fn a_second_storaged_on_the_same_database_refuses_to_start() {
     let err = refused_start(launch).await;
     assert!(err.contains(&db), "{err}");
 
-    assert_eq!(first.client().health().await.unwrap().pid, first.pid(), "the first one still serves");
+    assert_eq!(
+        first.client().health().await.unwrap().pid,
+        first.pid(),
+        "the first one still serves"
+    );
     assert_same(&before, &dump(&first.db_path()), "the refused starts");
 }
 
@@ -65,22 +85,34 @@ async fn a_second_storaged_on_the_same_database_refuses_to_start() {
 async fn a_store_of_another_schema_version_is_refused() {
     let dir = test_dir();
     let launch = Launch::in_dir(dir.path());
-    make_db(&launch.db(), &[("meta-core:schema-version", "1"), ("udl:x", "kept")]);
+    make_db(
+        &launch.db(),
+        &[("meta-core:schema-version", "1"), ("udl:x", "kept")],
+    );
     let before = dump(&launch.db());
     let err = refused_start(launch.clone()).await;
-    assert!(err.contains("schema version") && err.contains("\"1\""), "the refusal says which version it found:\n{err}");
+    assert!(
+        err.contains("schema version") && err.contains("\"1\""),
+        "the refusal says which version it found:\n{err}"
+    );
     assert_same(&before, &dump(&launch.db()), "a refused boot");
 }
 
 #[tokio::test]
 async fn legacy_records_without_the_sentinel_are_refused() {
-    for legacy in ["idx:roots/01JKR8XW5T4QMV7AHNJ2DEFGHK", "file:midhash256:abc/title"] {
+    for legacy in [
+        "idx:roots/01JKR8XW5T4QMV7AHNJ2DEFGHK",
+        "file:midhash256:abc/title",
+    ] {
         let dir = test_dir();
         let launch = Launch::in_dir(dir.path());
         make_db(&launch.db(), &[(legacy, "x")]);
         let before = dump(&launch.db());
         let err = refused_start(launch.clone()).await;
-        assert!(err.contains("legacy") && err.contains(legacy), "the refusal names the legacy row {legacy}:\n{err}");
+        assert!(
+            err.contains("legacy") && err.contains(legacy),
+            "the refusal names the legacy row {legacy}:\n{err}"
+        );
         assert_same(&before, &dump(&launch.db()), legacy);
     }
 }
@@ -89,9 +121,16 @@ async fn legacy_records_without_the_sentinel_are_refused() {
 async fn a_fresh_store_gets_the_sentinel_and_a_private_socket() {
     let s = Storaged::start().await;
     let rows = dump(&s.db_path());
-    assert_eq!(rows.get("meta-core:schema-version").map(String::as_str), Some("2"));
+    assert_eq!(
+        rows.get("meta-core:schema-version").map(String::as_str),
+        Some("2")
+    );
     assert_sound(&rows);
-    let mode = std::fs::metadata(s.socket_path()).unwrap().permissions().mode() & 0o777;
+    let mode = std::fs::metadata(s.socket_path())
+        .unwrap()
+        .permissions()
+        .mode()
+        & 0o777;
     assert_eq!(mode, 0o600, "the socket is its owner's only");
 
     // An empty kv table (made by hand) is a fresh store too.
@@ -100,7 +139,10 @@ async fn a_fresh_store_gets_the_sentinel_and_a_private_socket() {
     make_db(&launch.db(), &[("udl:kept", "1")]);
     let s = launch.start().await;
     let rows = dump(&s.db_path());
-    assert_eq!(rows.get("meta-core:schema-version").map(String::as_str), Some("2"));
+    assert_eq!(
+        rows.get("meta-core:schema-version").map(String::as_str),
+        Some("2")
+    );
     assert_eq!(rows.get("udl:kept").map(String::as_str), Some("1"));
 }
 
@@ -116,10 +158,18 @@ async fn sigterm_during_writes_commits_every_acknowledged_write_and_exits_0() {
         writers.push(tokio::spawn(async move {
             for i in 0.. {
                 let r = random_rid().to_string();
-                let f = fields(&[("writer", &w.to_string()), ("i", &i.to_string()), ("filePath", "/files/x")]);
+                let f = fields(&[
+                    ("writer", &w.to_string()),
+                    ("i", &i.to_string()),
+                    ("filePath", "/files/x"),
+                ]);
                 match c.merge(&r, f.clone()).await {
                     Ok(_) => acked.lock().unwrap().push((r, f)),
-                    Err(ClientError::Api(e)) if e.code == metacore::ErrorCode::StorageUnavailable => break,
+                    Err(ClientError::Api(e))
+                        if e.code == metacore::ErrorCode::StorageUnavailable =>
+                    {
+                        break;
+                    }
                     Err(ClientError::Api(e)) => panic!("a write was refused: {e}"),
                     Err(_) => break,
                 }
@@ -134,9 +184,15 @@ async fn sigterm_during_writes_commits_every_acknowledged_write_and_exits_0() {
     s.sigterm();
     let status = s.wait_exit().await;
     for w in writers {
-        wait::within("a writer to stop", DAEMON_DEADLINE, w).await.unwrap();
+        wait::within("a writer to stop", DAEMON_DEADLINE, w)
+            .await
+            .unwrap();
     }
-    assert!(status.success(), "an orderly stop exits 0, got {status}; stderr:\n{}", s.stderr());
+    assert!(
+        status.success(),
+        "an orderly stop exits 0, got {status}; stderr:\n{}",
+        s.stderr()
+    );
 
     let acked = std::mem::take(&mut *acked.lock().unwrap());
     s.restart().await;
@@ -152,9 +208,15 @@ async fn sigterm_during_writes_commits_every_acknowledged_write_and_exits_0() {
 async fn a_stale_socket_file_is_removed_at_start() {
     // Left by a killed storaged.
     let mut s = Storaged::start().await;
-    s.client().merge(&random_rid().to_string(), fields(&[("a", "1")])).await.unwrap();
+    s.client()
+        .merge(&random_rid().to_string(), fields(&[("a", "1")]))
+        .await
+        .unwrap();
     s.kill9();
-    assert!(s.socket_path().exists(), "SIGKILL leaves the socket file behind");
+    assert!(
+        s.socket_path().exists(),
+        "SIGKILL leaves the socket file behind"
+    );
     s.restart().await;
 
     // Left by anything else: a socket nobody listens on.
@@ -173,8 +235,17 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
     let mut s = Storaged::start().await;
     let c = s.client().clone();
     let x = random_midhash();
-    let w = c.merge(x.as_str(), fields(&[("title", "T"), ("year", "1999")])).await.unwrap();
-    let file_id = c.append(StreamName::Files, [("type".to_string(), "add".to_string())].into()).await.unwrap();
+    let w = c
+        .merge(x.as_str(), fields(&[("title", "T"), ("year", "1999")]))
+        .await
+        .unwrap();
+    let file_id = c
+        .append(
+            StreamName::Files,
+            [("type".to_string(), "add".to_string())].into(),
+        )
+        .await
+        .unwrap();
     let meta_last = c.stream_info(StreamName::Meta).await.unwrap().last.unwrap();
     let before = dump(&s.db_path());
 
@@ -185,22 +256,54 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
     let c = s.client().clone();
 
     assert_eq!(c.resolve(x.as_str()).await.unwrap(), w.rid);
-    assert_eq!(c.get_record(&w.rid.to_string()).await.unwrap().fields["year"], "1999");
+    assert_eq!(
+        c.get_record(&w.rid.to_string()).await.unwrap().fields["year"],
+        "1999"
+    );
     let info = c.stream_info(StreamName::Meta).await.unwrap();
     assert_eq!(info.last, Some(meta_last));
 
-    c.set_field(&w.rid.to_string(), "title", "T2").await.unwrap();
-    let new_file_id = c.append(StreamName::Files, [("type".to_string(), "change".to_string())].into()).await.unwrap();
+    c.set_field(&w.rid.to_string(), "title", "T2")
+        .await
+        .unwrap();
+    let new_file_id = c
+        .append(
+            StreamName::Files,
+            [("type".to_string(), "change".to_string())].into(),
+        )
+        .await
+        .unwrap();
     assert!(new_file_id > file_id, "{new_file_id:?} after {file_id:?}");
-    let after = c.entries(StreamName::Meta, &EntriesQuery { after: Some(meta_last), limit: None }).await.unwrap();
+    let after = c
+        .entries(
+            StreamName::Meta,
+            &EntriesQuery {
+                after: Some(meta_last),
+                limit: None,
+            },
+        )
+        .await
+        .unwrap();
     assert_eq!(after.len(), 1);
     assert!(after[0].id > meta_last);
 
     // A kill leaves the marks consistent too.
-    let last = c.stream_info(StreamName::Files).await.unwrap().last.unwrap();
+    let last = c
+        .stream_info(StreamName::Files)
+        .await
+        .unwrap()
+        .last
+        .unwrap();
     s.kill9();
     s.restart().await;
-    let next = s.client().append(StreamName::Files, [("type".to_string(), "x".to_string())].into()).await.unwrap();
+    let next = s
+        .client()
+        .append(
+            StreamName::Files,
+            [("type".to_string(), "x".to_string())].into(),
+        )
+        .await
+        .unwrap();
     assert!(next > last, "{next:?} after {last:?}");
 }
 
@@ -212,8 +315,15 @@ async fn a_live_socket_is_not_taken_over() {
     // Another database, the same run dir: the socket is in use.
     let launch = Launch::in_dir(other.path()).run_dir(dir.path().join("run"));
     let err = refused_start(launch).await;
-    assert!(err.contains("storaged.sock"), "the refusal names the socket:\n{err}");
-    assert_eq!(first.client().health().await.unwrap().pid, first.pid(), "the live socket still answers");
+    assert!(
+        err.contains("storaged.sock"),
+        "the refusal names the socket:\n{err}"
+    );
+    assert_eq!(
+        first.client().health().await.unwrap().pid,
+        first.pid(),
+        "the live socket still answers"
+    );
 }
 
 #[tokio::test]
@@ -225,7 +335,11 @@ async fn a_file_that_is_not_a_database_is_refused_untouched() {
     std::fs::write(launch.db(), &garbage).unwrap();
     let err = refused_start(launch.clone()).await;
     assert!(err.contains("not a database"), "{err}");
-    assert_eq!(std::fs::read(launch.db()).unwrap(), garbage, "the file is left as it was");
+    assert_eq!(
+        std::fs::read(launch.db()).unwrap(),
+        garbage,
+        "the file is left as it was"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -234,11 +348,20 @@ async fn an_open_tail_does_not_hold_up_an_orderly_stop() {
     let mut s = Storaged::start().await;
     let c = s.client().clone();
     let mut tail = Box::pin(c.tail(StreamName::Meta, None).await.unwrap());
-    c.set_field(&random_rid().to_string(), "a", "1").await.unwrap();
-    assert!(wait::within("the first tail entry", DAEMON_DEADLINE, tail.next()).await.is_some());
+    c.set_field(&random_rid().to_string(), "a", "1")
+        .await
+        .unwrap();
+    assert!(
+        wait::within("the first tail entry", DAEMON_DEADLINE, tail.next())
+            .await
+            .is_some()
+    );
     s.sigterm();
     let status = s.wait_exit().await;
     assert!(status.success(), "{status}; stderr:\n{}", s.stderr());
     let end = wait::within("the tail to end", DAEMON_DEADLINE, tail.next()).await;
-    assert!(end.is_none() || end.is_some_and(|e| e.is_err()), "the tail ends with the daemon");
+    assert!(
+        end.is_none() || end.is_some_and(|e| e.is_err()),
+        "the tail ends with the daemon"
+    );
 }

@@ -11,7 +11,9 @@ use std::time::Duration;
 use e2e::Storaged;
 use e2e::daemon::test_dir;
 use e2e::fixtures::{fields, member, random_midhash, random_rid};
-use e2e::snapshot::{Rows, aliases, assert_sound, dump, record, rids_with_fields, roots, with_prefix};
+use e2e::snapshot::{
+    Rows, aliases, assert_sound, dump, record, rids_with_fields, roots, with_prefix,
+};
 use e2e::wait::{self, DAEMON_DEADLINE};
 use metacore::api::storaged::StoragedClient;
 use metacore::socket::client::ClientError;
@@ -68,19 +70,32 @@ fn check_store(rows: &Rows, acked: &[(String, Fields)]) {
     }
     for rid in rids_with_fields(rows) {
         let n = record(rows, &rid).len();
-        assert_eq!(n, FIELDS_PER_RECORD, "record {rid} has {n} fields: a half-written record");
+        assert_eq!(
+            n, FIELDS_PER_RECORD,
+            "record {rid} has {n} fields: a half-written record"
+        );
     }
     let aliases = aliases(rows);
     for (cid, rid) in &aliases {
-        assert!(rows.contains_key(&format!("file:{rid}/cids/{cid}")), "cid:{cid} -> {rid} without the member");
+        assert!(
+            rows.contains_key(&format!("file:{rid}/cids/{cid}")),
+            "cid:{cid} -> {rid} without the member"
+        );
     }
     // Every CID member was unique, so each must be registered to its root.
     for (k, _) in with_prefix(rows, "file:") {
         if let Some((rid, cid)) = k["file:".len()..].split_once("/cids/") {
-            assert_eq!(aliases.get(cid).map(String::as_str), Some(rid), "member {k} without its alias");
+            assert_eq!(
+                aliases.get(cid).map(String::as_str),
+                Some(rid),
+                "member {k} without its alias"
+            );
         }
     }
-    assert_eq!(rows.get("idx:count/roots"), Some(&roots(rows).len().to_string()));
+    assert_eq!(
+        rows.get("idx:count/roots"),
+        Some(&roots(rows).len().to_string())
+    );
 }
 
 /// Every field row of the store was announced by a `set` in `meta:events`
@@ -91,7 +106,9 @@ async fn check_events(c: &StoragedClient, rows: &Rows) {
         return;
     }
     let announced: BTreeSet<String> = with_prefix(rows, "ev:meta:events/")
-        .map(|(k, v)| serde_json::from_str::<serde_json::Value>(v).unwrap_or_else(|e| panic!("{k}: {e}")))
+        .map(|(k, v)| {
+            serde_json::from_str::<serde_json::Value>(v).unwrap_or_else(|e| panic!("{k}: {e}"))
+        })
         .filter_map(|e| e["key"].as_str().map(str::to_owned))
         .collect();
     for (k, _) in with_prefix(rows, "file:") {
@@ -108,7 +125,9 @@ async fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_no_hal
 
     for cycle in 0..CYCLES {
         let before = acked.lock().unwrap().len();
-        let tasks: Vec<_> = (0..WRITERS).map(|w| tokio::spawn(writer(s.client().clone(), w, acked.clone()))).collect();
+        let tasks: Vec<_> = (0..WRITERS)
+            .map(|w| tokio::spawn(writer(s.client().clone(), w, acked.clone())))
+            .collect();
         // Let some writes land first, so every cycle kills a busy writer.
         wait::until("the first writes of the cycle", DAEMON_DEADLINE, || {
             std::future::ready((acked.lock().unwrap().len() > before).then_some(()))
@@ -118,7 +137,9 @@ async fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_no_hal
         tokio::time::sleep(Duration::from_millis(delay)).await;
         s.kill9();
         for t in tasks {
-            wait::within("a writer to notice the crash", DAEMON_DEADLINE, t).await.unwrap();
+            wait::within("a writer to notice the crash", DAEMON_DEADLINE, t)
+                .await
+                .unwrap();
         }
 
         s.restart().await;
@@ -127,7 +148,10 @@ async fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_no_hal
         check_store(&rows, &acked_now);
         check_events(s.client(), &rows).await;
         let info = s.client().stream_info(StreamName::Meta).await.unwrap();
-        assert!(info.last > last_meta, "cycle {cycle}: the event IDs go on after a crash");
+        assert!(
+            info.last > last_meta,
+            "cycle {cycle}: the event IDs go on after a crash"
+        );
         last_meta = info.last;
         eprintln!(
             "cycle {cycle}: killed after {delay} ms; {} records acknowledged in all, {} in the store",

@@ -5,7 +5,8 @@ use std::collections::BTreeSet;
 
 use e2e::Storaged;
 use e2e::fixtures::{
-    api_error, btih_v2, dag_pb, fields, member, midhash, random_midhash, random_rid, sha2_256, url_locator,
+    api_error, btih_v2, dag_pb, fields, member, midhash, random_midhash, random_rid, sha2_256,
+    url_locator,
 };
 use e2e::snapshot::{self, aliases, assert_sound, dump, keys_naming, record, roots};
 use metacore::api::storaged::{EntriesQuery, MintBody, PageQuery, RangeQuery, StoragedClient};
@@ -13,9 +14,15 @@ use metacore::{ErrorCode, Fields, Rid, StreamId, StreamName};
 
 /// The `(type, key)` of every `meta:events` entry after `after`.
 async fn meta_events_after(c: &StoragedClient, after: Option<StreamId>) -> Vec<(String, String)> {
-    let q = EntriesQuery { after, limit: Some(10_000) };
+    let q = EntriesQuery {
+        after,
+        limit: Some(10_000),
+    };
     let entries = c.entries(StreamName::Meta, &q).await.unwrap();
-    entries.into_iter().map(|e| (e.fields["type"].clone(), e.fields["key"].clone())).collect()
+    entries
+        .into_iter()
+        .map(|e| (e.fields["type"].clone(), e.fields["key"].clone()))
+        .collect()
 }
 
 async fn meta_head(c: &StoragedClient) -> Option<StreamId> {
@@ -28,20 +35,40 @@ async fn merge_by_an_unregistered_cid_mints_a_root_and_registers_the_cid() {
     let c = s.client();
     let cid = random_midhash();
 
-    let w = c.merge(cid.as_str(), fields(&[("filePath", "/files/a.mkv"), ("title", "A")])).await.unwrap();
+    let w = c
+        .merge(
+            cid.as_str(),
+            fields(&[("filePath", "/files/a.mkv"), ("title", "A")]),
+        )
+        .await
+        .unwrap();
     assert!(w.created, "the first write by a new CID makes the record");
     assert_eq!(c.resolve(cid.as_str()).await.unwrap(), w.rid);
     let rec = c.get_record(cid.as_str()).await.unwrap();
     assert_eq!(rec.rid, w.rid);
-    assert_eq!(rec.fields, fields(&[(&member(&cid), "true"), ("filePath", "/files/a.mkv"), ("title", "A")]));
+    assert_eq!(
+        rec.fields,
+        fields(&[
+            (&member(&cid), "true"),
+            ("filePath", "/files/a.mkv"),
+            ("title", "A")
+        ])
+    );
 
     let rows = dump(&s.db_path());
     assert_eq!(aliases(&rows).get(cid.as_str()), Some(&w.rid.to_string()));
     assert!(roots(&rows).contains(&w.rid.to_string()));
     assert_sound(&rows);
 
-    let again = c.merge(cid.as_str(), fields(&[("title", "B")])).await.unwrap();
-    assert_eq!((again.rid, again.created, again.changed), (w.rid, false, 1), "the CID now addresses that record");
+    let again = c
+        .merge(cid.as_str(), fields(&[("title", "B")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (again.rid, again.created, again.changed),
+        (w.rid, false, 1),
+        "the CID now addresses that record"
+    );
     assert_eq!(roots(&dump(&s.db_path())).len(), 1);
 }
 
@@ -52,16 +79,28 @@ async fn merge_by_rid_creates_the_record_then_merges_into_it() {
     let rid = random_rid();
     let r = rid.to_string();
 
-    let w = c.merge(&r, fields(&[("a", "1"), ("b", "2")])).await.unwrap();
+    let w = c
+        .merge(&r, fields(&[("a", "1"), ("b", "2")]))
+        .await
+        .unwrap();
     assert_eq!((w.rid, w.created, w.changed), (rid, true, 2));
-    let w = c.merge(&r, fields(&[("b", "3"), ("c", "4")])).await.unwrap();
+    let w = c
+        .merge(&r, fields(&[("b", "3"), ("c", "4")]))
+        .await
+        .unwrap();
     assert_eq!((w.rid, w.created, w.changed), (rid, false, 2));
     let w = c.merge(&r, fields(&[("a", "1")])).await.unwrap();
     assert_eq!(w.changed, 0, "the same value is no change");
 
-    assert_eq!(c.get_record(&r).await.unwrap().fields, fields(&[("a", "1"), ("b", "3"), ("c", "4")]));
+    assert_eq!(
+        c.get_record(&r).await.unwrap().fields,
+        fields(&[("a", "1"), ("b", "3"), ("c", "4")])
+    );
     let rows = dump(&s.db_path());
-    assert_eq!(record(&rows, &r), fields(&[("a", "1"), ("b", "3"), ("c", "4")]));
+    assert_eq!(
+        record(&rows, &r),
+        fields(&[("a", "1"), ("b", "3"), ("c", "4")])
+    );
     assert_sound(&rows);
 }
 
@@ -71,11 +110,22 @@ async fn replace_deletes_absent_fields_and_retracts_the_aliases_of_dropped_membe
     let c = s.client();
     let r = random_rid().to_string();
     let (x, y) = (random_midhash(), random_midhash());
-    c.merge(&r, fields(&[("title", "T"), ("year", "1999"), (&member(&x), "true"), (&member(&y), "true")]))
+    c.merge(
+        &r,
+        fields(&[
+            ("title", "T"),
+            ("year", "1999"),
+            (&member(&x), "true"),
+            (&member(&y), "true"),
+        ]),
+    )
+    .await
+    .unwrap();
+
+    let w = c
+        .replace(&r, fields(&[("title", "T2"), (&member(&y), "true")]))
         .await
         .unwrap();
-
-    let w = c.replace(&r, fields(&[("title", "T2"), (&member(&y), "true")])).await.unwrap();
     assert!(!w.created);
     assert_eq!(w.changed, 3, "year and cids/x deleted, title changed");
     let want = fields(&[("title", "T2"), (&member(&y), "true")]);
@@ -83,15 +133,27 @@ async fn replace_deletes_absent_fields_and_retracts_the_aliases_of_dropped_membe
 
     let rows = dump(&s.db_path());
     assert_eq!(record(&rows, &r), want);
-    assert!(!rows.contains_key(&format!("cid:{x}")), "the dropped member's alias is gone");
+    assert!(
+        !rows.contains_key(&format!("cid:{x}")),
+        "the dropped member's alias is gone"
+    );
     assert_eq!(rows.get(&format!("cid:{y}")), Some(&r));
     assert_sound(&rows);
-    assert_eq!(api_error(c.resolve(x.as_str()).await).code, ErrorCode::UnknownCid);
+    assert_eq!(
+        api_error(c.resolve(x.as_str()).await).code,
+        ErrorCode::UnknownCid
+    );
 
     // Addressed by a CID, the replace keeps that CID's member.
-    let w = c.replace(y.as_str(), fields(&[("title", "T3")])).await.unwrap();
+    let w = c
+        .replace(y.as_str(), fields(&[("title", "T3")]))
+        .await
+        .unwrap();
     assert_eq!(w.rid.to_string(), r);
-    assert_eq!(c.get_record(&r).await.unwrap().fields, fields(&[("title", "T3"), (&member(&y), "true")]));
+    assert_eq!(
+        c.get_record(&r).await.unwrap().fields,
+        fields(&[("title", "T3"), (&member(&y), "true")])
+    );
     assert_sound(&dump(&s.db_path()));
 }
 
@@ -100,33 +162,67 @@ async fn single_fields_with_slashes_and_unicode_are_set_read_and_deleted() {
     let s = Storaged::start().await;
     let c = s.client();
     let r = random_rid().to_string();
-    let names =
-        ["fileinfo/streamdetails/video/0/codec", "titles/日本語/タイトル", "Le ∕ Film é", "odd chars/a%2Fb?c#d&e=f+g"];
+    let names = [
+        "fileinfo/streamdetails/video/0/codec",
+        "titles/日本語/タイトル",
+        "Le ∕ Film é",
+        "odd chars/a%2Fb?c#d&e=f+g",
+    ];
     for (i, name) in names.iter().enumerate() {
         let value = format!("välue {i} ✓");
         let w = c.set_field(&r, name, &value).await.unwrap();
-        assert_eq!((w.field.as_str(), w.created, w.changed), (*name, i == 0, true), "{name}");
+        assert_eq!(
+            (w.field.as_str(), w.created, w.changed),
+            (*name, i == 0, true),
+            "{name}"
+        );
         let w = c.set_field(&r, name, &value).await.unwrap();
         assert!(!w.changed, "{name}: the same value again changes nothing");
         assert_eq!(c.get_field(&r, name).await.unwrap().value, value, "{name}");
     }
-    let want: Fields = names.iter().enumerate().map(|(i, n)| (n.to_string(), format!("välue {i} ✓"))).collect();
+    let want: Fields = names
+        .iter()
+        .enumerate()
+        .map(|(i, n)| (n.to_string(), format!("välue {i} ✓")))
+        .collect();
     assert_eq!(c.get_record(&r).await.unwrap().fields, want);
-    assert_eq!(record(&dump(&s.db_path()), &r), want, "the rows hold the field names as sent");
+    assert_eq!(
+        record(&dump(&s.db_path()), &r),
+        want,
+        "the rows hold the field names as sent"
+    );
     c.add_duplicate(&r, "/files/dup.mkv").await.unwrap();
 
     for name in &names[..names.len() - 1] {
         assert!(c.delete_field(&r, name).await.unwrap().existed, "{name}");
-        assert!(!c.delete_field(&r, name).await.unwrap().existed, "{name} is gone");
-        assert_eq!(api_error(c.get_field(&r, name).await).code, ErrorCode::NotFound, "{name}");
+        assert!(
+            !c.delete_field(&r, name).await.unwrap().existed,
+            "{name} is gone"
+        );
+        assert_eq!(
+            api_error(c.get_field(&r, name).await).code,
+            ErrorCode::NotFound,
+            "{name}"
+        );
     }
     let last = names[names.len() - 1];
     assert!(c.delete_field(&r, last).await.unwrap().existed);
-    assert_eq!(api_error(c.get_record(&r).await).code, ErrorCode::UnknownRoot, "the last field took the record");
+    assert_eq!(
+        api_error(c.get_record(&r).await).code,
+        ErrorCode::UnknownRoot,
+        "the last field took the record"
+    );
     assert_eq!(api_error(c.document(&r).await).code, ErrorCode::UnknownRoot);
-    assert_eq!(api_error(c.delete_field(&r, last).await).code, ErrorCode::UnknownRoot);
+    assert_eq!(
+        api_error(c.delete_field(&r, last).await).code,
+        ErrorCode::UnknownRoot
+    );
     let rows = dump(&s.db_path());
-    assert!(keys_naming(&rows, &r).is_empty(), "{:?}", keys_naming(&rows, &r));
+    assert!(
+        keys_naming(&rows, &r).is_empty(),
+        "{:?}",
+        keys_naming(&rows, &r)
+    );
     assert_sound(&rows);
 }
 
@@ -135,14 +231,23 @@ async fn single_fields_with_slashes_and_unicode_are_set_read_and_deleted() {
 async fn full_record(c: &StoragedClient) -> (String, String) {
     let (x, y, z) = (random_midhash(), random_midhash(), random_midhash());
     let other = random_rid().to_string();
-    c.merge(&other, fields(&[("title", "other"), (&member(&z), "true")])).await.unwrap();
+    c.merge(&other, fields(&[("title", "other"), (&member(&z), "true")]))
+        .await
+        .unwrap();
     let r = random_rid().to_string();
-    let f =
-        [("title", "T"), ("year", "2001"), ("filePath", "/files/t.mkv"), (&member(&x), "true"), (&member(&y), "true")];
+    let f = [
+        ("title", "T"),
+        ("year", "2001"),
+        ("filePath", "/files/t.mkv"),
+        (&member(&x), "true"),
+        (&member(&y), "true"),
+    ];
     c.merge(&r, fields(&f)).await.unwrap();
     assert_eq!(c.add_alias(&r, z).await.unwrap().owner.to_string(), other);
     c.add_duplicate(&r, "/files/copy/t.mkv").await.unwrap();
-    c.add_duplicate(&r, "/files/other copy/t.mkv").await.unwrap();
+    c.add_duplicate(&r, "/files/other copy/t.mkv")
+        .await
+        .unwrap();
     (r, other)
 }
 
@@ -152,8 +257,14 @@ async fn deleting_a_root_leaves_no_row_of_it_and_announces_each_field() {
     let c = s.client();
     let (r, other) = full_record(c).await;
     let other_before = record(&dump(&s.db_path()), &other);
-    let field_keys: BTreeSet<String> =
-        c.get_record(&r).await.unwrap().fields.keys().map(|f| format!("file:{r}/{f}")).collect();
+    let field_keys: BTreeSet<String> = c
+        .get_record(&r)
+        .await
+        .unwrap()
+        .fields
+        .keys()
+        .map(|f| format!("file:{r}/{f}"))
+        .collect();
     assert_eq!(field_keys.len(), 6);
     let head = meta_head(c).await;
 
@@ -161,17 +272,39 @@ async fn deleting_a_root_leaves_no_row_of_it_and_announces_each_field() {
     assert_eq!(d.rid.to_string(), r);
 
     let rows = dump(&s.db_path());
-    assert_eq!(keys_naming(&rows, &r), Vec::<String>::new(), "no field, duplicate, index entry or alias is left");
-    assert_eq!(record(&rows, &other), other_before, "the other root is untouched");
+    assert_eq!(
+        keys_naming(&rows, &r),
+        Vec::<String>::new(),
+        "no field, duplicate, index entry or alias is left"
+    );
+    assert_eq!(
+        record(&rows, &other),
+        other_before,
+        "the other root is untouched"
+    );
     assert_sound(&rows);
 
     let events = meta_events_after(c, head).await;
-    let dels: BTreeSet<String> = events.iter().filter(|(t, _)| t == "del").map(|(_, k)| k.clone()).collect();
+    let dels: BTreeSet<String> = events
+        .iter()
+        .filter(|(t, _)| t == "del")
+        .map(|(_, k)| k.clone())
+        .collect();
     assert_eq!(dels, field_keys, "one del per field");
-    assert_eq!(events.len(), field_keys.len(), "nothing but one del per field: {events:?}");
+    assert_eq!(
+        events.len(),
+        field_keys.len(),
+        "nothing but one del per field: {events:?}"
+    );
 
-    assert_eq!(api_error(c.get_record(&r).await).code, ErrorCode::UnknownRoot);
-    assert_eq!(api_error(c.delete_record(&r).await).code, ErrorCode::UnknownRoot);
+    assert_eq!(
+        api_error(c.get_record(&r).await).code,
+        ErrorCode::UnknownRoot
+    );
+    assert_eq!(
+        api_error(c.delete_record(&r).await).code,
+        ErrorCode::UnknownRoot
+    );
 }
 
 /// `Deleted.deleted` is documented as the rows removed: fields, aliases,
@@ -187,7 +320,11 @@ async fn deleting_a_root_counts_every_row_it_removed() {
     let removed: Vec<&String> = before.keys().filter(|k| !after.contains_key(*k)).collect();
     // 6 fields, 2 aliases (x, y), 2 duplicates, 1 root index entry.
     assert_eq!(removed.len(), 11, "{removed:#?}");
-    assert_eq!(d.deleted, removed.len() as u64, "rows removed: {removed:#?}");
+    assert_eq!(
+        d.deleted,
+        removed.len() as u64,
+        "rows removed: {removed:#?}"
+    );
 }
 
 #[tokio::test]
@@ -212,7 +349,14 @@ async fn mint_makes_a_record_for_a_file_with_its_cids() {
     assert_eq!(c.get_record(&rid.to_string()).await.unwrap().fields, want);
     assert_eq!(c.resolve(m.as_str()).await.unwrap(), rid);
     assert_eq!(c.resolve(h.as_str()).await.unwrap(), rid);
-    assert_eq!(c.document(m.as_str()).await.unwrap().canonical_cid.as_deref(), Some(h.as_str()));
+    assert_eq!(
+        c.document(m.as_str())
+            .await
+            .unwrap()
+            .canonical_cid
+            .as_deref(),
+        Some(h.as_str())
+    );
     let rows = dump(&s.db_path());
     assert_eq!(record(&rows, &rid.to_string()), want);
     assert!(roots(&rows).contains(&rid.to_string()));
@@ -247,25 +391,65 @@ async fn an_alias_owned_by_another_root_keeps_its_first_owner() {
     let c = s.client();
     let (a, b) = (random_rid(), random_rid());
     let x = random_midhash();
-    c.merge(&a.to_string(), fields(&[("title", "A"), (&member(&x), "true")])).await.unwrap();
-    c.merge(&b.to_string(), fields(&[("title", "B")])).await.unwrap();
+    c.merge(
+        &a.to_string(),
+        fields(&[("title", "A"), (&member(&x), "true")]),
+    )
+    .await
+    .unwrap();
+    c.merge(&b.to_string(), fields(&[("title", "B")]))
+        .await
+        .unwrap();
 
     let r = c.add_alias(&b.to_string(), x.clone()).await.unwrap();
-    assert_eq!((r.rid, r.owner), (b, a), "the member is written to b, the alias stays a's");
-    assert_eq!(c.get_field(&b.to_string(), &member(&x)).await.unwrap().value, "true");
+    assert_eq!(
+        (r.rid, r.owner),
+        (b, a),
+        "the member is written to b, the alias stays a's"
+    );
+    assert_eq!(
+        c.get_field(&b.to_string(), &member(&x))
+            .await
+            .unwrap()
+            .value,
+        "true"
+    );
     assert_eq!(c.resolve(x.as_str()).await.unwrap(), a);
-    let w = c.merge(x.as_str(), fields(&[("note", "by cid")])).await.unwrap();
-    assert_eq!((w.rid, w.created), (a, false), "a write by the CID goes to its owner");
+    let w = c
+        .merge(x.as_str(), fields(&[("note", "by cid")]))
+        .await
+        .unwrap();
+    assert_eq!(
+        (w.rid, w.created),
+        (a, false),
+        "a write by the CID goes to its owner"
+    );
 
     // b dropping its member does not touch a's alias.
-    assert!(c.delete_field(&b.to_string(), &member(&x)).await.unwrap().existed);
-    assert_eq!(dump(&s.db_path()).get(&format!("cid:{x}")), Some(&a.to_string()));
+    assert!(
+        c.delete_field(&b.to_string(), &member(&x))
+            .await
+            .unwrap()
+            .existed
+    );
+    assert_eq!(
+        dump(&s.db_path()).get(&format!("cid:{x}")),
+        Some(&a.to_string())
+    );
     // The owner dropping it removes it.
-    assert!(c.delete_field(&a.to_string(), &member(&x)).await.unwrap().existed);
+    assert!(
+        c.delete_field(&a.to_string(), &member(&x))
+            .await
+            .unwrap()
+            .existed
+    );
     let rows = dump(&s.db_path());
     assert!(!rows.contains_key(&format!("cid:{x}")));
     assert_sound(&rows);
-    assert_eq!(api_error(c.resolve(x.as_str()).await).code, ErrorCode::UnknownCid);
+    assert_eq!(
+        api_error(c.resolve(x.as_str()).await).code,
+        ErrorCode::UnknownCid
+    );
 }
 
 #[tokio::test]
@@ -275,7 +459,14 @@ async fn the_document_lists_cids_and_elects_the_canonical_one_by_rank() {
     let r = random_rid().to_string();
     c.merge(&r, fields(&[("title", "T")])).await.unwrap();
     let doc = c.document(&r).await.unwrap();
-    assert_eq!((doc.cids.len(), doc.canonical_cid.clone(), doc.duplicates.len()), (0, None, 0));
+    assert_eq!(
+        (
+            doc.cids.len(),
+            doc.canonical_cid.clone(),
+            doc.duplicates.len()
+        ),
+        (0, None, 0)
+    );
 
     // Best first: dag-pb 40, sha2-256 30, BitTorrent 20, midhash 10, URL 5.
     let ladder = [dag_pb(), sha2_256(), btih_v2(), midhash(), url_locator()];
@@ -293,16 +484,33 @@ async fn the_document_lists_cids_and_elects_the_canonical_one_by_rank() {
 
     for (i, cid) in ladder.iter().enumerate() {
         let doc = c.document(&r).await.unwrap();
-        assert_eq!(doc.canonical_cid.as_deref(), Some(cid.as_str()), "with {} members left", ladder.len() - i);
+        assert_eq!(
+            doc.canonical_cid.as_deref(),
+            Some(cid.as_str()),
+            "with {} members left",
+            ladder.len() - i
+        );
         c.delete_field(&r, &member(cid)).await.unwrap();
     }
     assert_eq!(c.document(&r).await.unwrap().canonical_cid, None);
 
     // A tie goes to the smaller string.
     let (m1, m2) = (random_midhash(), random_midhash());
-    c.merge(&r, fields(&[(&member(&m1), "true"), (&member(&m2), "true")])).await.unwrap();
+    c.merge(
+        &r,
+        fields(&[(&member(&m1), "true"), (&member(&m2), "true")]),
+    )
+    .await
+    .unwrap();
     let smaller = m1.as_str().min(m2.as_str());
-    assert_eq!(c.document(m1.as_str()).await.unwrap().canonical_cid.as_deref(), Some(smaller));
+    assert_eq!(
+        c.document(m1.as_str())
+            .await
+            .unwrap()
+            .canonical_cid
+            .as_deref(),
+        Some(smaller)
+    );
 }
 
 #[tokio::test]
@@ -310,20 +518,50 @@ async fn duplicates_are_added_once_to_existing_records() {
     let s = Storaged::start().await;
     let c = s.client();
     let x = random_midhash();
-    let w = c.merge(x.as_str(), fields(&[("filePath", "/files/a.mkv")])).await.unwrap();
+    let w = c
+        .merge(x.as_str(), fields(&[("filePath", "/files/a.mkv")]))
+        .await
+        .unwrap();
     let r = w.rid.to_string();
     let d = c.add_duplicate(&r, "/files/copies/a.mkv").await.unwrap();
-    assert_eq!((d.rid, d.path.as_str(), d.added), (w.rid, "/files/copies/a.mkv", true));
-    assert!(!c.add_duplicate(x.as_str(), "/files/copies/a.mkv").await.unwrap().added, "by CID, a repeat");
-    assert!(c.add_duplicate(x.as_str(), "/files/ü/a.mkv").await.unwrap().added);
-    assert_eq!(c.document(&r).await.unwrap().duplicates, ["/files/copies/a.mkv", "/files/ü/a.mkv"]);
+    assert_eq!(
+        (d.rid, d.path.as_str(), d.added),
+        (w.rid, "/files/copies/a.mkv", true)
+    );
+    assert!(
+        !c.add_duplicate(x.as_str(), "/files/copies/a.mkv")
+            .await
+            .unwrap()
+            .added,
+        "by CID, a repeat"
+    );
+    assert!(
+        c.add_duplicate(x.as_str(), "/files/ü/a.mkv")
+            .await
+            .unwrap()
+            .added
+    );
+    assert_eq!(
+        c.document(&r).await.unwrap().duplicates,
+        ["/files/copies/a.mkv", "/files/ü/a.mkv"]
+    );
     let rows = dump(&s.db_path());
-    assert!(rows.contains_key(&format!("dup:{r}//files/copies/a.mkv")), "{}", snapshot::render(&rows));
+    assert!(
+        rows.contains_key(&format!("dup:{r}//files/copies/a.mkv")),
+        "{}",
+        snapshot::render(&rows)
+    );
     assert_sound(&rows);
 
     let nobody = random_rid().to_string();
-    assert_eq!(api_error(c.add_duplicate(&nobody, "/files/x").await).code, ErrorCode::UnknownRoot);
-    assert!(!dump(&s.db_path()).keys().any(|k| k.contains(&nobody)), "a refused duplicate writes nothing");
+    assert_eq!(
+        api_error(c.add_duplicate(&nobody, "/files/x").await).code,
+        ErrorCode::UnknownRoot
+    );
+    assert!(
+        !dump(&s.db_path()).keys().any(|k| k.contains(&nobody)),
+        "a refused duplicate writes nothing"
+    );
 }
 
 #[tokio::test]
@@ -332,7 +570,10 @@ async fn roots_are_listed_in_pages() {
     let c = s.client();
     let mut made = Vec::new();
     for i in 0..25 {
-        let w = c.merge(&random_rid().to_string(), fields(&[("n", &i.to_string())])).await.unwrap();
+        let w = c
+            .merge(&random_rid().to_string(), fields(&[("n", &i.to_string())]))
+            .await
+            .unwrap();
         made.push(w.rid);
     }
     made.sort();
@@ -341,12 +582,22 @@ async fn roots_are_listed_in_pages() {
     let mut after = None;
     let mut sizes = Vec::new();
     loop {
-        let page = c.list_roots(&PageQuery { after: after.clone(), limit: Some(10) }).await.unwrap();
+        let page = c
+            .list_roots(&PageQuery {
+                after: after.clone(),
+                limit: Some(10),
+            })
+            .await
+            .unwrap();
         sizes.push(page.rids.len());
         seen.extend(&page.rids);
         match page.next {
             Some(next) => {
-                assert_eq!(Some(&next), page.rids.last(), "next is the page's last root");
+                assert_eq!(
+                    Some(&next),
+                    page.rids.last(),
+                    "next is the page's last root"
+                );
                 after = Some(next.to_string());
             }
             None => break,
@@ -358,9 +609,20 @@ async fn roots_are_listed_in_pages() {
 
     let all = c.list_roots(&PageQuery::default()).await.unwrap();
     assert_eq!((all.rids, all.next), (made.clone(), None));
-    let past = c.list_roots(&PageQuery { after: Some(made[24].to_string()), limit: None }).await.unwrap();
+    let past = c
+        .list_roots(&PageQuery {
+            after: Some(made[24].to_string()),
+            limit: None,
+        })
+        .await
+        .unwrap();
     assert_eq!((past.rids.len(), past.next), (0, None));
-    let bad = c.list_roots(&PageQuery { after: Some("not-a-rid".into()), limit: None }).await;
+    let bad = c
+        .list_roots(&PageQuery {
+            after: Some("not-a-rid".into()),
+            limit: None,
+        })
+        .await;
     assert_eq!(api_error(bad).code, ErrorCode::SchemaViolation);
 }
 
@@ -369,12 +631,25 @@ async fn resolve_answers_roots_and_registered_cids_only() {
     let s = Storaged::start().await;
     let c = s.client();
     let x = random_midhash();
-    let rid = c.merge(x.as_str(), fields(&[("title", "T")])).await.unwrap().rid;
+    let rid = c
+        .merge(x.as_str(), fields(&[("title", "T")]))
+        .await
+        .unwrap()
+        .rid;
     assert_eq!(c.resolve(&rid.to_string()).await.unwrap(), rid);
     assert_eq!(c.resolve(x.as_str()).await.unwrap(), rid);
-    assert_eq!(api_error(c.resolve(&random_rid().to_string()).await).code, ErrorCode::UnknownRoot);
-    assert_eq!(api_error(c.resolve(random_midhash().as_str()).await).code, ErrorCode::UnknownCid);
-    assert_eq!(api_error(c.resolve("not-a-hash").await).code, ErrorCode::SchemaViolation);
+    assert_eq!(
+        api_error(c.resolve(&random_rid().to_string()).await).code,
+        ErrorCode::UnknownRoot
+    );
+    assert_eq!(
+        api_error(c.resolve(random_midhash().as_str()).await).code,
+        ErrorCode::UnknownCid
+    );
+    assert_eq!(
+        api_error(c.resolve("not-a-hash").await).code,
+        ErrorCode::SchemaViolation
+    );
 }
 
 #[tokio::test]
@@ -383,19 +658,40 @@ async fn set_add_keeps_a_pipe_delimited_set() {
     let c = s.client();
     let r = random_rid().to_string();
     let head = meta_head(c).await;
-    for (value, added) in [("a", true), ("b", true), ("a", false), ("c d", true), ("b", false)] {
+    for (value, added) in [
+        ("a", true),
+        ("b", true),
+        ("a", false),
+        ("c d", true),
+        ("b", false),
+    ] {
         let out = c.set_add(&r, "tags", value).await.unwrap();
-        assert_eq!((out.rid.to_string(), out.field.as_str(), out.added), (r.clone(), "tags", added), "{value}");
+        assert_eq!(
+            (out.rid.to_string(), out.field.as_str(), out.added),
+            (r.clone(), "tags", added),
+            "{value}"
+        );
     }
     assert_eq!(c.get_field(&r, "tags").await.unwrap().value, "a|b|c d");
     let sets = meta_events_after(c, head).await;
-    assert_eq!(sets, vec![("set".to_string(), format!("file:{r}/tags")); 3], "one event per real addition");
+    assert_eq!(
+        sets,
+        vec![("set".to_string(), format!("file:{r}/tags")); 3],
+        "one event per real addition"
+    );
 
     for bad in ["x|y", ""] {
-        assert_eq!(api_error(c.set_add(&r, "tags", bad).await).code, ErrorCode::SchemaViolation, "{bad:?}");
+        assert_eq!(
+            api_error(c.set_add(&r, "tags", bad).await).code,
+            ErrorCode::SchemaViolation,
+            "{bad:?}"
+        );
     }
     let cid_member = member(&random_midhash());
-    assert_eq!(api_error(c.set_add(&r, &cid_member, "x").await).code, ErrorCode::SchemaViolation);
+    assert_eq!(
+        api_error(c.set_add(&r, &cid_member, "x").await).code,
+        ErrorCode::SchemaViolation
+    );
     assert_eq!(c.get_field(&r, "tags").await.unwrap().value, "a|b|c d");
 
     // Addressed by a new CID, set-add makes the record (contract 13).
@@ -411,10 +707,21 @@ async fn raw_keys_are_read_written_deleted_and_listed() {
     let c = s.client();
     let meta_before = c.stream_info(StreamName::Meta).await.unwrap();
 
-    let put = c.kv_put("udl:alice/prefs", "{\"theme\":\"dark\"}").await.unwrap();
+    let put = c
+        .kv_put("udl:alice/prefs", "{\"theme\":\"dark\"}")
+        .await
+        .unwrap();
     assert_eq!((put.key.as_str(), put.changed), ("udl:alice/prefs", true));
-    assert!(!c.kv_put("udl:alice/prefs", "{\"theme\":\"dark\"}").await.unwrap().changed);
-    assert_eq!(c.kv_get("udl:alice/prefs").await.unwrap().as_deref(), Some("{\"theme\":\"dark\"}"));
+    assert!(
+        !c.kv_put("udl:alice/prefs", "{\"theme\":\"dark\"}")
+            .await
+            .unwrap()
+            .changed
+    );
+    assert_eq!(
+        c.kv_get("udl:alice/prefs").await.unwrap().as_deref(),
+        Some("{\"theme\":\"dark\"}")
+    );
     assert_eq!(c.kv_get("udl:nobody").await.unwrap(), None);
 
     let keys: Vec<String> = (0..12).map(|i| format!("nzb:list/k{i:02}")).collect();
@@ -424,16 +731,29 @@ async fn raw_keys_are_read_written_deleted_and_listed() {
     c.kv_put("nzb:lisu", "outside").await.unwrap();
     c.kv_put("nzb:lis", "outside").await.unwrap();
 
-    let all = c.kv_range(&RangeQuery { prefix: Some("nzb:list/".into()), ..Default::default() }).await.unwrap();
-    assert_eq!(all.rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>(), keys);
+    let all = c
+        .kv_range(&RangeQuery {
+            prefix: Some("nzb:list/".into()),
+            ..Default::default()
+        })
+        .await
+        .unwrap();
+    assert_eq!(
+        all.rows.iter().map(|r| r.key.clone()).collect::<Vec<_>>(),
+        keys
+    );
     assert_eq!(all.rows[3].value.as_deref(), Some("v3"));
     assert_eq!(all.next, None);
 
     let mut paged = Vec::new();
     let mut after = None;
     for want in [5, 5, 2] {
-        let q =
-            RangeQuery { prefix: Some("nzb:list/".into()), after: after.clone(), limit: Some(5), ..Default::default() };
+        let q = RangeQuery {
+            prefix: Some("nzb:list/".into()),
+            after: after.clone(),
+            limit: Some(5),
+            ..Default::default()
+        };
         let page = c.kv_range(&q).await.unwrap();
         assert_eq!(page.rows.len(), want);
         paged.extend(page.rows.iter().map(|r| r.key.clone()));
@@ -442,14 +762,32 @@ async fn raw_keys_are_read_written_deleted_and_listed() {
     }
     assert_eq!(paged, keys);
 
-    let q = RangeQuery { prefix: Some("nzb:list/".into()), keys_only: true, ..Default::default() };
+    let q = RangeQuery {
+        prefix: Some("nzb:list/".into()),
+        keys_only: true,
+        ..Default::default()
+    };
     let ko = c.kv_range(&q).await.unwrap();
     assert_eq!(ko.rows.len(), 12);
-    assert!(ko.rows.iter().all(|r| r.value.is_none()), "keysOnly leaves values out");
+    assert!(
+        ko.rows.iter().all(|r| r.value.is_none()),
+        "keysOnly leaves values out"
+    );
 
-    let q = RangeQuery { start: Some("nzb:list/k03".into()), end: Some("nzb:list/k06".into()), ..Default::default() };
+    let q = RangeQuery {
+        start: Some("nzb:list/k03".into()),
+        end: Some("nzb:list/k06".into()),
+        ..Default::default()
+    };
     let window = c.kv_range(&q).await.unwrap();
-    assert_eq!(window.rows.iter().map(|r| r.key.as_str()).collect::<Vec<_>>(), &keys[3..6]);
+    assert_eq!(
+        window
+            .rows
+            .iter()
+            .map(|r| r.key.as_str())
+            .collect::<Vec<_>>(),
+        &keys[3..6]
+    );
 
     assert!(c.kv_delete("udl:alice/prefs").await.unwrap().existed);
     assert!(!c.kv_delete("udl:alice/prefs").await.unwrap().existed);
@@ -458,7 +796,11 @@ async fn raw_keys_are_read_written_deleted_and_listed() {
     let rows = dump(&s.db_path());
     assert_eq!(rows.get("nzb:list/k11").map(String::as_str), Some("v11"));
     assert!(!rows.contains_key("udl:alice/prefs"));
-    assert_eq!(c.stream_info(StreamName::Meta).await.unwrap(), meta_before, "plain keys are not record events");
+    assert_eq!(
+        c.stream_info(StreamName::Meta).await.unwrap(),
+        meta_before,
+        "plain keys are not record events"
+    );
 }
 
 #[tokio::test]
@@ -469,9 +811,22 @@ async fn a_raw_record_key_goes_through_the_record_rules() {
     let x = random_midhash();
     let head = meta_head(c).await;
 
-    assert!(c.kv_put(&format!("file:{r}/title"), "T").await.unwrap().changed);
-    assert!(c.kv_put(&format!("file:{r}/cids/{x}"), "true").await.unwrap().changed);
-    assert_eq!(c.get_record(&r).await.unwrap().fields, fields(&[("title", "T"), (&member(&x), "true")]));
+    assert!(
+        c.kv_put(&format!("file:{r}/title"), "T")
+            .await
+            .unwrap()
+            .changed
+    );
+    assert!(
+        c.kv_put(&format!("file:{r}/cids/{x}"), "true")
+            .await
+            .unwrap()
+            .changed
+    );
+    assert_eq!(
+        c.get_record(&r).await.unwrap().fields,
+        fields(&[("title", "T"), (&member(&x), "true")])
+    );
     assert_eq!(c.resolve(x.as_str()).await.unwrap().to_string(), r);
     let rows = dump(&s.db_path());
     assert!(roots(&rows).contains(&r));
@@ -483,9 +838,24 @@ async fn a_raw_record_key_goes_through_the_record_rules() {
     let bad_cid = api_error(c.kv_put(&format!("file:{r}/cids/not-a-cid"), "true").await);
     assert_eq!(bad_cid.code, ErrorCode::SchemaViolation);
 
-    assert!(c.kv_delete(&format!("file:{r}/title")).await.unwrap().existed);
-    assert!(c.kv_delete(&format!("file:{r}/cids/{x}")).await.unwrap().existed);
-    assert!(!c.kv_delete(&format!("file:{r}/title")).await.unwrap().existed);
+    assert!(
+        c.kv_delete(&format!("file:{r}/title"))
+            .await
+            .unwrap()
+            .existed
+    );
+    assert!(
+        c.kv_delete(&format!("file:{r}/cids/{x}"))
+            .await
+            .unwrap()
+            .existed
+    );
+    assert!(
+        !c.kv_delete(&format!("file:{r}/title"))
+            .await
+            .unwrap()
+            .existed
+    );
     let rows = dump(&s.db_path());
     assert_eq!(keys_naming(&rows, &r), Vec::<String>::new());
     assert_sound(&rows);
@@ -505,7 +875,11 @@ async fn raw_writes_under_reserved_prefixes_are_refused_and_change_nothing() {
     let s = Storaged::start().await;
     let c = s.client();
     let x = random_midhash();
-    let rid = c.merge(x.as_str(), fields(&[("title", "T")])).await.unwrap().rid;
+    let rid = c
+        .merge(x.as_str(), fields(&[("title", "T")]))
+        .await
+        .unwrap()
+        .rid;
     c.add_duplicate(&rid.to_string(), "/files/p").await.unwrap();
     let before = dump(&s.db_path());
     let reserved = [
@@ -523,12 +897,26 @@ async fn raw_writes_under_reserved_prefixes_are_refused_and_change_nothing() {
         "meta-core:anything".to_string(),
     ];
     for key in &reserved {
-        assert_eq!(api_error(c.kv_put(key, "1").await).code, ErrorCode::SchemaViolation, "put {key}");
-        assert_eq!(api_error(c.kv_delete(key).await).code, ErrorCode::SchemaViolation, "delete {key}");
+        assert_eq!(
+            api_error(c.kv_put(key, "1").await).code,
+            ErrorCode::SchemaViolation,
+            "put {key}"
+        );
+        assert_eq!(
+            api_error(c.kv_delete(key).await).code,
+            ErrorCode::SchemaViolation,
+            "delete {key}"
+        );
     }
     snapshot::assert_same(&before, &dump(&s.db_path()), "refused reserved writes");
     // Reading them is fine.
-    assert_eq!(c.kv_get("meta-core:schema-version").await.unwrap().as_deref(), Some("2"));
+    assert_eq!(
+        c.kv_get("meta-core:schema-version")
+            .await
+            .unwrap()
+            .as_deref(),
+        Some("2")
+    );
 }
 
 #[tokio::test]
@@ -537,8 +925,18 @@ async fn stats_and_the_root_counter_follow_creates_and_deletes() {
     let c = s.client();
     let mut rids = Vec::new();
     for i in 0..4 {
-        rids.push(c.merge(&random_rid().to_string(), fields(&[("n", &i.to_string())])).await.unwrap().rid);
-        rids.push(c.merge(random_midhash().as_str(), fields(&[("n", &i.to_string())])).await.unwrap().rid);
+        rids.push(
+            c.merge(&random_rid().to_string(), fields(&[("n", &i.to_string())]))
+                .await
+                .unwrap()
+                .rid,
+        );
+        rids.push(
+            c.merge(random_midhash().as_str(), fields(&[("n", &i.to_string())]))
+                .await
+                .unwrap()
+                .rid,
+        );
         let body = MintBody {
             file_path: format!("/files/{i}.mkv"),
             size_byte: i,
@@ -556,21 +954,36 @@ async fn stats_and_the_root_counter_follow_creates_and_deletes() {
     for f in fields5.keys() {
         c.delete_field(&rids[5].to_string(), f).await.unwrap();
     }
-    c.replace(&rids[6].to_string(), Fields::new()).await.unwrap();
+    c.replace(&rids[6].to_string(), Fields::new())
+        .await
+        .unwrap();
     let live = 12 - 4 - 2;
 
     let stats = c.stats().await.unwrap();
     let rows = dump(&s.db_path());
     assert_eq!(roots(&rows).len(), live);
-    assert_eq!(rows.get("idx:count/roots").map(String::as_str), Some(live.to_string().as_str()));
+    assert_eq!(
+        rows.get("idx:count/roots").map(String::as_str),
+        Some(live.to_string().as_str())
+    );
     assert_eq!(stats.roots, live as u64);
     assert_eq!(stats.keys, rows.len() as u64, "keys counts every row");
     assert!(stats.db_bytes > 0);
-    assert_eq!(c.list_roots(&PageQuery::default()).await.unwrap().rids.len(), live);
+    assert_eq!(
+        c.list_roots(&PageQuery::default())
+            .await
+            .unwrap()
+            .rids
+            .len(),
+        live
+    );
     assert_sound(&rows);
 
     let status = c.status().await.unwrap();
-    assert_eq!((status.pid, status.roots, status.schema_version.as_str()), (s.pid(), live as u64, "2"));
+    assert_eq!(
+        (status.pid, status.roots, status.schema_version.as_str()),
+        (s.pid(), live as u64, "2")
+    );
     assert_eq!(std::path::Path::new(&status.db_path), s.db_path());
 }
 
@@ -583,23 +996,51 @@ async fn a_write_reports_as_changed_what_it_announces() {
     let r = random_rid().to_string();
     let x = random_midhash();
     let steps = [
-        ("merge that creates", fields(&[("title", "A"), ("year", "1"), (&member(&x), "true")]), false),
-        ("merge", fields(&[("title", "B"), ("year", "1"), ("genre", "x")]), false),
+        (
+            "merge that creates",
+            fields(&[("title", "A"), ("year", "1"), (&member(&x), "true")]),
+            false,
+        ),
+        (
+            "merge",
+            fields(&[("title", "B"), ("year", "1"), ("genre", "x")]),
+            false,
+        ),
         ("replace", fields(&[("title", "B")]), true),
     ];
     for (what, f, replace) in steps {
         let head = meta_head(c).await;
-        let w = if replace { c.replace(&r, f).await } else { c.merge(&r, f).await }.unwrap();
+        let w = if replace {
+            c.replace(&r, f).await
+        } else {
+            c.merge(&r, f).await
+        }
+        .unwrap();
         let announced = meta_events_after(c, head).await;
-        assert_eq!(w.changed as usize, announced.len(), "{what}: {w:?} announced {announced:?}");
+        assert_eq!(
+            w.changed as usize,
+            announced.len(),
+            "{what}: {w:?} announced {announced:?}"
+        );
     }
     // Addressed by a CID no one registered: the member it adds is a row
     // set by this write too.
     let head = meta_head(c).await;
-    let w = c.merge(random_midhash().as_str(), fields(&[("title", "C")])).await.unwrap();
+    let w = c
+        .merge(random_midhash().as_str(), fields(&[("title", "C")]))
+        .await
+        .unwrap();
     let announced = meta_events_after(c, head).await;
-    assert_eq!(announced.len(), 2, "the field and the CID's member: {announced:?}");
-    assert_eq!(w.changed as usize, announced.len(), "merge by a new CID: {w:?} announced {announced:?}");
+    assert_eq!(
+        announced.len(),
+        2,
+        "the field and the CID's member: {announced:?}"
+    );
+    assert_eq!(
+        w.changed as usize,
+        announced.len(),
+        "merge by a new CID: {w:?} announced {announced:?}"
+    );
 }
 
 /// A write that leaves the record without any field makes no record, and
@@ -612,9 +1053,19 @@ async fn a_write_of_no_field_to_a_new_rid_creates_nothing() {
     let before = snapshot::without_events(&dump(&s.db_path()));
     let merged = c.merge(&r, Fields::new()).await.unwrap();
     let replaced = c.replace(&r, Fields::new()).await.unwrap();
-    snapshot::assert_same(&before, &snapshot::without_events(&dump(&s.db_path())), "empty writes");
-    assert_eq!(api_error(c.get_record(&r).await).code, ErrorCode::UnknownRoot);
-    assert!(!merged.created && !replaced.created, "no record was made: {merged:?} {replaced:?}");
+    snapshot::assert_same(
+        &before,
+        &snapshot::without_events(&dump(&s.db_path())),
+        "empty writes",
+    );
+    assert_eq!(
+        api_error(c.get_record(&r).await).code,
+        ErrorCode::UnknownRoot
+    );
+    assert!(
+        !merged.created && !replaced.created,
+        "no record was made: {merged:?} {replaced:?}"
+    );
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -625,7 +1076,11 @@ async fn concurrent_writes_by_one_new_cid_make_one_record() {
         .map(|i| {
             let c = s.client().clone();
             let x = x.clone();
-            tokio::spawn(async move { c.merge(x.as_str(), fields(&[(&format!("f{i:02}"), "v")])).await.unwrap() })
+            tokio::spawn(async move {
+                c.merge(x.as_str(), fields(&[(&format!("f{i:02}"), "v")]))
+                    .await
+                    .unwrap()
+            })
         })
         .collect();
     let mut results = Vec::new();
@@ -633,15 +1088,32 @@ async fn concurrent_writes_by_one_new_cid_make_one_record() {
         results.push(t.await.unwrap());
     }
     let rids: BTreeSet<Rid> = results.iter().map(|w| w.rid).collect();
-    assert_eq!(rids.len(), 1, "every write by the CID lands on one record: {results:?}");
-    assert_eq!(results.iter().filter(|w| w.created).count(), 1, "exactly one write made it");
+    assert_eq!(
+        rids.len(),
+        1,
+        "every write by the CID lands on one record: {results:?}"
+    );
+    assert_eq!(
+        results.iter().filter(|w| w.created).count(),
+        1,
+        "exactly one write made it"
+    );
     let rid = *rids.first().unwrap();
-    assert_eq!(field_count(&s, rid).await, 17, "16 fields and the CID's member");
+    assert_eq!(
+        field_count(&s, rid).await,
+        17,
+        "16 fields and the CID's member"
+    );
     let rows = dump(&s.db_path());
     assert_eq!(roots(&rows).len(), 1);
     assert_sound(&rows);
 }
 
 async fn field_count(s: &Storaged, rid: Rid) -> usize {
-    s.client().get_record(&rid.to_string()).await.unwrap().fields.len()
+    s.client()
+        .get_record(&rid.to_string())
+        .await
+        .unwrap()
+        .fields
+        .len()
 }

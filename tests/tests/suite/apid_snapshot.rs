@@ -5,7 +5,9 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use apid::routes::snapshot::{self, Conflict, Counts, ExportOptions, ImportOptions, ImportReport, Mode, PluginReport};
+use apid::routes::snapshot::{
+    self, Conflict, Counts, ExportOptions, ImportOptions, ImportReport, Mode, PluginReport,
+};
 use e2e::Storaged;
 use e2e::fixtures::{fields, member, random_midhash, random_rid};
 use e2e::snapshot::{Rows, assert_same, dump, record, with_prefix, without_events};
@@ -16,16 +18,32 @@ use zip::ZipArchive;
 use zip::write::SimpleFileOptions;
 
 fn export_options(plugin_dir: Option<PathBuf>) -> ExportOptions {
-    ExportOptions { plugin_dir, source_host: "test-host".into(), generated_at: "2024-03-05T07:08:09Z".into() }
+    ExportOptions {
+        plugin_dir,
+        source_host: "test-host".into(),
+        generated_at: "2024-03-05T07:08:09Z".into(),
+    }
 }
 
-fn import_options(mode: Mode, conflict: Conflict, dry_run: bool, plugin_dir: &Path) -> ImportOptions {
-    ImportOptions { mode, conflict, dry_run, plugin_dir: plugin_dir.to_path_buf() }
+fn import_options(
+    mode: Mode,
+    conflict: Conflict,
+    dry_run: bool,
+    plugin_dir: &Path,
+) -> ImportOptions {
+    ImportOptions {
+        mode,
+        conflict,
+        dry_run,
+        plugin_dir: plugin_dir.to_path_buf(),
+    }
 }
 
 async fn export(c: &StoragedClient, path: &Path, plugin_dir: Option<PathBuf>) -> u64 {
     let out = std::fs::File::create(path).unwrap();
-    snapshot::export_to(c, export_options(plugin_dir), out).await.unwrap()
+    snapshot::export_to(c, export_options(plugin_dir), out)
+        .await
+        .unwrap()
 }
 
 /// The rows a snapshot must give back: fields, aliases, root index.
@@ -38,7 +56,9 @@ fn record_rows(rows: &Rows) -> Rows {
 
 fn entry_names(path: &Path) -> Vec<String> {
     let mut zip = ZipArchive::new(std::fs::File::open(path).unwrap()).unwrap();
-    (0..zip.len()).map(|i| zip.by_index(i).unwrap().name().unwrap().into_owned()).collect()
+    (0..zip.len())
+        .map(|i| zip.by_index(i).unwrap().name().unwrap().into_owned())
+        .collect()
 }
 
 fn entry_json(path: &Path, name: &str) -> Value {
@@ -121,55 +141,135 @@ async fn export_wipe_import_gives_back_the_same_rows() {
     let names = entry_names(&zip_path);
     assert_eq!(names[0], "manifest.json");
     assert_eq!(names[1], "index.json");
-    assert_eq!(names.iter().filter(|n| n.starts_with("metadata/")).count(), 50);
-    assert_eq!(&names[52..], ["cache/plugin-output/p1.txt", "cache/plugin-output/sub/p2.bin"], "no symlink");
+    assert_eq!(
+        names.iter().filter(|n| n.starts_with("metadata/")).count(),
+        50
+    );
+    assert_eq!(
+        &names[52..],
+        [
+            "cache/plugin-output/p1.txt",
+            "cache/plugin-output/sub/p2.bin"
+        ],
+        "no symlink"
+    );
     let manifest = entry_json(&zip_path, "manifest.json");
     assert_eq!(manifest["schemaVersion"], json!(2));
     assert_eq!(manifest["fileCount"], json!(50));
     assert_eq!(manifest["sourceHost"], json!("test-host"));
-    assert_eq!(manifest["includes"], json!({"metadata": true, "pluginOutput": true}));
+    assert_eq!(
+        manifest["includes"],
+        json!({"metadata": true, "pluginOutput": true})
+    );
     let index = entry_json(&zip_path, "index.json");
     assert_eq!(index["hashIds"].as_array().unwrap().len(), 50);
-    let first = names[2].trim_start_matches("metadata/").trim_end_matches(".json").to_owned();
+    let first = names[2]
+        .trim_start_matches("metadata/")
+        .trim_end_matches(".json")
+        .to_owned();
     let doc = entry_json(&zip_path, &names[2]);
     assert_eq!(doc["code"], json!("007"), "values stay strings");
     assert_eq!(doc["a"], json!({"": "x", "b": "y"}));
-    assert_eq!(doc["streams"], json!([{"language": "eng"}, {"language": "fra"}]));
-    assert_eq!(apid::nested::flatten(&doc), record(&before, &first).into_iter().collect::<Fields>());
+    assert_eq!(
+        doc["streams"],
+        json!([{"language": "eng"}, {"language": "fra"}])
+    );
+    assert_eq!(
+        apid::nested::flatten(&doc),
+        record(&before, &first).into_iter().collect::<Fields>()
+    );
 
     assert_eq!(snapshot::wipe(c).await.unwrap(), 50);
     let wiped = dump(&s.db_path());
-    assert!(record_rows(&wiped).is_empty(), "left after the wipe:\n{:?}", record_rows(&wiped));
+    assert!(
+        record_rows(&wiped).is_empty(),
+        "left after the wipe:\n{:?}",
+        record_rows(&wiped)
+    );
     assert_eq!(snapshot::wipe(c).await.unwrap(), 0, "nothing left to wipe");
 
     // A dry run reports what it would do and changes nothing.
     let target = work.path().join("restored-plugin");
-    let dry = snapshot::import_file(c, &zip_path, &import_options(Mode::Merge, Conflict::Source, true, &target))
-        .await
-        .unwrap();
-    assert_eq!((dry.total_files, dry.files_ok, dry.files_failed), (50, 50, 0));
+    let dry = snapshot::import_file(
+        c,
+        &zip_path,
+        &import_options(Mode::Merge, Conflict::Source, true, &target),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (dry.total_files, dry.files_ok, dry.files_failed),
+        (50, 50, 0)
+    );
     assert_eq!(sums(&dry).added, total_fields);
-    assert_eq!(dry.plugin_output, Some(PluginReport { written: 2, skipped: 0 }));
-    assert_same(&without_events(&wiped), &without_events(&dump(&s.db_path())), "a dry run");
+    assert_eq!(
+        dry.plugin_output,
+        Some(PluginReport {
+            written: 2,
+            skipped: 0
+        })
+    );
+    assert_same(
+        &without_events(&wiped),
+        &without_events(&dump(&s.db_path())),
+        "a dry run",
+    );
     assert!(!target.exists(), "a dry run writes no plugin output");
 
-    let done = snapshot::import_file(c, &zip_path, &import_options(Mode::Merge, Conflict::Source, false, &target))
-        .await
-        .unwrap();
-    assert_eq!((done.total_files, done.files_ok, done.files_failed), (50, 50, 0), "{:?}", done.files);
-    assert_eq!(sums(&done), Counts { added: total_fields, ..Counts::default() });
-    assert_same(&record_rows(&before), &record_rows(&dump(&s.db_path())), "export, wipe, import");
+    let done = snapshot::import_file(
+        c,
+        &zip_path,
+        &import_options(Mode::Merge, Conflict::Source, false, &target),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        (done.total_files, done.files_ok, done.files_failed),
+        (50, 50, 0),
+        "{:?}",
+        done.files
+    );
+    assert_eq!(
+        sums(&done),
+        Counts {
+            added: total_fields,
+            ..Counts::default()
+        }
+    );
+    assert_same(
+        &record_rows(&before),
+        &record_rows(&dump(&s.db_path())),
+        "export, wipe, import",
+    );
     assert_eq!(std::fs::read(target.join("p1.txt")).unwrap(), b"one");
-    assert_eq!(std::fs::read(target.join("sub/p2.bin")).unwrap(), [0u8, 1, 2, 255]);
+    assert_eq!(
+        std::fs::read(target.join("sub/p2.bin")).unwrap(),
+        [0u8, 1, 2, 255]
+    );
     assert!(!target.join("link.txt").exists());
 
     // Importing again changes nothing, in either mode.
     for mode in [Mode::Merge, Mode::Replace] {
-        let again =
-            snapshot::import_file(c, &zip_path, &import_options(mode, Conflict::Source, false, &target)).await.unwrap();
-        assert_eq!(sums(&again), Counts { unchanged: total_fields, ..Counts::default() });
+        let again = snapshot::import_file(
+            c,
+            &zip_path,
+            &import_options(mode, Conflict::Source, false, &target),
+        )
+        .await
+        .unwrap();
+        assert_eq!(
+            sums(&again),
+            Counts {
+                unchanged: total_fields,
+                ..Counts::default()
+            }
+        );
     }
-    assert_same(&record_rows(&before), &record_rows(&dump(&s.db_path())), "a second import");
+    assert_same(
+        &record_rows(&before),
+        &record_rows(&dump(&s.db_path())),
+        "a second import",
+    );
 }
 
 #[tokio::test]
@@ -179,36 +279,101 @@ async fn merge_follows_the_conflict_rule_and_replace_deletes() {
     let work = tempfile::tempdir().unwrap();
     let plugin = work.path().join("plugin");
     let rid = random_rid().to_string();
-    c.merge(&rid, fields(&[("a", "1"), ("b", "2")])).await.unwrap();
+    c.merge(&rid, fields(&[("a", "1"), ("b", "2")]))
+        .await
+        .unwrap();
     let zip_path = work.path().join("snap.zip");
     export(c, &zip_path, None).await;
-    assert!(!entry_names(&zip_path).iter().any(|n| n.starts_with("cache/")));
+    assert!(
+        !entry_names(&zip_path)
+            .iter()
+            .any(|n| n.starts_with("cache/"))
+    );
 
-    c.merge(&rid, fields(&[("b", "3"), ("c", "4")])).await.unwrap();
-    let mine = snapshot::import_file(c, &zip_path, &import_options(Mode::Merge, Conflict::Mine, false, &plugin))
+    c.merge(&rid, fields(&[("b", "3"), ("c", "4")]))
         .await
         .unwrap();
-    assert_eq!(mine.files[0].counts, Counts { unchanged: 1, kept: 1, ..Counts::default() });
+    let mine = snapshot::import_file(
+        c,
+        &zip_path,
+        &import_options(Mode::Merge, Conflict::Mine, false, &plugin),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        mine.files[0].counts,
+        Counts {
+            unchanged: 1,
+            kept: 1,
+            ..Counts::default()
+        }
+    );
     assert!(mine.plugin_output.is_none());
-    assert_eq!(c.get_record(&rid).await.unwrap().fields, fields(&[("a", "1"), ("b", "3"), ("c", "4")]));
+    assert_eq!(
+        c.get_record(&rid).await.unwrap().fields,
+        fields(&[("a", "1"), ("b", "3"), ("c", "4")])
+    );
 
-    let source = snapshot::import_file(c, &zip_path, &import_options(Mode::Merge, Conflict::Source, false, &plugin))
-        .await
-        .unwrap();
-    assert_eq!(source.files[0].counts, Counts { unchanged: 1, updated: 1, ..Counts::default() });
-    assert_eq!(c.get_record(&rid).await.unwrap().fields, fields(&[("a", "1"), ("b", "2"), ("c", "4")]));
+    let source = snapshot::import_file(
+        c,
+        &zip_path,
+        &import_options(Mode::Merge, Conflict::Source, false, &plugin),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        source.files[0].counts,
+        Counts {
+            unchanged: 1,
+            updated: 1,
+            ..Counts::default()
+        }
+    );
+    assert_eq!(
+        c.get_record(&rid).await.unwrap().fields,
+        fields(&[("a", "1"), ("b", "2"), ("c", "4")])
+    );
 
-    let dry = snapshot::import_file(c, &zip_path, &import_options(Mode::Replace, Conflict::Mine, true, &plugin))
-        .await
-        .unwrap();
-    assert_eq!(dry.files[0].counts, Counts { unchanged: 2, deleted: 1, ..Counts::default() });
-    assert_eq!(c.get_record(&rid).await.unwrap().fields.len(), 3, "a dry run changes nothing");
+    let dry = snapshot::import_file(
+        c,
+        &zip_path,
+        &import_options(Mode::Replace, Conflict::Mine, true, &plugin),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        dry.files[0].counts,
+        Counts {
+            unchanged: 2,
+            deleted: 1,
+            ..Counts::default()
+        }
+    );
+    assert_eq!(
+        c.get_record(&rid).await.unwrap().fields.len(),
+        3,
+        "a dry run changes nothing"
+    );
 
-    let replace = snapshot::import_file(c, &zip_path, &import_options(Mode::Replace, Conflict::Mine, false, &plugin))
-        .await
-        .unwrap();
-    assert_eq!(replace.files[0].counts, Counts { unchanged: 2, deleted: 1, ..Counts::default() });
-    assert_eq!(c.get_record(&rid).await.unwrap().fields, fields(&[("a", "1"), ("b", "2")]));
+    let replace = snapshot::import_file(
+        c,
+        &zip_path,
+        &import_options(Mode::Replace, Conflict::Mine, false, &plugin),
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        replace.files[0].counts,
+        Counts {
+            unchanged: 2,
+            deleted: 1,
+            ..Counts::default()
+        }
+    );
+    assert_eq!(
+        c.get_record(&rid).await.unwrap().fields,
+        fields(&[("a", "1"), ("b", "2")])
+    );
 }
 
 #[tokio::test]
@@ -227,11 +392,23 @@ async fn bad_archives_are_refused_and_bad_entries_counted() {
 
     let no_manifest = work.path().join("none.zip");
     make_zip(&no_manifest, &[("index.json", b"{}")]);
-    assert_eq!(snapshot::import_file(c, &no_manifest, &opts).await.unwrap_err().code, ErrorCode::BadRequest);
+    assert_eq!(
+        snapshot::import_file(c, &no_manifest, &opts)
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::BadRequest
+    );
 
     let not_zip = work.path().join("not.zip");
     std::fs::write(&not_zip, b"this is not a zip").unwrap();
-    assert_eq!(snapshot::import_file(c, &not_zip, &opts).await.unwrap_err().code, ErrorCode::BadRequest);
+    assert_eq!(
+        snapshot::import_file(c, &not_zip, &opts)
+            .await
+            .unwrap_err()
+            .code,
+        ErrorCode::BadRequest
+    );
 
     let rid = random_rid().to_string();
     let good = format!("metadata/{rid}.json");
@@ -248,14 +425,35 @@ async fn bad_archives_are_refused_and_bad_entries_counted() {
         ],
     );
     let r = snapshot::import_file(c, &mixed, &opts).await.unwrap();
-    assert_eq!((r.total_files, r.files_ok, r.files_failed), (3, 1, 2), "{:?}", r.files);
-    assert!(r.files.iter().filter(|f| f.hash_id != rid).all(|f| f.error.is_some()));
-    assert_eq!(r.plugin_output, Some(PluginReport { written: 1, skipped: 1 }));
+    assert_eq!(
+        (r.total_files, r.files_ok, r.files_failed),
+        (3, 1, 2),
+        "{:?}",
+        r.files
+    );
+    assert!(
+        r.files
+            .iter()
+            .filter(|f| f.hash_id != rid)
+            .all(|f| f.error.is_some())
+    );
+    assert_eq!(
+        r.plugin_output,
+        Some(PluginReport {
+            written: 1,
+            skipped: 1
+        })
+    );
     assert!(!work.path().join("files/x").exists(), "../x stays out");
     assert_eq!(std::fs::read(plugin.join("ok/y.txt")).unwrap(), b"fine");
     assert_eq!(
         c.get_record(&rid).await.unwrap().fields,
-        fields(&[("title", "ok"), ("n", "7"), ("tags/0", "a"), ("tags/1", "b")]),
+        fields(&[
+            ("title", "ok"),
+            ("n", "7"),
+            ("tags/0", "a"),
+            ("tags/1", "b")
+        ]),
         "older exports' typed values come back as strings"
     );
 }

@@ -1,0 +1,17 @@
+//! The end-to-end suite: one test binary, one module per behaviour, each
+//! starting the real daemons through the harness in `tests/src`. Build the
+//! binaries first (`cargo build --workspace --bins`), then
+//! `cargo test -p e2e --test suite [module::]`.
+
+mod apid_bad_input;
+mod apid_editor_kv;
+mod apid_lifecycle;
+mod apid_meta;
+mod apid_snapshot;
+mod apid_snapshot_http;
+mod storaged_bad_input;
+mod storaged_crash;
+mod storaged_events;
+mod storaged_lifecycle;
+mod storaged_records;
+mod supervisor;
