@@ -2,12 +2,18 @@
 //! (`META_CORE_PATH`) holds what a standby must see; the run directory
 //! (`META_CORE_RUN_DIR`, never on the shared volume) holds the sockets.
 
+use std::fmt;
 use std::path::{Path, PathBuf};
+use std::str::FromStr;
+
+use serde::{Deserialize, Serialize};
 
 use crate::config::Config;
 
-/// The daemons, each with its socket in the run directory.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+/// The daemons, each with its socket in the run directory. On the wire a
+/// daemon is its name (`"storaged"`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
 pub enum Daemon {
     Storaged,
     Apid,
@@ -34,6 +40,24 @@ impl Daemon {
 
     pub fn from_name(name: &str) -> Option<Self> {
         Self::ALL.into_iter().find(|d| d.name() == name)
+    }
+}
+
+impl fmt::Display for Daemon {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// A name that is no daemon of meta-core's.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("unknown daemon {0:?} (meta-core's daemons: storaged, apid, watcherd, mountd)")]
+pub struct UnknownDaemon(pub String);
+
+impl FromStr for Daemon {
+    type Err = UnknownDaemon;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::from_name(s).ok_or_else(|| UnknownDaemon(s.to_owned()))
     }
 }
 
@@ -148,5 +172,12 @@ mod tests {
             assert_eq!(Daemon::from_name(d.name()), Some(d));
         }
         assert_eq!(Daemon::from_name("redis"), None);
+        assert!("redis".parse::<Daemon>().is_err());
+        let json = serde_json::to_string(&Daemon::Watcherd).unwrap();
+        assert_eq!(json, "\"watcherd\"");
+        assert_eq!(
+            serde_json::from_str::<Daemon>(&json).unwrap(),
+            Daemon::Watcherd
+        );
     }
 }

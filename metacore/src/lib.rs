@@ -5,6 +5,7 @@
 
 pub mod api;
 pub mod cid;
+pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod error;

@@ -16,6 +16,10 @@ pub type Fields = BTreeMap<String, String>;
 /// Longest field name accepted, in bytes.
 pub const MAX_FIELD_LEN: usize = 1024;
 
+/// The field name the original reserved for its own bookkeeping: never
+/// stored, refused on single-field writes, dropped from bulk writes.
+pub const RESERVED_FIELD: &str = "__fields__";
+
 /// The key-set of a record's CIDs.
 pub const CIDS_PREFIX: &str = "cids/";
 
@@ -118,7 +122,7 @@ pub fn check_write(field: &str, value: &str) -> Result<Option<Cid>, FieldError> 
     if is_deprecated(field) {
         return Err(FieldError::Deprecated(field.to_owned()));
     }
-    if field == "__fields__" {
+    if field == RESERVED_FIELD {
         return Err(FieldError::Reserved(field.to_owned()));
     }
     if value.contains('\0') {

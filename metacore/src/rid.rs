@@ -131,10 +131,7 @@ mod tests {
 
     #[test]
     fn timestamp_is_now() {
-        let now = std::time::SystemTime::now()
-            .duration_since(std::time::UNIX_EPOCH)
-            .unwrap()
-            .as_millis() as u64;
+        let now = crate::clock::unix_ms();
         let ts = Rid::mint().timestamp_ms();
         assert!(ts.abs_diff(now) < 60_000, "{ts} vs {now}");
     }

@@ -73,10 +73,7 @@ fn bare_simulation(db: &Path, total: u64) -> f64 {
          INSERT OR IGNORE INTO kv VALUES ('bare:count', '0');",
     )
     .unwrap();
-    let ts = std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis();
+    let ts = metacore::clock::unix_ms();
     let mut g = Gen(7);
     let mut seq = 0u64;
     let mut since_trim = 0u64;

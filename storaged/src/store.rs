@@ -15,6 +15,7 @@ use metacore::api::storaged::{
     Stats, StreamInfo, WriteResult, WriterStats,
 };
 use metacore::cid::Cid;
+use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 use metacore::record::{Fields, Target, check_shape};
 use metacore::rid::Rid;
@@ -22,12 +23,12 @@ use metacore::stream::{Entry, EntryFields, StreamId, StreamName};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::watch;
 
+use crate::engine::Options;
 use crate::engine::checkpointer::{Checkpointer, GapFlag};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema::{self, COUNT_ROOTS_KEY};
 use crate::engine::writer::Writer;
-use crate::engine::{Options, now_ms};
 use crate::error::{Result, StoreError, schema as reject};
 use crate::records::CheckedFields;
 use crate::streams::{self, Heads, HeadsPublisher, StreamState};
@@ -366,7 +367,7 @@ impl Store {
                         )
                     })
                     .await?;
-                let at = now_ms();
+                let at = unix_ms();
                 *cache = Some((n, at, Instant::now()));
                 (n, at)
             }

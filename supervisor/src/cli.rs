@@ -12,10 +12,11 @@ use std::io::{self, Read, Seek, SeekFrom, Write};
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 use std::process::ExitCode;
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
+use std::time::Duration;
 
 use metacore::Config;
 use metacore::api::supervisor::{DaemonStatus, SupervisorClient, SupervisorStatus};
+use metacore::clock::unix_ms;
 use metacore::layout::Daemon;
 use metacore::socket::client::ClientError;
 
@@ -250,13 +251,6 @@ async fn stop(config: &Config) -> ExitCode {
             return ExitCode::SUCCESS;
         }
     }
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 /// "850ms", "42s", "3m 12s", "5h 02m", "3d 04h".

@@ -5,9 +5,10 @@
 
 use std::path::PathBuf;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use metacore::api::supervisor::{DaemonState, DaemonStatus, LastExit};
+use metacore::clock::unix_ms;
 use metacore::layout::{Daemon, Layout};
 use metacore::socket::client::SocketClient;
 use metacore::{ApiError, ErrorCode};
@@ -156,13 +157,6 @@ enum Ended {
     /// A stop was asked: the runner ends, answering once the process and
     /// its group are gone.
     Stopped(Option<oneshot::Sender<()>>),
-}
-
-fn unix_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
 }
 
 impl Runner {

@@ -1,7 +1,7 @@
 //! Bootstrap and discovery: `/health`, `/status`, `/leader`, `/urls`, and
 //! apid's own socket `/health` and `/status`.
 
-use std::time::{SystemTime, UNIX_EPOCH};
+use std::time::SystemTime;
 
 use axum::Json;
 use metacore::api::supervisor::SupervisorStatus;
@@ -37,10 +37,7 @@ pub struct PublicStatus {
 }
 
 pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
-    let timestamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let timestamp = metacore::clock::unix_ms();
     LeaderInfo {
         urls: urls.clone(),
         timestamp,
@@ -88,7 +85,7 @@ pub(super) async fn urls(st: State) -> Json<Urls> {
 
 /// apid's socket `/health`, for the supervisor's liveness check.
 pub(super) async fn socket_health() -> Json<Health> {
-    Json(Health::ok("apid"))
+    Json(Health::ok(metacore::layout::Daemon::Apid))
 }
 
 /// apid's socket `/status`.

@@ -76,8 +76,7 @@ pub async fn delete_all_records(store: &StoragedClient) -> Result<u64, ApiError>
             match r {
                 Ok(_) => deleted += 1,
                 // Deleted meanwhile by someone else: not ours to count.
-                Err(metacore::socket::client::ClientError::Api(e))
-                    if e.code.status() == http::StatusCode::NOT_FOUND => {}
+                Err(metacore::socket::client::ClientError::Api(e)) if e.code.is_not_found() => {}
                 Err(e) => return Err(e.into()),
             }
         }

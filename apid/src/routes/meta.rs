@@ -12,7 +12,7 @@ use http::{StatusCode, header};
 use metacore::api::storaged::Document;
 use metacore::cid::Cid;
 use metacore::error::{ApiError, ErrorCode};
-use metacore::record::Fields;
+use metacore::record::{Fields, RESERVED_FIELD};
 use metacore::rid::Rid;
 use metacore::socket::body::{JsonBody, PathParams, QueryParams, RawBody};
 use serde::{Deserialize, Serialize};
@@ -23,9 +23,6 @@ use crate::http::hash;
 use crate::state::State;
 
 type Res<T> = Result<Json<T>, ApiError>;
-
-/// The reserved field the original dropped silently from bulk writes.
-const RESERVED_FIELDS: &str = "__fields__";
 
 /// `?shape=flat|nested` on record reads.
 #[derive(Debug, Default, Deserialize)]
@@ -97,7 +94,7 @@ pub(super) async fn get(
 
 /// Drops the reserved `__fields__` as the original's bulk writes did.
 fn without_reserved(mut fields: Fields) -> Fields {
-    fields.remove(RESERVED_FIELDS);
+    fields.remove(RESERVED_FIELD);
     fields
 }
 

@@ -786,11 +786,7 @@ async fn import_record(
     let hash = rid.to_string();
     let current = match store.get_record(&hash).await {
         Ok(rec) => rec.fields,
-        Err(ClientError::Api(e))
-            if matches!(e.code, ErrorCode::UnknownRoot | ErrorCode::NotFound) =>
-        {
-            Fields::new()
-        }
+        Err(ClientError::Api(e)) if e.code.is_not_found() => Fields::new(),
         Err(e) => return Err(ApiError::from(e).to_string()),
     };
     let (counts, write) = plan(&current, incoming, opts.mode, opts.conflict);

@@ -3,7 +3,7 @@
 //! minute (`files` and `udlUsers` are null until the first sweep ends).
 
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant};
 
 use axum::Json;
 use metacore::api::storaged::{RangeQuery, StoragedClient};
@@ -109,10 +109,7 @@ async fn sweep(store: &StoragedClient) -> Result<Swept, ApiError> {
     })
     .await?;
     let udl_users = count_udl_users(store).await?;
-    let at_ms = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0);
+    let at_ms = metacore::clock::unix_ms();
     Ok(Swept {
         files,
         udl_users,

@@ -8,6 +8,8 @@ pub mod server;
 
 use serde::{Deserialize, Serialize};
 
+use crate::layout::Daemon;
+
 /// Version of the internal socket protocol; bumped on any incompatible
 /// change of a request or response type in `metacore::api`.
 pub const PROTOCOL_VERSION: u32 = 1;
@@ -16,17 +18,17 @@ pub const PROTOCOL_VERSION: u32 = 1;
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
     pub status: String,
-    pub daemon: String,
+    pub daemon: Daemon,
     pub version: String,
     pub protocol: u32,
     pub pid: u32,
 }
 
 impl Health {
-    pub fn ok(daemon: &str) -> Self {
+    pub fn ok(daemon: Daemon) -> Self {
         Self {
             status: "ok".into(),
-            daemon: daemon.into(),
+            daemon,
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: PROTOCOL_VERSION,
             pid: std::process::id(),
@@ -50,7 +52,7 @@ mod tests {
 
     #[test]
     fn a_peer_of_another_protocol_is_named_in_words() {
-        let mut h = Health::ok("storaged");
+        let mut h = Health::ok(Daemon::Storaged);
         assert_eq!(h.mismatch(), None);
         h.protocol = PROTOCOL_VERSION + 1;
         let why = h.mismatch().expect("a mismatch");

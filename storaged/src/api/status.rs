@@ -9,7 +9,7 @@ use super::State;
 use crate::engine::schema::SCHEMA_VERSION;
 
 pub(super) async fn health() -> Json<Health> {
-    Json(Health::ok("storaged"))
+    Json(Health::ok(metacore::layout::Daemon::Storaged))
 }
 
 pub(super) async fn status(st: State) -> Result<Json<StoragedStatus>, ApiError> {

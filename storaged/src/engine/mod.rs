@@ -11,17 +11,8 @@ pub mod tx;
 pub mod writer;
 
 use std::path::PathBuf;
-use std::time::{SystemTime, UNIX_EPOCH};
 
 use crate::streams::{DEFAULT_RETENTION, DEFAULT_TRIM_EVERY};
-
-/// Milliseconds since the Unix epoch (0 if the clock is before it).
-pub fn now_ms() -> u64 {
-    SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .map(|d| d.as_millis() as u64)
-        .unwrap_or(0)
-}
 
 /// How to open a store.
 #[derive(Debug, Clone)]

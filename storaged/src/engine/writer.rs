@@ -16,12 +16,12 @@ use std::thread::JoinHandle;
 use std::time::Instant;
 
 use metacore::api::storaged::WriterStats;
+use metacore::clock::unix_ms;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
 use crate::engine::checkpointer::{GapFlag, passive_checkpoint};
-use crate::engine::now_ms;
 use crate::engine::tx::{Tx, add_to_root_count};
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
@@ -300,7 +300,7 @@ impl<'c> Group<'c> {
         Self {
             conn,
             streams,
-            now_ms: now_ms(),
+            now_ms: unix_ms(),
             opened: Instant::now(),
             taken: 0,
             roots_delta: 0,
