@@ -27,6 +27,7 @@ use hyper_util::client::legacy::Client;
 use hyper_util::client::legacy::connect::HttpConnector;
 use hyper_util::rt::TokioExecutor;
 use metacore::api::storaged::StoragedClient;
+use metacore::checked::CheckedFields;
 use metacore::cid::Cid;
 use metacore::record::Target;
 use storaged::{Options, Store};
@@ -252,7 +253,8 @@ async fn main() {
             move |cid: Cid, fields| {
                 let (store, failed) = (store.clone(), failed.clone());
                 async move {
-                    if store.merge(cid.as_str(), fields).await.is_err() {
+                    let fields = CheckedFields::check(fields).expect("generated fields are valid");
+                    if store.merge(&Target::Cid(cid), &fields).await.is_err() {
                         failed.fetch_add(1, Ordering::Relaxed);
                     }
                 }
@@ -319,6 +321,7 @@ async fn main() {
         drive(measured, 4, move |cid: Cid, fields| {
             let store = store.clone();
             async move {
+                let fields = CheckedFields::check(fields).expect("generated fields are valid");
                 store
                     .merge(Target::Cid(cid), fields)
                     .await

@@ -1,6 +1,6 @@
 //! The HTTP edge every public route shares: CORS on every answer (and
 //! `OPTIONS` preflights answered before routing), the admin bearer token on
-//! mutating admin routes, body limits, and `{hash}` checking.
+//! mutating admin routes, and body limits.
 
 use std::sync::Arc;
 
@@ -9,7 +9,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use http::{HeaderValue, Method, StatusCode, header};
 use metacore::error::{ApiError, ErrorCode};
-use metacore::record::Target;
 
 use crate::state::AppState;
 
@@ -79,12 +78,6 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
         return false;
     }
     a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
-}
-
-/// Checks a `{hash}` segment (a RID or a CID) and returns it as storaged
-/// takes it; anything else is a 400 before the store is asked.
-pub fn hash(raw: &str) -> Result<String, ApiError> {
-    Ok(Target::parse(raw)?.to_string())
 }
 
 #[cfg(test)]

@@ -4,11 +4,13 @@
 //! daemon's socket API and the socket server/client helpers.
 
 pub mod api;
+pub mod checked;
 pub mod cid;
 pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod key;
 pub mod layout;
 pub mod record;
 pub mod rid;

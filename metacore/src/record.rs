@@ -5,6 +5,9 @@
 
 use std::collections::BTreeMap;
 use std::fmt;
+use std::str::FromStr;
+
+use serde::{Deserialize, Deserializer, Serialize, Serializer};
 
 use crate::cid::{Cid, CidError};
 use crate::error::{ApiError, ErrorCode};
@@ -178,6 +181,45 @@ impl Target {
     }
 }
 
+impl FromStr for Target {
+    type Err = ApiError;
+    fn from_str(s: &str) -> Result<Self, Self::Err> {
+        Self::parse(s)
+    }
+}
+
+impl From<Rid> for Target {
+    fn from(rid: Rid) -> Self {
+        Target::Rid(rid)
+    }
+}
+
+impl From<Cid> for Target {
+    fn from(cid: Cid) -> Self {
+        Target::Cid(cid)
+    }
+}
+
+impl From<&Cid> for Target {
+    fn from(cid: &Cid) -> Self {
+        Target::Cid(cid.clone())
+    }
+}
+
+/// On the wire a target is its text: the RID or the CID as it is.
+impl Serialize for Target {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+impl<'de> Deserialize<'de> for Target {
+    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
+        Self::parse(&s).map_err(|e| serde::de::Error::custom(e.message))
+    }
+}
+
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
@@ -313,6 +355,11 @@ mod tests {
         ));
         let e = Target::parse("../etc").unwrap_err();
         assert_eq!(e.code, ErrorCode::SchemaViolation);
+        let t: Target = "01JKR8XW5T4QMV7AHNJ2DEFGHK".parse().unwrap();
+        let json = serde_json::to_string(&t).unwrap();
+        assert_eq!(json, "\"01JKR8XW5T4QMV7AHNJ2DEFGHK\"");
+        assert_eq!(serde_json::from_str::<Target>(&json).unwrap(), t);
+        assert!(serde_json::from_str::<Target>("\"nope\"").is_err());
     }
 
     #[test]

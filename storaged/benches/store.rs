@@ -15,6 +15,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::StoragedClient;
+use metacore::checked::CheckedFields;
 use metacore::cid::Cid;
 use metacore::record::Target;
 use metacore::rid::Rid;
@@ -148,7 +149,8 @@ async fn socket_writes(
         let c = client.clone();
         let e = e.clone();
         async move {
-            if c.merge(cid.as_str(), fields).await.is_err() {
+            let fields = CheckedFields::check(fields).expect("generated fields are valid");
+            if c.merge(&Target::Cid(cid), &fields).await.is_err() {
                 e.fetch_add(1, Ordering::Relaxed);
             }
         }
@@ -162,6 +164,7 @@ async fn store_writes(store: &Arc<Store>, total: u64, seed: u64) -> (f64, Vec<Ci
     drive(total, seed, move |cid, fields| {
         let s = s.clone();
         async move {
+            let fields = CheckedFields::check(fields).expect("generated fields are valid");
             s.merge(Target::Cid(cid), fields)
                 .await
                 .expect("in-process merge");
@@ -232,7 +235,7 @@ async fn main() {
             let t = Instant::now();
             let doc = daemon
                 .client
-                .document(cid.as_str())
+                .document(&Target::from(cid))
                 .await
                 .expect("document by CID");
             by_cid.push(t.elapsed());
@@ -242,7 +245,7 @@ async fn main() {
             let t = Instant::now();
             daemon
                 .client
-                .get_record(&rid.to_string())
+                .get_record(&Target::Rid(*rid))
                 .await
                 .expect("record by RID");
             by_rid.push(t.elapsed());

@@ -1,87 +1,49 @@
 //! Raw keys, for the KV browser and for rows other services keep here
 //! (`udl:`, `btmagnet:`, `searchcov:`, `nzb:`, ...).
 //!
-//! A `file:<rid>/<field>` key goes through the record rules (checks, events,
-//! aliases, root index). Keys storaged maintains itself (`idx:`, `ev:`,
-//! `evhwm:`, `cid:`, `dup:`, `meta-core:`) cannot be written or deleted
-//! here. Range reads are index range scans, never scans of the table.
+//! Writes take a checked [`KeyWrite`] / [`WritableKey`]
+//! (`metacore::key`): a `file:<rid>/<field>` key goes through the record
+//! rules (events, aliases, root index); the prefixes storaged maintains
+//! were refused before the write was queued. Range reads are index range
+//! scans, never scans of the table.
 
 use metacore::api::storaged::{KvDeleted, KvRange, KvRow, KvWrite, RangeQuery};
-use metacore::record::{Target, check_shape, prefix_end};
-use metacore::rid::Rid;
+use metacore::key::{KeyWrite, WritableKey};
+use metacore::record::{Target, prefix_end};
 use rusqlite::{Connection, OptionalExtension, params};
 
 use crate::engine::tx::Tx;
-use crate::error::{Result, schema};
+use crate::error::Result;
 use crate::records;
 
-/// Longest raw key accepted, in bytes.
-pub const MAX_KEY_LEN: usize = 2048;
-
-/// Prefixes storaged maintains; raw writes are refused.
-pub const RESERVED_PREFIXES: &[&str] = &["idx:", "ev:", "evhwm:", "cid:", "dup:", "meta-core:"];
-
-/// What a raw key is.
-enum KeyKind<'a> {
-    Record { rid: Rid, field: &'a str },
-    Plain,
-}
-
-fn classify(key: &str) -> Result<KeyKind<'_>> {
-    if key.is_empty() || key.len() > MAX_KEY_LEN || key.contains('\0') {
-        return Err(schema(format!(
-            "a key is 1 to {MAX_KEY_LEN} bytes without NUL"
-        )));
-    }
-    if let Some(rest) = key.strip_prefix("file:") {
-        let (rid, field) = rest
-            .split_once('/')
-            .ok_or_else(|| schema(format!("{key:?}: record keys are file:<rid>/<field>")))?;
-        let rid = Rid::parse(rid).map_err(|e| schema(format!("{key:?}: {e}")))?;
-        check_shape(field).map_err(|e| schema(e.to_string()))?;
-        return Ok(KeyKind::Record { rid, field });
-    }
-    if let Some(p) = RESERVED_PREFIXES.iter().find(|p| key.starts_with(**p)) {
-        return Err(schema(format!(
-            "keys under {p} are maintained by storaged and cannot be written directly"
-        )));
-    }
-    Ok(KeyKind::Plain)
-}
-
 /// Sets a key.
-pub fn put(tx: &mut Tx<'_>, key: &str, value: &str) -> Result<KvWrite> {
-    let changed = match classify(key)? {
-        KeyKind::Record { rid, field } => {
-            records::set_field(tx, &Target::Rid(rid), field, value)?.changed
+pub fn put(tx: &mut Tx<'_>, write: &KeyWrite) -> Result<KvWrite> {
+    let changed = match write {
+        KeyWrite::Record { rid, field } => {
+            records::set_field(tx, &Target::Rid(*rid), field)?.changed
         }
-        KeyKind::Plain => {
-            if value.contains('\0') {
-                return Err(schema("a value cannot contain NUL"));
-            }
-            tx.put_raw(key, value)?
-        }
+        KeyWrite::Plain { key, value } => tx.put_raw(key, value)?,
     };
     Ok(KvWrite {
-        key: key.to_owned(),
+        key: write.key(),
         changed,
     })
 }
 
 /// Deletes a key.
-pub fn delete(tx: &mut Tx<'_>, key: &str) -> Result<KvDeleted> {
-    let existed = match classify(key)? {
-        KeyKind::Record { rid, field } => {
-            if tx.get(key)?.is_none() {
+pub fn delete(tx: &mut Tx<'_>, key: &WritableKey) -> Result<KvDeleted> {
+    let existed = match key {
+        WritableKey::Record { rid, field } => {
+            if tx.get(&key.key())?.is_none() {
                 false
             } else {
-                records::delete_field(tx, &Target::Rid(rid), field)?.existed
+                records::delete_field(tx, &Target::Rid(*rid), field)?.existed
             }
         }
-        KeyKind::Plain => tx.delete_raw(key)?,
+        WritableKey::Plain(k) => tx.delete_raw(k)?,
     };
     Ok(KvDeleted {
-        key: key.to_owned(),
+        key: key.key(),
         existed,
     })
 }

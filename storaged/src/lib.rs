@@ -7,6 +7,7 @@
 //! and commit queued writes and checkpoint the WAL.
 
 pub mod api;
+pub mod bulk;
 pub mod cid_index;
 pub mod engine;
 pub mod error;

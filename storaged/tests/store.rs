@@ -4,16 +4,25 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use metacore::record::{Fields, Target};
+use metacore::checked::{CheckedFields, FieldName};
+use metacore::record::Target;
 use metacore::rid::Rid;
 use metacore::stream::{StreamId, StreamName};
+use storaged::records::PageStart;
 use storaged::{Options, Store};
 
-fn fields(pairs: &[(&str, &str)]) -> Fields {
-    pairs
-        .iter()
-        .map(|(k, v)| (k.to_string(), v.to_string()))
-        .collect()
+fn fields(pairs: &[(&str, &str)]) -> CheckedFields {
+    CheckedFields::check(
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect(),
+    )
+    .unwrap()
+}
+
+fn name(field: &str) -> FieldName {
+    FieldName::new(field).unwrap()
 }
 
 fn entry(t: &str) -> BTreeMap<String, String> {
@@ -86,9 +95,9 @@ async fn only_real_changes_are_published() {
         .merge(t.clone(), fields(&[("title", "B")]))
         .await
         .unwrap();
-    let d = store.delete_field(t.clone(), "nope".into()).await.unwrap();
+    let d = store.delete_field(t.clone(), name("nope")).await.unwrap();
     assert!(!d.existed);
-    store.delete_field(t.clone(), "year".into()).await.unwrap();
+    store.delete_field(t.clone(), name("year")).await.unwrap();
     let events: Vec<(String, String)> = store
         .entries(StreamName::Meta, None, 100)
         .await
@@ -144,7 +153,10 @@ async fn sixteen_concurrent_writers_all_land_and_the_root_count_follows() {
         store.delete_root(Target::Rid(*rid)).await.unwrap();
     }
     assert_eq!(store.roots().await.unwrap(), 300);
-    let page = store.list_roots(None, 10_000).await.unwrap();
+    let page = store
+        .list_roots(PageStart::default(), 10_000)
+        .await
+        .unwrap();
     assert_eq!(page.rids.len(), 300);
     store.close().await;
 }
@@ -194,5 +206,164 @@ async fn subscribers_wake_on_commit() {
     let head = storaged::streams::head_of(&heads.borrow(), StreamName::Files);
     assert_eq!(head, Some(id));
     assert!(id > StreamId::ZERO);
+    store.close().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn wipe_deletes_every_record_a_chunk_at_a_time() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("w.db"))).unwrap();
+    let n = storaged::bulk::WIPE_CHUNK as usize * 2 + 37;
+    let writes: Vec<_> = (0..n)
+        .map(|i| store.merge(Target::Rid(Rid::mint()), fields(&[("n", &i.to_string())])))
+        .collect();
+    for w in futures_util::future::join_all(writes).await {
+        w.unwrap();
+    }
+    store
+        .kv_put(metacore::key::KeyWrite::new("udl:u/x", "kept").unwrap())
+        .await
+        .unwrap();
+    assert_eq!(store.roots().await.unwrap(), n as u64);
+    let head = store.stream_info(StreamName::Meta).await.unwrap().last;
+    assert_eq!(store.wipe().await.unwrap(), n as u64);
+    assert_eq!(store.roots().await.unwrap(), 0);
+    let page = store.list_roots(PageStart::default(), 10).await.unwrap();
+    assert!(page.rids.is_empty());
+    let dels = store
+        .entries(StreamName::Meta, head, 10_000)
+        .await
+        .unwrap()
+        .into_iter()
+        .filter(|e| e.fields["type"] == "del")
+        .count();
+    assert_eq!(dels, n, "one del event per field");
+    assert_eq!(
+        store.kv_get("udl:u/x".into()).await.unwrap().as_deref(),
+        Some("kept"),
+        "only records go"
+    );
+    assert_eq!(store.wipe().await.unwrap(), 0, "nothing left to wipe");
+    store.close().await;
+}
+
+#[tokio::test]
+async fn pages_of_roots_skip_an_offset_inside_storaged() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("o.db"))).unwrap();
+    let mut rids: Vec<Rid> = (0..30).map(|_| Rid::mint()).collect();
+    for rid in &rids {
+        store
+            .merge(Target::Rid(*rid), fields(&[("a", "1")]))
+            .await
+            .unwrap();
+    }
+    rids.sort();
+    let at = |offset| PageStart {
+        after: None,
+        offset,
+    };
+    let page = store.list_roots(at(7), 5).await.unwrap();
+    assert_eq!(page.rids, rids[7..12]);
+    assert_eq!(page.next, Some(rids[11]));
+    let page = store.list_roots(at(28), 5).await.unwrap();
+    assert_eq!((page.rids, page.next), (rids[28..].to_vec(), None));
+    assert!(store.list_roots(at(30), 5).await.unwrap().rids.is_empty());
+    let after = PageStart {
+        after: Some(rids[9]),
+        offset: 2,
+    };
+    assert_eq!(store.list_roots(after, 3).await.unwrap().rids, rids[12..15]);
+    let names = vec![name("a")];
+    let page = store.fields_page(names, at(29), 5).await.unwrap();
+    assert_eq!(page.rows.len(), 1);
+    assert_eq!(page.rows[0].rid, rids[29]);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn totals_count_files_and_their_sizes_in_one_read() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("t.db"))).unwrap();
+    for (path, size) in [
+        (Some("/files/a"), Some("100")),
+        (Some("/files/b"), Some("23")),
+        (Some("/files/c"), Some("not a number")),
+        (Some("/files/d"), None),
+        (None, Some("5000")),
+        (None, None),
+    ] {
+        let mut f = vec![("title", "t")];
+        f.extend(path.map(|p| ("filePath", p)));
+        f.extend(size.map(|s| ("sizeByte", s)));
+        store
+            .merge(Target::Rid(Rid::mint()), fields(&f))
+            .await
+            .unwrap();
+    }
+    let t = store.totals().await.unwrap();
+    assert_eq!((t.roots, t.files), (6, 4));
+    assert_eq!(t.file_bytes, 123, "a size that is no number counts 0");
+    assert_eq!(t.bytes, 5123);
+    store.close().await;
+}
+
+#[tokio::test]
+async fn an_import_plans_each_record_where_it_writes_and_refuses_bad_ones_alone() {
+    use metacore::api::storaged::{ImportBody, ImportConflict, ImportMode, ImportRecord};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("i.db"))).unwrap();
+    let (a, b) = (Rid::mint(), Rid::mint());
+    store
+        .merge(Target::Rid(a), fields(&[("x", "ours"), ("y", "1")]))
+        .await
+        .unwrap();
+    let raw = |pairs: &[(&str, &str)]| -> metacore::record::Fields {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    };
+    let body = |dry_run| ImportBody {
+        mode: ImportMode::Merge,
+        conflict: ImportConflict::Mine,
+        dry_run,
+        records: vec![
+            ImportRecord {
+                rid: a,
+                fields: raw(&[("x", "theirs"), ("z", "new")]),
+            },
+            ImportRecord {
+                rid: b,
+                fields: raw(&[("cid_x", "retired")]),
+            },
+        ],
+    };
+    let dry = store.import(body(true)).await.unwrap().records;
+    assert_eq!((dry[0].counts.added, dry[0].counts.kept), (1, 1));
+    assert!(
+        dry[1]
+            .error
+            .as_deref()
+            .unwrap()
+            .starts_with("deprecated_field")
+    );
+    let get = |rid| store.get_record(Target::Rid(rid));
+    assert_eq!(
+        get(a).await.unwrap().fields.len(),
+        2,
+        "a dry run writes nothing"
+    );
+    let done = store.import(body(false)).await.unwrap().records;
+    assert_eq!(
+        done[0].counts, dry[0].counts,
+        "a dry run counts what a run does"
+    );
+    assert_eq!(
+        get(a).await.unwrap().fields,
+        raw(&[("x", "ours"), ("y", "1"), ("z", "new")])
+    );
+    assert!(done[1].error.is_some());
+    assert!(get(b).await.is_err(), "the refused record is not made");
     store.close().await;
 }

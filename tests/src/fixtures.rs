@@ -2,7 +2,9 @@
 //! from the golden vectors (`metacore/tests/data/cid-rank-vectors.json`,
 //! the vendored copy of `shared/data/cid-rank-vectors.json`).
 
-use metacore::{Cid, Fields, Rid};
+use metacore::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
+use metacore::key::{KeyWrite, WritableKey};
+use metacore::{Cid, Fields, Rid, Target};
 use serde_json::Value;
 
 /// A field map from pairs.
@@ -77,4 +79,45 @@ pub fn api_error<T: std::fmt::Debug>(
         Err(metacore::socket::client::ClientError::Api(e)) => e,
         other => panic!("expected an error envelope, got {other:?}"),
     }
+}
+
+/// A test's record address, from its text (a RID or a CID the test made).
+pub fn target(s: &str) -> Target {
+    s.parse()
+        .unwrap_or_else(|e| panic!("{s:?} is not a target: {e}"))
+}
+
+/// Fields a test writes, checked as apid checks them before sending.
+pub fn checked(fields: Fields) -> CheckedFields {
+    CheckedFields::check(fields).unwrap_or_else(|e| panic!("test fields are refused: {e}"))
+}
+
+/// A field name a test reads or deletes.
+pub fn field_name(field: &str) -> FieldName {
+    FieldName::new(field).unwrap_or_else(|e| panic!("{field:?} is refused: {e}"))
+}
+
+/// One field a test sets.
+pub fn field_write(name: &str, value: &str) -> CheckedField {
+    CheckedField::new(name, value).unwrap_or_else(|e| panic!("{name:?} is refused: {e}"))
+}
+
+/// A member a test adds to a `|` set.
+pub fn set_member(name: &str, value: &str) -> SetMember {
+    SetMember::new(name, value).unwrap_or_else(|e| panic!("{name:?} {value:?} is refused: {e}"))
+}
+
+/// A path a test records.
+pub fn file_path(p: &str) -> FilePath {
+    FilePath::new(p).unwrap_or_else(|e| panic!("{p:?} is refused: {e}"))
+}
+
+/// A raw key write a test makes.
+pub fn key_write(key: &str, value: &str) -> KeyWrite {
+    KeyWrite::new(key, value).unwrap_or_else(|e| panic!("{key:?} is refused: {e}"))
+}
+
+/// A raw key a test deletes.
+pub fn writable(key: &str) -> WritableKey {
+    WritableKey::parse(key).unwrap_or_else(|e| panic!("{key:?} is refused: {e}"))
 }

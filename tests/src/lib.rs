@@ -27,6 +27,8 @@
 //! - [`supervisor`]: [`supervisor::MetaCore`], one real `meta-core`
 //!   supervisor running the daemons, its control socket and its CLI.
 //! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
+//! - [`unchecked`]: writes sent to storaged as given, without the checks
+//!   of the typed client's inputs, to see storaged's own refusals.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
 pub mod apid;
@@ -36,6 +38,7 @@ pub mod process;
 pub mod raw_http;
 pub mod snapshot;
 pub mod supervisor;
+pub mod unchecked;
 pub mod wait;
 
 pub use apid::Apid;

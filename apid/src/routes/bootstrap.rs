@@ -4,7 +4,9 @@
 use std::time::SystemTime;
 
 use axum::Json;
+use metacore::api::apid::ApidStatus;
 use metacore::api::supervisor::SupervisorStatus;
+use metacore::layout::Daemon;
 use metacore::socket::Health;
 use serde::Serialize;
 
@@ -85,25 +87,14 @@ pub(super) async fn urls(st: State) -> Json<Urls> {
 
 /// apid's socket `/health`, for the supervisor's liveness check.
 pub(super) async fn socket_health() -> Json<Health> {
-    Json(Health::ok(metacore::layout::Daemon::Apid))
+    Json(Health::ok(Daemon::Apid))
 }
 
 /// apid's socket `/status`.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct SocketStatus {
-    pub daemon: &'static str,
-    pub version: &'static str,
-    pub pid: u32,
-    pub uptime_secs: u64,
-    pub listen: String,
-    pub storaged: bool,
-}
-
-pub(super) async fn socket_status(st: State) -> Json<SocketStatus> {
-    Json(SocketStatus {
-        daemon: "apid",
-        version: env!("CARGO_PKG_VERSION"),
+pub(super) async fn socket_status(st: State) -> Json<ApidStatus> {
+    Json(ApidStatus {
+        daemon: Daemon::Apid,
+        version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
         uptime_secs: st.started.elapsed().as_secs(),
         listen: format!("{}:{}", st.config.http_host, st.config.http_port),

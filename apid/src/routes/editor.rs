@@ -4,16 +4,16 @@
 //! of one record is one transaction.
 
 use axum::Json;
-use metacore::api::storaged::{PageQuery, StoragedClient};
+use metacore::api::storaged::{FieldsPageQuery, MAX_PAGE, StoragedClient};
+use metacore::checked::{CheckedField, CheckedFields};
 use metacore::error::ApiError;
-use metacore::record::Fields;
+use metacore::record::{Fields, Target};
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, PathParams, QueryParams};
+use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
 
-use super::listing::{delete_all_records, each_root};
-use crate::http::hash;
+use super::listing::each_root;
+use super::meta::field_name;
 use crate::state::State;
 
 /// The editor's status field, never stored (the original dropped it).
@@ -28,7 +28,7 @@ pub struct TuplesQuery {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct Tuple {
-    pub hash_id: String,
+    pub hash_id: Rid,
     pub file_path: String,
     pub size_byte: u64,
     pub mtime_nano: u64,
@@ -37,10 +37,20 @@ pub struct Tuple {
 /// `GET /api/files/tuples[?summary=1]`: the roots that have `filePath`,
 /// `sizeByte` and `mtimeNano` (the numbers must parse), with their count
 /// and total size; `summary` leaves the list out.
+/// `GET /api/files/tuples`: `files` is left out with `summary`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Tuples {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub files: Option<Vec<Tuple>>,
+    pub count: u64,
+    pub total_size: u64,
+}
+
 pub(super) async fn tuples(
     st: State,
     QueryParams(q): QueryParams<TuplesQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<Tuples> {
     let summary = matches!(q.summary.as_deref(), Some("1" | "true"));
     let mut files = Vec::new();
     let (mut count, mut total) = (0u64, 0u64);
@@ -55,7 +65,7 @@ pub(super) async fn tuples(
             total += size;
             if !summary {
                 files.push(Tuple {
-                    hash_id: row.rid.to_string(),
+                    hash_id: row.rid,
                     file_path: path.clone(),
                     size_byte: size,
                     mtime_nano: mtime,
@@ -65,11 +75,11 @@ pub(super) async fn tuples(
         true
     })
     .await?;
-    let mut body = json!({ "count": count, "totalSize": total });
-    if !summary {
-        body["files"] = json!(files);
-    }
-    Ok(Json(body))
+    Ok(Json(Tuples {
+        files: (!summary).then_some(files),
+        count,
+        total_size: total,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -83,7 +93,7 @@ pub struct ListQuery {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ListItem {
-    pub hash_id: String,
+    pub hash_id: Rid,
     pub title: String,
     pub file_name: String,
     pub file_path: String,
@@ -95,23 +105,30 @@ pub struct ListItem {
 /// Fields of a list item; `type` falls back to `fileType`.
 const LIST_FIELDS: [&str; 6] = ["title", "fileName", "filePath", "type", "fileType", "year"];
 
+/// `GET /api/metadata/list`.
+#[derive(Debug, Serialize)]
+pub struct EditorList {
+    pub count: usize,
+    pub items: Vec<ListItem>,
+    /// Records in the store.
+    pub total: u64,
+}
+
 /// `GET /api/metadata/list?offset=&limit=` in root order; `items` is `[]`
-/// when empty (the original sent `null`).
+/// when empty (the original sent `null`). The offset is skipped by
+/// storaged inside its root index, in the same call as the page.
 pub(super) async fn list(
     st: State,
     QueryParams(q): QueryParams<ListQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let limit = q
-        .limit
-        .unwrap_or(100)
-        .clamp(1, metacore::api::storaged::MAX_PAGE);
+) -> JsonReply<EditorList> {
+    let limit = q.limit.unwrap_or(100).clamp(1, MAX_PAGE);
     let total = st.store.stats().await?.roots;
-    let after = root_before(&st.store, q.offset.unwrap_or(0)).await?;
     let page = st
         .store
-        .fields_page(&metacore::api::storaged::FieldsPageQuery {
+        .fields_page(&FieldsPageQuery {
             names: LIST_FIELDS.join(","),
-            after: after.map(|r| r.to_string()),
+            after: None,
+            offset: q.offset.filter(|o| *o > 0),
             limit: Some(limit),
         })
         .await?;
@@ -121,7 +138,7 @@ pub(super) async fn list(
         .map(|r| {
             let get = |k: &str| r.fields.get(k).cloned().unwrap_or_default();
             ListItem {
-                hash_id: r.rid.to_string(),
+                hash_id: r.rid,
                 title: get("title"),
                 file_name: get("fileName"),
                 file_path: get("filePath"),
@@ -135,35 +152,11 @@ pub(super) async fn list(
             }
         })
         .collect();
-    Ok(Json(
-        json!({ "count": items.len(), "items": items, "total": total }),
-    ))
-}
-
-/// The root just before position `offset` in root order (`None` for 0 or
-/// past the end... which then lists from the start of an empty tail).
-async fn root_before(store: &StoragedClient, offset: u64) -> Result<Option<Rid>, ApiError> {
-    if offset == 0 {
-        return Ok(None);
-    }
-    let mut skipped = 0u64;
-    let mut q = PageQuery {
-        after: None,
-        limit: Some(metacore::api::storaged::MAX_PAGE),
-    };
-    loop {
-        let page = store.list_roots(&q).await?;
-        let n = page.rids.len() as u64;
-        if skipped + n >= offset {
-            return Ok(Some(page.rids[(offset - skipped - 1) as usize]));
-        }
-        skipped += n;
-        match (page.next, page.rids.last()) {
-            (Some(next), _) => q.after = Some(next.to_string()),
-            // Past the end: after the last root there is nothing.
-            (None, last) => return Ok(last.copied()),
-        }
-    }
+    Ok(Json(EditorList {
+        count: items.len(),
+        items,
+        total,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -192,6 +185,17 @@ pub struct BatchResult {
     pub error: Option<String>,
 }
 
+/// `POST /api/metadata/batch`.
+#[derive(Debug, Serialize)]
+pub struct BatchResponse {
+    /// Always `completed`: each update has its own result.
+    pub status: &'static str,
+    pub total: usize,
+    pub success: usize,
+    pub errors: usize,
+    pub results: Vec<BatchResult>,
+}
+
 /// `POST /api/metadata/batch`: each update is one transaction: with
 /// `metadata` the record's fields become `metadata` plus `properties`;
 /// with only `properties` those are merged in. `processingStatus` is
@@ -199,7 +203,7 @@ pub struct BatchResult {
 pub(super) async fn batch(
     st: State,
     JsonBody(body): JsonBody<BatchBody>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<BatchResponse> {
     if body.updates.is_empty() {
         return Err(ApiError::schema("updates must not be empty"));
     }
@@ -228,13 +232,13 @@ pub(super) async fn batch(
         });
     }
     let success = results.iter().filter(|r| r.status == "ok").count();
-    Ok(Json(json!({
-        "status": "completed",
-        "total": results.len(),
-        "success": success,
-        "errors": results.len() - success,
-        "results": results,
-    })))
+    Ok(Json(BatchResponse {
+        status: "completed",
+        total: results.len(),
+        success,
+        errors: results.len() - success,
+        results,
+    }))
 }
 
 async fn apply_update(
@@ -243,30 +247,51 @@ async fn apply_update(
     metadata: Option<Fields>,
     properties: Option<Fields>,
 ) -> Result<(), ApiError> {
-    let target = hash(raw)?;
+    let target: Target = raw.parse()?;
     match metadata {
         Some(mut fields) => {
             fields.remove(PROCESSING_STATUS);
             fields.extend(properties.unwrap_or_default());
-            store.replace(&target, fields).await?;
+            let fields = CheckedFields::check_for(&target, fields)?;
+            store.replace(&target, &fields).await?;
         }
         None => {
-            let props = properties.unwrap_or_default();
+            let props = CheckedFields::check(properties.unwrap_or_default())?;
             if !props.is_empty() {
-                store.merge(&target, props).await?;
+                store.merge(&target, &props).await?;
             }
         }
     }
     Ok(())
 }
 
+/// `POST /api/metadata/clear`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Cleared {
+    pub status: &'static str,
+    pub message: &'static str,
+    pub deleted_count: u64,
+}
+
 /// `POST /api/metadata/clear`: deletes every record (its fields, aliases,
-/// duplicates and index rows).
-pub(super) async fn clear(st: State) -> Result<Json<Value>, ApiError> {
-    let deleted = delete_all_records(&st.store).await?;
-    Ok(Json(
-        json!({ "status": "ok", "message": "Metadata cleared", "deletedCount": deleted }),
-    ))
+/// duplicates and index rows), inside storaged.
+pub(super) async fn clear(st: State) -> JsonReply<Cleared> {
+    let deleted = st.store.wipe().await?.deleted;
+    Ok(Json(Cleared {
+        status: "ok",
+        message: "Metadata cleared",
+        deleted_count: deleted,
+    }))
+}
+
+/// `PUT /api/metadata/{hashId}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditorWritten {
+    pub status: &'static str,
+    pub hash_id: Rid,
+    pub message: &'static str,
 }
 
 /// `PUT /api/metadata/{hashId}`: the record's fields become the body's
@@ -275,22 +300,37 @@ pub(super) async fn put(
     st: State,
     PathParams(raw): PathParams<String>,
     JsonBody(mut fields): JsonBody<Fields>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<EditorWritten> {
     fields.remove(PROCESSING_STATUS);
-    let w = st.store.replace(&hash(&raw)?, fields).await?;
-    Ok(Json(
-        json!({ "status": "ok", "hashId": w.rid.to_string(), "message": "Metadata updated" }),
-    ))
+    let target: Target = raw.parse()?;
+    let fields = CheckedFields::check_for(&target, fields)?;
+    let w = st.store.replace(&target, &fields).await?;
+    Ok(Json(EditorWritten {
+        status: "ok",
+        hash_id: w.rid,
+        message: "Metadata updated",
+    }))
+}
+
+/// `DELETE /api/metadata/{hashId}`: `deletedKeys` is the rows removed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditorDeleted {
+    pub status: &'static str,
+    pub hash_id: Rid,
+    pub deleted_keys: u64,
 }
 
 pub(super) async fn delete(
     st: State,
     PathParams(raw): PathParams<String>,
-) -> Result<Json<Value>, ApiError> {
-    let d = st.store.delete_record(&hash(&raw)?).await?;
-    Ok(Json(
-        json!({ "status": "ok", "hashId": d.rid.to_string(), "deletedKeys": d.deleted }),
-    ))
+) -> JsonReply<EditorDeleted> {
+    let d = st.store.delete_record(&raw.parse()?).await?;
+    Ok(Json(EditorDeleted {
+        status: "ok",
+        hash_id: d.rid,
+        deleted_keys: d.deleted,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -298,15 +338,30 @@ pub struct PropertyQuery {
     pub property: String,
 }
 
+/// `GET /api/metadata/{hashId}/property?property=`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditorProperty {
+    pub hash_id: Rid,
+    pub property: String,
+    pub value: String,
+}
+
 pub(super) async fn get_property(
     st: State,
     PathParams(raw): PathParams<String>,
     QueryParams(q): QueryParams<PropertyQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let v = st.store.get_field(&hash(&raw)?, &q.property).await?;
-    Ok(Json(
-        json!({ "hashId": v.rid.to_string(), "property": v.field, "value": v.value }),
-    ))
+) -> JsonReply<EditorProperty> {
+    let target: Target = raw.parse()?;
+    let v = st
+        .store
+        .get_field(&target, &field_name(&q.property)?)
+        .await?;
+    Ok(Json(EditorProperty {
+        hash_id: v.rid,
+        property: v.field,
+        value: v.value,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -316,20 +371,30 @@ pub struct PropertyBody {
     pub value: String,
 }
 
+/// `PUT /api/metadata/{hashId}/property`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct EditorPropertyWritten {
+    pub status: &'static str,
+    pub hash_id: Rid,
+    pub property: String,
+    pub value: String,
+    pub message: &'static str,
+}
+
 pub(super) async fn put_property(
     st: State,
     PathParams(raw): PathParams<String>,
     JsonBody(body): JsonBody<PropertyBody>,
-) -> Result<Json<Value>, ApiError> {
-    let w = st
-        .store
-        .set_field(&hash(&raw)?, &body.property, &body.value)
-        .await?;
-    Ok(Json(json!({
-        "status": "ok",
-        "hashId": w.rid.to_string(),
-        "property": w.field,
-        "value": body.value,
-        "message": "Property updated",
-    })))
+) -> JsonReply<EditorPropertyWritten> {
+    let target: Target = raw.parse()?;
+    let field = CheckedField::new(body.property, body.value)?;
+    let w = st.store.set_field(&target, &field).await?;
+    Ok(Json(EditorPropertyWritten {
+        status: "ok",
+        hash_id: w.rid,
+        property: w.field,
+        value: field.value().to_owned(),
+        message: "Property updated",
+    }))
 }

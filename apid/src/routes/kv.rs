@@ -4,14 +4,13 @@
 //! two scans by nature (a substring anywhere), bounded by their limits.
 
 use axum::Json;
-use axum::response::{IntoResponse, Response};
-use metacore::api::storaged::{PageQuery, RangeQuery};
+use metacore::api::storaged::{MAX_FIELDS_PER_PAGE, MAX_PAGE, PageQuery, RangeQuery};
 use metacore::error::{ApiError, ErrorCode};
-use metacore::record::prefix_end;
+use metacore::key::{KeyWrite, WritableKey};
+use metacore::record::{Fields, Target, prefix_end};
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, PathParams, QueryParams};
-use serde::Deserialize;
-use serde_json::{Value, json};
+use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
+use serde::{Deserialize, Serialize};
 
 use super::listing::each_root;
 use crate::state::State;
@@ -19,26 +18,30 @@ use crate::state::State;
 /// Most keys one range read returns.
 const RANGE_PAGE: u32 = 5000;
 
-/// `GET /api/kv/info`: roots, their total `sizeByte`, the database size.
-pub(super) async fn info(st: State) -> Result<Json<Value>, ApiError> {
-    let stats = st.store.stats().await?;
-    let mut total: u64 = 0;
-    each_root(&st.store, &["sizeByte"], |r| {
-        total += r
-            .fields
-            .get("sizeByte")
-            .and_then(|v| v.parse::<u64>().ok())
-            .unwrap_or(0);
-        true
-    })
-    .await?;
-    Ok(Json(json!({
-        "prefix": "file:",
-        "fileCount": stats.roots,
-        "keyCount": stats.roots,
-        "totalSize": total,
-        "memoryUsage": human_bytes(stats.db_bytes),
-    })))
+/// `GET /api/kv/info`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvInfo {
+    pub prefix: &'static str,
+    pub file_count: u64,
+    /// Equals `fileCount`, as in the original.
+    pub key_count: u64,
+    /// Sum of every record's `sizeByte`.
+    pub total_size: u64,
+    pub memory_usage: String,
+}
+
+/// `GET /api/kv/info`: roots, their total `sizeByte` (one storaged call),
+/// the database size.
+pub(super) async fn info(st: State) -> JsonReply<KvInfo> {
+    let (stats, totals) = tokio::try_join!(st.store.stats(), st.store.totals())?;
+    Ok(Json(KvInfo {
+        prefix: "file:",
+        file_count: stats.roots,
+        key_count: stats.roots,
+        total_size: totals.bytes,
+        memory_usage: human_bytes(stats.db_bytes),
+    }))
 }
 
 /// `1.5M`-style sizes, as Redis printed `used_memory_human`.
@@ -67,26 +70,27 @@ pub struct KeysQuery {
 
 /// `GET /api/kv/keys?cursor=&count=`: `file:<root>` names a page at a time.
 /// The cursor is opaque (the last root of the page); `"0"` means done.
-pub(super) async fn keys(
-    st: State,
-    QueryParams(q): QueryParams<KeysQuery>,
-) -> Result<Json<Value>, ApiError> {
+/// `GET /api/kv/keys`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvKeys {
+    pub keys: Vec<String>,
+    pub has_more: bool,
+    /// The last root of the page, or `"0"` when done.
+    pub cursor: String,
+}
+
+pub(super) async fn keys(st: State, QueryParams(q): QueryParams<KeysQuery>) -> JsonReply<KvKeys> {
     let after = match q.cursor.as_deref() {
         None | Some("" | "0") => None,
-        Some(c) => Some(
-            Rid::parse(c)
-                .map_err(|e| ApiError::schema(format!("cursor: {e}")))?
-                .to_string(),
-        ),
+        Some(c) => Some(Rid::parse(c).map_err(|e| ApiError::schema(format!("cursor: {e}")))?),
     };
-    let limit = q
-        .count
-        .unwrap_or(50)
-        .clamp(1, metacore::api::storaged::MAX_PAGE);
+    let limit = q.count.unwrap_or(50).clamp(1, MAX_PAGE);
     let page = st
         .store
         .list_roots(&PageQuery {
             after,
+            offset: None,
             limit: Some(limit),
         })
         .await?;
@@ -95,9 +99,11 @@ pub(super) async fn keys(
         .next
         .map(|r| r.to_string())
         .unwrap_or_else(|| "0".into());
-    Ok(Json(
-        json!({ "keys": keys, "hasMore": cursor != "0", "cursor": cursor }),
-    ))
+    Ok(Json(KvKeys {
+        keys,
+        has_more: cursor != "0",
+        cursor,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -116,10 +122,7 @@ pub struct TreeQuery {
 /// key space under `prefix`, S3 style: `branches` are `prefix + segment +
 /// delimiter`, `leaves` full keys, both sorted. The cursor is the key to
 /// continue after (empty when done).
-pub(super) async fn tree(
-    st: State,
-    QueryParams(q): QueryParams<TreeQuery>,
-) -> Result<Json<Value>, ApiError> {
+pub(super) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> JsonReply<KvTree> {
     let delimiter = q.delimiter.unwrap_or_else(|| "/".into());
     let max = q.max.unwrap_or(500).clamp(1, 5000) as usize;
     let end = prefix_end(&q.prefix);
@@ -189,14 +192,27 @@ pub(super) async fn tree(
     } else {
         String::new()
     };
-    Ok(Json(json!({
-        "prefix": q.prefix,
-        "delimiter": delimiter,
-        "branches": branches,
-        "leaves": leaves,
-        "cursor": cursor,
-        "hasMore": has_more,
-    })))
+    Ok(Json(KvTree {
+        prefix: q.prefix,
+        delimiter,
+        branches,
+        leaves,
+        cursor,
+        has_more,
+    }))
+}
+
+/// `GET /api/kv/tree`: one level of the key space, S3 style.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvTree {
+    pub prefix: String,
+    pub delimiter: String,
+    pub branches: Vec<String>,
+    pub leaves: Vec<String>,
+    /// The key to continue after; empty when done.
+    pub cursor: String,
+    pub has_more: bool,
 }
 
 enum Cursor {
@@ -229,10 +245,18 @@ pub struct SearchQuery {
 
 /// `GET /api/kv/search?contains=&limit=`: keys containing a substring (a
 /// scan of the key column, stopping at `limit`).
+/// `GET /api/kv/search`.
+#[derive(Debug, Serialize)]
+pub struct KvSearch {
+    pub contains: String,
+    pub keys: Vec<String>,
+    pub truncated: bool,
+}
+
 pub(super) async fn search(
     st: State,
     QueryParams(q): QueryParams<SearchQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<KvSearch> {
     let limit = q.limit.unwrap_or(500).clamp(1, 10_000) as usize;
     let mut keys = Vec::new();
     let mut after: Option<String> = None;
@@ -262,9 +286,11 @@ pub(super) async fn search(
             None => break false,
         }
     };
-    Ok(Json(
-        json!({ "contains": q.contains, "keys": keys, "truncated": truncated }),
-    ))
+    Ok(Json(KvSearch {
+        contains: q.contains,
+        keys,
+        truncated,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -279,10 +305,26 @@ pub struct FindQuery {
 
 /// `GET /api/kv/find?contains=&fields=a,b&limit=`: records whose field
 /// (one of `fields`) contains `contains`, case-insensitively, sorted by key.
-pub(super) async fn find(
-    st: State,
-    QueryParams(q): QueryParams<FindQuery>,
-) -> Result<Json<Value>, ApiError> {
+/// One field of `GET /api/kv/find`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvFindMatch {
+    pub key: String,
+    pub value: String,
+    pub entry_path: String,
+    pub field: String,
+}
+
+/// `GET /api/kv/find`.
+#[derive(Debug, Serialize)]
+pub struct KvFind {
+    pub contains: String,
+    pub fields: Vec<String>,
+    pub matches: Vec<KvFindMatch>,
+    pub truncated: bool,
+}
+
+pub(super) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> JsonReply<KvFind> {
     let fields: Vec<String> = q
         .fields
         .split(',')
@@ -293,7 +335,7 @@ pub(super) async fn find(
     if q.contains.is_empty() || fields.is_empty() {
         return Err(ApiError::schema("contains and fields are both required"));
     }
-    if fields.len() > metacore::api::storaged::MAX_FIELDS_PER_PAGE {
+    if fields.len() > MAX_FIELDS_PER_PAGE {
         return Err(ApiError::schema("too many fields"));
     }
     let limit = q.limit.unwrap_or(200).clamp(1, 10_000) as usize;
@@ -309,17 +351,23 @@ pub(super) async fn find(
                     return false;
                 }
                 let entry = format!("file:{}", r.rid);
-                matches.push(
-                    json!({ "key": format!("{entry}/{field}"), "value": value, "entryPath": entry, "field": field }),
-                );
+                matches.push(KvFindMatch {
+                    key: format!("{entry}/{field}"),
+                    value: value.clone(),
+                    entry_path: entry,
+                    field: field.clone(),
+                });
             }
         }
         true
     })
     .await?;
-    Ok(Json(
-        json!({ "contains": q.contains, "fields": fields, "matches": matches, "truncated": truncated }),
-    ))
+    Ok(Json(KvFind {
+        contains: q.contains,
+        fields,
+        matches,
+        truncated,
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -327,18 +375,29 @@ pub struct KeyQuery {
     pub key: String,
 }
 
+/// `GET` and `PUT /api/kv/value`: a key as Redis described it.
+#[derive(Debug, Serialize)]
+pub struct KvValue {
+    pub key: String,
+    /// `string`, or empty when the key is absent.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub value: String,
+    pub exists: bool,
+}
+
 /// `GET /api/kv/value?key=`.
 pub(super) async fn get_value(
     st: State,
     QueryParams(q): QueryParams<KeyQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<KvValue> {
     let value = st.store.kv_get(&q.key).await?;
-    Ok(Json(json!({
-        "key": q.key,
-        "type": if value.is_some() { "string" } else { "" },
-        "exists": value.is_some(),
-        "value": value.unwrap_or_default(),
-    })))
+    Ok(Json(KvValue {
+        key: q.key,
+        kind: if value.is_some() { "string" } else { "" },
+        exists: value.is_some(),
+        value: value.unwrap_or_default(),
+    }))
 }
 
 #[derive(Debug, Deserialize)]
@@ -350,38 +409,61 @@ pub struct PutValue {
 
 /// `PUT /api/kv/value`: a `file:` key follows the record rules (checks,
 /// events, aliases, root index); bookkeeping prefixes are refused.
-pub(super) async fn put_value(
-    st: State,
-    JsonBody(b): JsonBody<PutValue>,
-) -> Result<Json<Value>, ApiError> {
-    st.store.kv_put(&b.key, &b.value).await?;
-    Ok(Json(
-        json!({ "key": b.key, "type": "string", "value": b.value, "exists": true }),
-    ))
+pub(super) async fn put_value(st: State, JsonBody(b): JsonBody<PutValue>) -> JsonReply<KvValue> {
+    let write = KeyWrite::new(&b.key, b.value)?;
+    st.store.kv_put(&write).await?;
+    Ok(Json(KvValue {
+        key: b.key,
+        kind: "string",
+        value: write.value().to_owned(),
+        exists: true,
+    }))
+}
+
+/// `DELETE /api/kv/value`.
+#[derive(Debug, Serialize)]
+pub struct KvDeleted {
+    pub key: String,
+    pub deleted: bool,
 }
 
 /// `DELETE /api/kv/value?key=`.
 pub(super) async fn delete_value(
     st: State,
     QueryParams(q): QueryParams<KeyQuery>,
-) -> Result<Json<Value>, ApiError> {
-    let d = st.store.kv_delete(&q.key).await?;
-    Ok(Json(json!({ "key": q.key, "deleted": d.existed })))
+) -> JsonReply<KvDeleted> {
+    let d = st.store.kv_delete(&WritableKey::parse(&q.key)?).await?;
+    Ok(Json(KvDeleted {
+        key: q.key,
+        deleted: d.existed,
+    }))
+}
+
+/// `GET /api/kv/key/{key...}`.
+#[derive(Debug, Serialize)]
+pub struct KvHash {
+    pub key: String,
+    /// Always `hash`: a record is shown as a Redis hash of its fields.
+    #[serde(rename = "type")]
+    pub kind: &'static str,
+    pub value: Fields,
 }
 
 /// `GET /api/kv/key/{key...}`: the record `file:<hashId>` as a hash.
-pub(super) async fn get_key(
-    st: State,
-    PathParams(key): PathParams<String>,
-) -> Result<Response, ApiError> {
+pub(super) async fn get_key(st: State, PathParams(key): PathParams<String>) -> JsonReply<KvHash> {
     let Some(raw) = key.strip_prefix("file:") else {
         return Err(ApiError::new(
             ErrorCode::SchemaViolation,
             "the key must be file:<hashId>",
         ));
     };
-    let rec = st.store.get_record(&crate::http::hash(raw)?).await?;
-    Ok(Json(json!({ "key": key, "type": "hash", "value": rec.fields })).into_response())
+    let target: Target = raw.parse()?;
+    let rec = st.store.get_record(&target).await?;
+    Ok(Json(KvHash {
+        key,
+        kind: "hash",
+        value: rec.fields,
+    }))
 }
 
 #[cfg(test)]

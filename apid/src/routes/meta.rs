@@ -1,7 +1,9 @@
 //! The service-to-service surface: `/meta`, `/meta/{hash}` and its
 //! properties, `/api/meta/{cid}`, `/data/{hash}`. `{hash}` is a RID or any
 //! registered CID; a write to a CID nobody registered mints its record
-//! (CONTRACT decision 13). PUT replaces, PATCH merges (decision 3).
+//! (CONTRACT decision 13). PUT replaces, PATCH merges (decision 3). Each
+//! handler parses its address and checks its fields once, here, and hands
+//! the typed values to storaged.
 
 use std::path::{Component, Path, PathBuf};
 
@@ -10,19 +12,17 @@ use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
 use http::{StatusCode, header};
 use metacore::api::storaged::Document;
+use metacore::checked::{CheckedField, CheckedFields, FieldName, SetMember};
 use metacore::cid::Cid;
 use metacore::error::{ApiError, ErrorCode};
-use metacore::record::{Fields, RESERVED_FIELD};
+use metacore::record::{Fields, RESERVED_FIELD, Target};
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, PathParams, QueryParams, RawBody};
+use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams, RawBody};
 use serde::{Deserialize, Serialize};
-use serde_json::{Value, json};
+use serde_json::Value;
 
 use super::listing::all_roots;
-use crate::http::hash;
 use crate::state::State;
-
-type Res<T> = Result<Json<T>, ApiError>;
 
 /// `?shape=flat|nested` on record reads.
 #[derive(Debug, Default, Deserialize)]
@@ -51,29 +51,111 @@ pub enum Shape {
     Nested,
 }
 
+/// A record's fields as they go over the wire: flat, or nested on request.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum Metadata {
+    Flat(Fields),
+    Nested(Value),
+}
+
 impl Shape {
-    pub fn render(self, fields: Fields) -> Value {
+    pub fn render(self, fields: Fields) -> Metadata {
         match self {
-            Shape::Flat => json!(fields),
-            Shape::Nested => crate::nested::nest(&fields),
+            Shape::Flat => Metadata::Flat(fields),
+            Shape::Nested => Metadata::Nested(crate::nested::nest(&fields)),
         }
     }
 }
 
+/// `GET /meta`, `GET /api/metadata/hash-ids`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct HashIds {
-    pub hash_ids: Vec<String>,
+    pub hash_ids: Vec<Rid>,
     pub count: usize,
 }
 
+/// `GET /meta/{hash}`, `GET /api/metadata/{hashId}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct Record {
+    pub hash_id: Rid,
+    pub metadata: Metadata,
+}
+
+/// `PUT /meta/{hash}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaWritten {
+    pub success: bool,
+    pub hash_id: Rid,
+}
+
+/// `PATCH /meta/{hash}`: `updated` is the number of fields sent.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaMerged {
+    pub success: bool,
+    pub hash_id: Rid,
+    pub updated: usize,
+}
+
+/// `DELETE /meta/{hash}`: `deleted` is the rows removed.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MetaDeleted {
+    pub success: bool,
+    pub hash_id: Rid,
+    pub deleted: u64,
+}
+
+/// `PUT` and `DELETE /meta/{hash}/{key...}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct PropertyWritten {
+    pub success: bool,
+    pub hash_id: Rid,
+    pub property: String,
+}
+
+/// `POST /meta/{hash}/_add/{key...}`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct SetAdded {
+    pub success: bool,
+    pub hash_id: Rid,
+    pub property: String,
+    pub added: bool,
+}
+
+/// `GET /api/meta/{cid}` (`canonical_cid` keeps the original's spelling).
+#[derive(Debug, Serialize)]
+pub struct CidDocument {
+    pub cid: Cid,
+    pub metadata: Metadata,
+    pub cids: Vec<String>,
+    pub canonical_cid: Option<String>,
+    pub duplicates: Vec<String>,
+}
+
+/// `GET /data/{hash}/path`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct DataPath {
+    pub hash_id: Rid,
+    pub path: String,
+    pub exists: bool,
+}
+
+/// A property name from the URL, checked for reading or deleting.
+pub(crate) fn field_name(key: &str) -> Result<FieldName, ApiError> {
+    FieldName::new(key).map_err(ApiError::from)
+}
+
 /// `GET /meta` and `GET /api/metadata/hash-ids`: every root.
-pub(super) async fn list(st: State) -> Res<HashIds> {
-    let hash_ids: Vec<String> = all_roots(&st.store)
-        .await?
-        .iter()
-        .map(Rid::to_string)
-        .collect();
+pub(super) async fn list(st: State) -> JsonReply<HashIds> {
+    let hash_ids = all_roots(&st.store).await?;
     Ok(Json(HashIds {
         count: hash_ids.len(),
         hash_ids,
@@ -84,12 +166,13 @@ pub(super) async fn get(
     st: State,
     PathParams(raw): PathParams<String>,
     QueryParams(shape): QueryParams<ShapeQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<Record> {
     let shape = shape.shape()?;
-    let rec = st.store.get_record(&hash(&raw)?).await?;
-    Ok(Json(
-        json!({ "hashId": rec.rid.to_string(), "metadata": shape.render(rec.fields) }),
-    ))
+    let rec = st.store.get_record(&raw.parse()?).await?;
+    Ok(Json(Record {
+        hash_id: rec.rid,
+        metadata: shape.render(rec.fields),
+    }))
 }
 
 /// Drops the reserved `__fields__` as the original's bulk writes did.
@@ -102,37 +185,41 @@ pub(super) async fn put(
     st: State,
     PathParams(raw): PathParams<String>,
     JsonBody(fields): JsonBody<Fields>,
-) -> Result<Json<Value>, ApiError> {
-    let w = st
-        .store
-        .replace(&hash(&raw)?, without_reserved(fields))
-        .await?;
-    Ok(Json(
-        json!({ "success": true, "hashId": w.rid.to_string() }),
-    ))
+) -> JsonReply<MetaWritten> {
+    let target: Target = raw.parse()?;
+    let fields = CheckedFields::check_for(&target, without_reserved(fields))?;
+    let w = st.store.replace(&target, &fields).await?;
+    Ok(Json(MetaWritten {
+        success: true,
+        hash_id: w.rid,
+    }))
 }
 
 pub(super) async fn patch(
     st: State,
     PathParams(raw): PathParams<String>,
     JsonBody(fields): JsonBody<Fields>,
-) -> Result<Json<Value>, ApiError> {
-    let fields = without_reserved(fields);
-    let updated = fields.len();
-    let w = st.store.merge(&hash(&raw)?, fields).await?;
-    Ok(Json(
-        json!({ "success": true, "hashId": w.rid.to_string(), "updated": updated }),
-    ))
+) -> JsonReply<MetaMerged> {
+    let target: Target = raw.parse()?;
+    let fields = CheckedFields::check(without_reserved(fields))?;
+    let w = st.store.merge(&target, &fields).await?;
+    Ok(Json(MetaMerged {
+        success: true,
+        hash_id: w.rid,
+        updated: fields.len(),
+    }))
 }
 
 pub(super) async fn delete(
     st: State,
     PathParams(raw): PathParams<String>,
-) -> Result<Json<Value>, ApiError> {
-    let d = st.store.delete_record(&hash(&raw)?).await?;
-    Ok(Json(
-        json!({ "success": true, "hashId": d.rid.to_string(), "deleted": d.deleted }),
-    ))
+) -> JsonReply<MetaDeleted> {
+    let d = st.store.delete_record(&raw.parse()?).await?;
+    Ok(Json(MetaDeleted {
+        success: true,
+        hash_id: d.rid,
+        deleted: d.deleted,
+    }))
 }
 
 /// `GET /meta/{hash}/{key...}`: the value as plain text; 404 when the
@@ -141,7 +228,8 @@ pub(super) async fn get_property(
     st: State,
     PathParams((raw, key)): PathParams<(String, String)>,
 ) -> Result<Response, ApiError> {
-    let v = st.store.get_field(&hash(&raw)?, &key).await?;
+    let target: Target = raw.parse()?;
+    let v = st.store.get_field(&target, &field_name(&key)?).await?;
     if v.value.is_empty() {
         return Err(ApiError::new(
             ErrorCode::NotFound,
@@ -172,22 +260,28 @@ pub(super) async fn put_property(
     st: State,
     PathParams((raw, key)): PathParams<(String, String)>,
     RawBody(body): RawBody,
-) -> Result<Json<Value>, ApiError> {
-    let value = property_value(&body)?;
-    let w = st.store.set_field(&hash(&raw)?, &key, &value).await?;
-    Ok(Json(
-        json!({ "success": true, "hashId": w.rid.to_string(), "property": key }),
-    ))
+) -> JsonReply<PropertyWritten> {
+    let target: Target = raw.parse()?;
+    let field = CheckedField::new(key.clone(), property_value(&body)?)?;
+    let w = st.store.set_field(&target, &field).await?;
+    Ok(Json(PropertyWritten {
+        success: true,
+        hash_id: w.rid,
+        property: key,
+    }))
 }
 
 pub(super) async fn delete_property(
     st: State,
     PathParams((raw, key)): PathParams<(String, String)>,
-) -> Result<Json<Value>, ApiError> {
-    let d = st.store.delete_field(&hash(&raw)?, &key).await?;
-    Ok(Json(
-        json!({ "success": true, "hashId": d.rid.to_string(), "property": key }),
-    ))
+) -> JsonReply<PropertyWritten> {
+    let target: Target = raw.parse()?;
+    let d = st.store.delete_field(&target, &field_name(&key)?).await?;
+    Ok(Json(PropertyWritten {
+        success: true,
+        hash_id: d.rid,
+        property: key,
+    }))
 }
 
 /// `POST /meta/{hash}/_add/{key...}`: adds a value to the pipe-delimited
@@ -196,15 +290,20 @@ pub(super) async fn add_to_set(
     st: State,
     PathParams((raw, key)): PathParams<(String, String)>,
     RawBody(body): RawBody,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<SetAdded> {
+    let target: Target = raw.parse()?;
     let value = property_value(&body)?;
     if value.is_empty() {
         return Err(ApiError::schema("a value to add is required"));
     }
-    let a = st.store.set_add(&hash(&raw)?, &key, &value).await?;
-    Ok(Json(
-        json!({ "success": true, "hashId": a.rid.to_string(), "property": key, "added": a.added }),
-    ))
+    let member = SetMember::new(key.clone(), value)?;
+    let a = st.store.set_add(&target, &member).await?;
+    Ok(Json(SetAdded {
+        success: true,
+        hash_id: a.rid,
+        property: key,
+        added: a.added,
+    }))
 }
 
 /// `GET /api/meta/{cid}`: the metadata document of a CID.
@@ -212,7 +311,7 @@ pub(super) async fn by_cid(
     st: State,
     PathParams(raw): PathParams<String>,
     QueryParams(shape): QueryParams<ShapeQuery>,
-) -> Result<Json<Value>, ApiError> {
+) -> JsonReply<CidDocument> {
     let shape = shape.shape()?;
     let cid =
         Cid::parse(&raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))?;
@@ -222,20 +321,20 @@ pub(super) async fn by_cid(
         canonical_cid,
         duplicates,
         ..
-    } = st.store.document(cid.as_str()).await?;
-    Ok(Json(json!({
-        "cid": cid.as_str(),
-        "metadata": shape.render(fields),
-        "cids": cids,
-        "canonical_cid": canonical_cid,
-        "duplicates": duplicates,
-    })))
+    } = st.store.document(&Target::from(&cid)).await?;
+    Ok(Json(CidDocument {
+        cid,
+        metadata: shape.render(fields),
+        cids,
+        canonical_cid,
+        duplicates,
+    }))
 }
 
 /// `HEAD /data/{hash}`: 200 when a record answers, else 404 / 400 / 503,
 /// without a body; the 503 keeps its `Retry-After` (CONTRACT decision 2).
 pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) -> Response {
-    let Ok(target) = hash(&raw) else {
+    let Ok(target) = raw.parse::<Target>() else {
         return StatusCode::BAD_REQUEST.into_response();
     };
     match st.store.resolve(&target).await {
@@ -248,18 +347,16 @@ pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) ->
     }
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct DataPath {
-    pub hash_id: String,
-    pub path: String,
-    pub exists: bool,
-}
-
 /// `GET /data/{hash}/path`: where the record's file is on disk.
-pub(super) async fn data_path(st: State, PathParams(raw): PathParams<String>) -> Res<DataPath> {
-    let target = hash(&raw)?;
-    let f = st.store.get_field(&target, "filePath").await?;
+pub(super) async fn data_path(
+    st: State,
+    PathParams(raw): PathParams<String>,
+) -> JsonReply<DataPath> {
+    let target: Target = raw.parse()?;
+    let f = st
+        .store
+        .get_field(&target, &field_name("filePath")?)
+        .await?;
     let path = disk_path(&st.config.files_path, &f.value).ok_or_else(|| {
         ApiError::new(
             ErrorCode::NotFound,
@@ -268,7 +365,7 @@ pub(super) async fn data_path(st: State, PathParams(raw): PathParams<String>) ->
     })?;
     let exists = tokio::fs::try_exists(&path).await.unwrap_or(false);
     Ok(Json(DataPath {
-        hash_id: f.rid.to_string(),
+        hash_id: f.rid,
         path: path.display().to_string(),
         exists,
     }))

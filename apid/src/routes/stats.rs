@@ -1,4 +1,5 @@
-//! `GET /api/stats`: counts from storaged, plus file totals from a
+//! `GET /api/stats`: counts from storaged, plus file totals (one storaged
+//! call that reads every root in one transaction) and the UDL users, from a
 //! background sweep that runs at most once at a time and is reused for a
 //! minute (`files` and `udlUsers` are null until the first sweep ends).
 
@@ -10,7 +11,6 @@ use metacore::api::storaged::{RangeQuery, StoragedClient};
 use metacore::error::ApiError;
 use serde::Serialize;
 
-use super::listing::each_root;
 use crate::state::{AppState, State};
 
 /// How long a sweep's figures are served before a new sweep starts.
@@ -92,29 +92,18 @@ fn start_sweep_if_stale(st: &Arc<AppState>) -> (Option<Swept>, bool) {
 }
 
 async fn sweep(store: &StoragedClient) -> Result<Swept, ApiError> {
-    let mut files = FileTotals {
-        count: 0,
-        total_size: 0,
-    };
-    each_root(store, &["filePath", "sizeByte"], |row| {
-        if row.fields.contains_key("filePath") {
-            files.count += 1;
-            files.total_size += row
-                .fields
-                .get("sizeByte")
-                .and_then(|v| v.parse::<u64>().ok())
-                .unwrap_or(0);
-        }
-        true
-    })
-    .await?;
-    let udl_users = count_udl_users(store).await?;
-    let at_ms = metacore::clock::unix_ms();
+    let (totals, udl_users) = tokio::try_join!(
+        async { store.totals().await.map_err(ApiError::from) },
+        count_udl_users(store)
+    )?;
     Ok(Swept {
-        files,
+        files: FileTotals {
+            count: totals.files,
+            total_size: totals.file_bytes,
+        },
         udl_users,
         at: Instant::now(),
-        at_ms,
+        at_ms: metacore::clock::unix_ms(),
     })
 }
 

@@ -9,6 +9,9 @@ use serde::de::DeserializeOwned;
 
 use crate::error::{ApiError, ErrorCode};
 
+/// What a JSON route answers: the body as `T`, or the error envelope.
+pub type JsonReply<T> = Result<axum::Json<T>, ApiError>;
+
 /// A JSON body decoded into `T`.
 #[derive(Debug, Clone)]
 pub struct JsonBody<T>(pub T);

@@ -13,8 +13,6 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
-use metacore::error::ApiError;
-use metacore::record::Target;
 use metacore::shutdown::Shutdown;
 use metacore::socket::body::{no_method, no_route};
 
@@ -44,6 +42,9 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/mint", post(records::mint))
         .route("/records", get(records::list))
         .route("/records/fields", get(records::fields_page))
+        .route("/records/totals", get(records::totals))
+        .route("/records/import", post(records::import))
+        .route("/records/wipe", post(records::wipe))
         .route(
             "/records/{hash}",
             get(records::get)
@@ -73,11 +74,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
-}
-
-/// Parses a `{hash}` path segment.
-fn target(hash: &str) -> Result<Target, ApiError> {
-    Target::parse(hash)
 }
 
 /// A page size: default `default`, at most `MAX_PAGE`, at least 1.

@@ -1,143 +1,179 @@
 //! Record routes: resolve, list, get, replace, merge, delete, document,
-//! single fields, set-add, aliases, duplicates, mint.
+//! single fields, set-add, aliases, duplicates, mint, and the operations
+//! over many records (totals, import, wipe). Each handler decodes its
+//! address as a [`Target`] and checks its input into the types the store's
+//! write methods take, so a bad request is answered before it is queued.
 
 use axum::Json;
 use metacore::api::storaged::{
     AliasBody, AliasResult, Deleted, Document, DuplicateBody, DuplicateResult, FieldDelete,
-    FieldValue, FieldWrite, FieldsBody, FieldsPage, FieldsPageQuery, MAX_FIELDS_PER_PAGE, MintBody,
-    PageQuery, RecordFields, RidBody, RootPage, SetAdd, ValueBody, WriteResult,
+    FieldValue, FieldWrite, FieldsBody, FieldsPage, FieldsPageQuery, ImportBody, Imported,
+    MAX_FIELDS_PER_PAGE, MintBody, PageQuery, RecordFields, RidBody, RootPage, SetAdd, Totals,
+    ValueBody, Wiped, WriteResult,
 };
+use metacore::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
 use metacore::error::ApiError;
+use metacore::record::Target;
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, PathParams, QueryParams};
+use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
 
-use super::{State, page, target};
+use super::{State, page};
+use crate::records::PageStart;
 
-type Res<T> = Result<Json<T>, ApiError>;
+fn start(after: Option<Rid>, offset: Option<u64>) -> PageStart {
+    PageStart {
+        after,
+        offset: offset.unwrap_or(0),
+    }
+}
 
-pub(super) async fn resolve(st: State, PathParams(hash): PathParams<String>) -> Res<RidBody> {
-    let rid = st.store.resolve(target(&hash)?).await?;
+fn field_name(field: String) -> Result<FieldName, ApiError> {
+    FieldName::new(field).map_err(ApiError::from)
+}
+
+pub(super) async fn resolve(st: State, PathParams(hash): PathParams<String>) -> JsonReply<RidBody> {
+    let rid = st.store.resolve(hash.parse()?).await?;
     Ok(Json(RidBody { rid }))
 }
 
-pub(super) async fn list(st: State, QueryParams(q): QueryParams<PageQuery>) -> Res<RootPage> {
-    let after = match q.after.as_deref() {
-        None | Some("") => None,
-        Some(a) => Some(Rid::parse(a).map_err(|e| ApiError::schema(format!("after: {e}")))?),
-    };
-    Ok(Json(st.store.list_roots(after, page(q.limit, 1000)).await?))
+pub(super) async fn list(st: State, QueryParams(q): QueryParams<PageQuery>) -> JsonReply<RootPage> {
+    let from = start(q.after, q.offset);
+    Ok(Json(st.store.list_roots(from, page(q.limit, 1000)).await?))
 }
 
 pub(super) async fn fields_page(
     st: State,
     QueryParams(q): QueryParams<FieldsPageQuery>,
-) -> Res<FieldsPage> {
-    let names: Vec<String> = q
+) -> JsonReply<FieldsPage> {
+    let names = q
         .names
         .split(',')
         .filter(|n| !n.is_empty())
-        .map(str::to_owned)
-        .collect();
+        .map(|n| field_name(n.to_owned()))
+        .collect::<Result<Vec<_>, _>>()?;
     if names.is_empty() || names.len() > MAX_FIELDS_PER_PAGE {
         return Err(ApiError::schema(format!(
             "names: give 1 to {MAX_FIELDS_PER_PAGE} comma-separated field names"
         )));
     }
-    let after = match q.after.as_deref() {
-        None | Some("") => None,
-        Some(a) => Some(Rid::parse(a).map_err(|e| ApiError::schema(format!("after: {e}")))?),
-    };
+    let from = start(q.after, q.offset);
     Ok(Json(
         st.store
-            .fields_page(names, after, page(q.limit, 1000))
+            .fields_page(names, from, page(q.limit, 1000))
             .await?,
     ))
 }
 
-pub(super) async fn get(st: State, PathParams(hash): PathParams<String>) -> Res<RecordFields> {
-    Ok(Json(st.store.get_record(target(&hash)?).await?))
+pub(super) async fn totals(st: State) -> JsonReply<Totals> {
+    Ok(Json(st.store.totals().await?))
+}
+
+pub(super) async fn get(
+    st: State,
+    PathParams(hash): PathParams<String>,
+) -> JsonReply<RecordFields> {
+    Ok(Json(st.store.get_record(hash.parse()?).await?))
 }
 
 pub(super) async fn replace(
     st: State,
     PathParams(hash): PathParams<String>,
     JsonBody(body): JsonBody<FieldsBody>,
-) -> Res<WriteResult> {
-    Ok(Json(st.store.replace(target(&hash)?, body.fields).await?))
+) -> JsonReply<WriteResult> {
+    let target: Target = hash.parse()?;
+    let fields = CheckedFields::check_for(&target, body.fields)?;
+    Ok(Json(st.store.replace(target, fields).await?))
 }
 
 pub(super) async fn merge(
     st: State,
     PathParams(hash): PathParams<String>,
     JsonBody(body): JsonBody<FieldsBody>,
-) -> Res<WriteResult> {
-    Ok(Json(st.store.merge(target(&hash)?, body.fields).await?))
+) -> JsonReply<WriteResult> {
+    let target: Target = hash.parse()?;
+    let fields = CheckedFields::check(body.fields)?;
+    Ok(Json(st.store.merge(target, fields).await?))
 }
 
-pub(super) async fn delete(st: State, PathParams(hash): PathParams<String>) -> Res<Deleted> {
-    Ok(Json(st.store.delete_root(target(&hash)?).await?))
+pub(super) async fn delete(st: State, PathParams(hash): PathParams<String>) -> JsonReply<Deleted> {
+    Ok(Json(st.store.delete_root(hash.parse()?).await?))
 }
 
-pub(super) async fn document(st: State, PathParams(hash): PathParams<String>) -> Res<Document> {
-    Ok(Json(st.store.document(target(&hash)?).await?))
+pub(super) async fn document(
+    st: State,
+    PathParams(hash): PathParams<String>,
+) -> JsonReply<Document> {
+    Ok(Json(st.store.document(hash.parse()?).await?))
 }
 
 pub(super) async fn get_field(
     st: State,
     PathParams((hash, field)): PathParams<(String, String)>,
-) -> Res<FieldValue> {
-    Ok(Json(st.store.get_field(target(&hash)?, field).await?))
+) -> JsonReply<FieldValue> {
+    let target = hash.parse()?;
+    Ok(Json(st.store.get_field(target, field_name(field)?).await?))
 }
 
 pub(super) async fn set_field(
     st: State,
     PathParams((hash, field)): PathParams<(String, String)>,
     JsonBody(body): JsonBody<ValueBody>,
-) -> Res<FieldWrite> {
-    Ok(Json(
-        st.store
-            .set_field(target(&hash)?, field, body.value)
-            .await?,
-    ))
+) -> JsonReply<FieldWrite> {
+    let target = hash.parse()?;
+    let field = CheckedField::new(field, body.value)?;
+    Ok(Json(st.store.set_field(target, field).await?))
 }
 
 pub(super) async fn delete_field(
     st: State,
     PathParams((hash, field)): PathParams<(String, String)>,
-) -> Res<FieldDelete> {
-    Ok(Json(st.store.delete_field(target(&hash)?, field).await?))
+) -> JsonReply<FieldDelete> {
+    let target = hash.parse()?;
+    Ok(Json(
+        st.store.delete_field(target, field_name(field)?).await?,
+    ))
 }
 
 pub(super) async fn set_add(
     st: State,
     PathParams((hash, field)): PathParams<(String, String)>,
     JsonBody(body): JsonBody<ValueBody>,
-) -> Res<SetAdd> {
-    Ok(Json(
-        st.store.set_add(target(&hash)?, field, body.value).await?,
-    ))
+) -> JsonReply<SetAdd> {
+    let target = hash.parse()?;
+    let member = SetMember::new(field, body.value)?;
+    Ok(Json(st.store.set_add(target, member).await?))
 }
 
 pub(super) async fn add_alias(
     st: State,
     PathParams(hash): PathParams<String>,
     JsonBody(body): JsonBody<AliasBody>,
-) -> Res<AliasResult> {
-    Ok(Json(st.store.add_alias(target(&hash)?, body.cid).await?))
+) -> JsonReply<AliasResult> {
+    Ok(Json(st.store.add_alias(hash.parse()?, body.cid).await?))
 }
 
 pub(super) async fn add_duplicate(
     st: State,
     PathParams(hash): PathParams<String>,
     JsonBody(body): JsonBody<DuplicateBody>,
-) -> Res<DuplicateResult> {
-    Ok(Json(
-        st.store.add_duplicate(target(&hash)?, body.path).await?,
-    ))
+) -> JsonReply<DuplicateResult> {
+    let target = hash.parse()?;
+    let path = FilePath::new(body.path)?;
+    Ok(Json(st.store.add_duplicate(target, path).await?))
 }
 
-pub(super) async fn mint(st: State, JsonBody(body): JsonBody<MintBody>) -> Res<RidBody> {
+pub(super) async fn mint(st: State, JsonBody(body): JsonBody<MintBody>) -> JsonReply<RidBody> {
     Ok(Json(RidBody {
         rid: st.store.mint(body).await?,
+    }))
+}
+
+pub(super) async fn import(st: State, JsonBody(body): JsonBody<ImportBody>) -> JsonReply<Imported> {
+    Ok(Json(st.store.import(body).await?))
+}
+
+pub(super) async fn wipe(st: State) -> JsonReply<Wiped> {
+    Ok(Json(Wiped {
+        deleted: st.store.wipe().await?,
     }))
 }

@@ -12,13 +12,11 @@ use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use metacore::api::storaged::{AppendBody, Appended, Entries, EntriesQuery, StreamInfo, TailQuery};
 use metacore::error::ApiError;
-use metacore::socket::body::{JsonBody, PathParams, QueryParams};
+use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
 use metacore::stream::{Entry, StreamId, StreamName};
 
 use super::{AppState, State, page};
 use crate::streams::head_of;
-
-type Res<T> = Result<Json<T>, ApiError>;
 
 /// Entries read per round trip of a tail.
 const TAIL_BATCH: u32 = 512;
@@ -34,7 +32,7 @@ pub(super) async fn append(
     st: State,
     PathParams(stream): PathParams<String>,
     JsonBody(body): JsonBody<AppendBody>,
-) -> Res<Appended> {
+) -> JsonReply<Appended> {
     let id = st.store.append(stream_name(&stream)?, body.fields).await?;
     Ok(Json(Appended { id }))
 }
@@ -43,7 +41,7 @@ pub(super) async fn entries(
     st: State,
     PathParams(stream): PathParams<String>,
     QueryParams(q): QueryParams<EntriesQuery>,
-) -> Res<Entries> {
+) -> JsonReply<Entries> {
     let entries = st
         .store
         .entries(stream_name(&stream)?, q.after, page(q.limit, 1000))
@@ -51,7 +49,10 @@ pub(super) async fn entries(
     Ok(Json(Entries { entries }))
 }
 
-pub(super) async fn info(st: State, PathParams(stream): PathParams<String>) -> Res<StreamInfo> {
+pub(super) async fn info(
+    st: State,
+    PathParams(stream): PathParams<String>,
+) -> JsonReply<StreamInfo> {
     Ok(Json(st.store.stream_info(stream_name(&stream)?).await?))
 }
 

@@ -11,7 +11,9 @@
 
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(test)]
+use std::sync::atomic::AtomicBool;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::thread::JoinHandle;
 use std::time::Instant;
 
@@ -25,6 +27,11 @@ use crate::engine::checkpointer::{GapFlag, passive_checkpoint};
 use crate::engine::tx::{Tx, add_to_root_count};
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
+
+/// What a writer hears when its job was dropped unrun or panicked.
+fn aborted() -> StoreError {
+    StoreError::Unavailable("the write was aborted (see storaged's log)")
+}
 
 /// Told after the group's COMMIT: `None` when it committed, the reason when
 /// it did not.
@@ -51,7 +58,8 @@ pub struct Counters {
 }
 
 /// Named points where a test can make the writer fail (STYLE idea 11).
-/// Checked once per group; never set outside tests.
+/// Checked once per group; compiled into test builds only.
+#[cfg(test)]
 #[derive(Debug, Default)]
 pub struct FailPoints {
     /// The group's COMMIT fails: every write of it must be refused and
@@ -72,6 +80,7 @@ pub struct Writer {
     /// The writer thread, to unpark it when a write is queued.
     waker: std::thread::Thread,
     counters: Arc<Counters>,
+    #[cfg(test)]
     fail: Arc<FailPoints>,
 }
 
@@ -96,7 +105,9 @@ impl Writer {
         let (queue, rx) = mpsc::channel(QUEUE_DEPTH);
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
+        #[cfg(test)]
         let fail = Arc::new(FailPoints::default());
+        #[cfg(test)]
         let f = fail.clone();
         let thread = std::thread::Builder::new()
             .name("storaged-writer".into())
@@ -109,6 +120,7 @@ impl Writer {
                     heads,
                     limits,
                     counters: c,
+                    #[cfg(test)]
                     fail: f,
                 }
                 .run()
@@ -124,12 +136,13 @@ impl Writer {
             thread: std::sync::Mutex::new(Some(thread)),
             waker,
             counters,
+            #[cfg(test)]
             fail,
         })
     }
 
-    /// Runs `op` in the next group and returns its result once committed.
-    pub async fn write<T, F>(&self, op: F) -> Result<T>
+    /// A job running `op`, and where its result arrives once committed.
+    fn job<T, F>(op: F) -> (Job, oneshot::Receiver<Result<T>>)
     where
         T: Send + 'static,
         F: for<'a> FnOnce(&mut Tx<'a>) -> Result<T> + Send + 'static,
@@ -146,14 +159,55 @@ impl Writer {
             });
             (ok, ack)
         });
+        (job, wait)
+    }
+
+    /// Queues a job and wakes the writer if it lingers for more writes
+    /// (see `batch`).
+    async fn enqueue(&self, job: Job) -> Result<()> {
         self.queue
             .send(Msg::Job(job))
             .await
             .map_err(|_| StoreError::Unavailable("storaged is shutting down"))?;
-        // Wakes the writer if it lingers for more writes (see `batch`).
         self.waker.unpark();
-        wait.await
-            .map_err(|_| StoreError::Unavailable("the write was aborted (see storaged's log)"))?
+        Ok(())
+    }
+
+    /// Runs `op` in the next group and returns its result once committed.
+    pub async fn write<T, F>(&self, op: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&mut Tx<'a>) -> Result<T> + Send + 'static,
+    {
+        let (job, wait) = Self::job(op);
+        self.enqueue(job).await?;
+        wait.await.map_err(|_| aborted())?
+    }
+
+    /// Runs every op as a write of its own (its own savepoint: one failing
+    /// leaves the others be), queued together so that they share groups,
+    /// and returns their results in order once committed.
+    pub async fn write_all<T, F>(&self, ops: Vec<F>) -> Vec<Result<T>>
+    where
+        T: Send + 'static,
+        F: for<'a> FnOnce(&mut Tx<'a>) -> Result<T> + Send + 'static,
+    {
+        let mut waits = Vec::with_capacity(ops.len());
+        for op in ops {
+            let (job, wait) = Self::job(op);
+            match self.enqueue(job).await {
+                Ok(()) => waits.push(Ok(wait)),
+                Err(e) => waits.push(Err(e)),
+            }
+        }
+        let mut results = Vec::with_capacity(waits.len());
+        for wait in waits {
+            results.push(match wait {
+                Ok(wait) => wait.await.unwrap_or_else(|_| Err(aborted())),
+                Err(e) => Err(e),
+            });
+        }
+        results
     }
 
     /// Lets queued writes finish, checkpoints and joins the thread.
@@ -166,6 +220,7 @@ impl Writer {
     }
 
     /// The failure points of this writer (for tests).
+    #[cfg(test)]
     pub fn fail_points(&self) -> &FailPoints {
         &self.fail
     }
@@ -192,6 +247,7 @@ struct WriterThread {
     heads: HeadsPublisher,
     limits: BatchLimits,
     counters: Arc<Counters>,
+    #[cfg(test)]
     fail: Arc<FailPoints>,
 }
 
@@ -205,9 +261,10 @@ impl WriterThread {
             heads,
             limits,
             counters,
+            #[cfg(test)]
             fail,
         } = self;
-        let (gap, counters, fail) = (&gap, &*counters, &*fail);
+        let (gap, counters) = (&gap, &*counters);
         let mut stop = false;
         // Size of the last group: about how many writers will be back soon.
         let mut expected = 1;
@@ -244,6 +301,7 @@ impl WriterThread {
                 }
             }
             expected = group.taken;
+            #[cfg(test)]
             if fail.before_commit.load(Ordering::Relaxed) && group.failure.is_none() {
                 group.failure = Some("failure point before_commit".into());
             }

@@ -5,13 +5,11 @@
 use std::io::{Read, Write};
 use std::path::{Path, PathBuf};
 
-use apid::routes::snapshot::{
-    self, Conflict, Counts, ExportOptions, ImportOptions, ImportReport, Mode, PluginReport,
-};
+use apid::routes::snapshot::{self, ExportOptions, ImportOptions, ImportReport, PluginReport};
 use e2e::Storaged;
-use e2e::fixtures::{fields, member, random_midhash, random_rid};
+use e2e::fixtures::{checked, fields, member, random_midhash, random_rid, target};
 use e2e::snapshot::{Rows, assert_same, dump, record, with_prefix, without_events};
-use metacore::api::storaged::StoragedClient;
+use metacore::api::storaged::{ImportConflict, ImportCounts, ImportMode, StoragedClient};
 use metacore::{ErrorCode, Fields};
 use serde_json::{Value, json};
 use zip::ZipArchive;
@@ -26,8 +24,8 @@ fn export_options(plugin_dir: Option<PathBuf>) -> ExportOptions {
 }
 
 fn import_options(
-    mode: Mode,
-    conflict: Conflict,
+    mode: ImportMode,
+    conflict: ImportConflict,
     dry_run: bool,
     plugin_dir: &Path,
 ) -> ImportOptions {
@@ -78,8 +76,8 @@ fn make_zip(path: &Path, entries: &[(&str, &[u8])]) {
     zip.finish().unwrap();
 }
 
-fn sums(r: &ImportReport) -> Counts {
-    let mut c = Counts::default();
+fn sums(r: &ImportReport) -> ImportCounts {
+    let mut c = ImportCounts::default();
     for f in &r.files {
         c.added += f.counts.added;
         c.updated += f.counts.updated;
@@ -122,7 +120,9 @@ async fn export_wipe_import_gives_back_the_same_rows() {
             f.insert("gap/2".into(), "c".into());
         }
         total_fields += f.len() as u64;
-        c.merge(&rid.to_string(), f).await.unwrap();
+        c.merge(&target(&rid.to_string()), &checked(f))
+            .await
+            .unwrap();
     }
 
     // Plugin output, with a symlink that must not be followed.
@@ -193,7 +193,7 @@ async fn export_wipe_import_gives_back_the_same_rows() {
     let dry = snapshot::import_file(
         c,
         &zip_path,
-        &import_options(Mode::Merge, Conflict::Source, true, &target),
+        &import_options(ImportMode::Merge, ImportConflict::Source, true, &target),
     )
     .await
     .unwrap();
@@ -219,7 +219,7 @@ async fn export_wipe_import_gives_back_the_same_rows() {
     let done = snapshot::import_file(
         c,
         &zip_path,
-        &import_options(Mode::Merge, Conflict::Source, false, &target),
+        &import_options(ImportMode::Merge, ImportConflict::Source, false, &target),
     )
     .await
     .unwrap();
@@ -231,9 +231,9 @@ async fn export_wipe_import_gives_back_the_same_rows() {
     );
     assert_eq!(
         sums(&done),
-        Counts {
+        ImportCounts {
             added: total_fields,
-            ..Counts::default()
+            ..ImportCounts::default()
         }
     );
     assert_same(
@@ -249,19 +249,19 @@ async fn export_wipe_import_gives_back_the_same_rows() {
     assert!(!target.join("link.txt").exists());
 
     // Importing again changes nothing, in either mode.
-    for mode in [Mode::Merge, Mode::Replace] {
+    for mode in [ImportMode::Merge, ImportMode::Replace] {
         let again = snapshot::import_file(
             c,
             &zip_path,
-            &import_options(mode, Conflict::Source, false, &target),
+            &import_options(mode, ImportConflict::Source, false, &target),
         )
         .await
         .unwrap();
         assert_eq!(
             sums(&again),
-            Counts {
+            ImportCounts {
                 unchanged: total_fields,
-                ..Counts::default()
+                ..ImportCounts::default()
             }
         );
     }
@@ -279,7 +279,7 @@ async fn merge_follows_the_conflict_rule_and_replace_deletes() {
     let work = tempfile::tempdir().unwrap();
     let plugin = work.path().join("plugin");
     let rid = random_rid().to_string();
-    c.merge(&rid, fields(&[("a", "1"), ("b", "2")]))
+    c.merge(&target(&rid), &checked(fields(&[("a", "1"), ("b", "2")])))
         .await
         .unwrap();
     let zip_path = work.path().join("snap.zip");
@@ -290,67 +290,67 @@ async fn merge_follows_the_conflict_rule_and_replace_deletes() {
             .any(|n| n.starts_with("cache/"))
     );
 
-    c.merge(&rid, fields(&[("b", "3"), ("c", "4")]))
+    c.merge(&target(&rid), &checked(fields(&[("b", "3"), ("c", "4")])))
         .await
         .unwrap();
     let mine = snapshot::import_file(
         c,
         &zip_path,
-        &import_options(Mode::Merge, Conflict::Mine, false, &plugin),
+        &import_options(ImportMode::Merge, ImportConflict::Mine, false, &plugin),
     )
     .await
     .unwrap();
     assert_eq!(
         mine.files[0].counts,
-        Counts {
+        ImportCounts {
             unchanged: 1,
             kept: 1,
-            ..Counts::default()
+            ..ImportCounts::default()
         }
     );
     assert!(mine.plugin_output.is_none());
     assert_eq!(
-        c.get_record(&rid).await.unwrap().fields,
+        c.get_record(&target(&rid)).await.unwrap().fields,
         fields(&[("a", "1"), ("b", "3"), ("c", "4")])
     );
 
     let source = snapshot::import_file(
         c,
         &zip_path,
-        &import_options(Mode::Merge, Conflict::Source, false, &plugin),
+        &import_options(ImportMode::Merge, ImportConflict::Source, false, &plugin),
     )
     .await
     .unwrap();
     assert_eq!(
         source.files[0].counts,
-        Counts {
+        ImportCounts {
             unchanged: 1,
             updated: 1,
-            ..Counts::default()
+            ..ImportCounts::default()
         }
     );
     assert_eq!(
-        c.get_record(&rid).await.unwrap().fields,
+        c.get_record(&target(&rid)).await.unwrap().fields,
         fields(&[("a", "1"), ("b", "2"), ("c", "4")])
     );
 
     let dry = snapshot::import_file(
         c,
         &zip_path,
-        &import_options(Mode::Replace, Conflict::Mine, true, &plugin),
+        &import_options(ImportMode::Replace, ImportConflict::Mine, true, &plugin),
     )
     .await
     .unwrap();
     assert_eq!(
         dry.files[0].counts,
-        Counts {
+        ImportCounts {
             unchanged: 2,
             deleted: 1,
-            ..Counts::default()
+            ..ImportCounts::default()
         }
     );
     assert_eq!(
-        c.get_record(&rid).await.unwrap().fields.len(),
+        c.get_record(&target(&rid)).await.unwrap().fields.len(),
         3,
         "a dry run changes nothing"
     );
@@ -358,20 +358,20 @@ async fn merge_follows_the_conflict_rule_and_replace_deletes() {
     let replace = snapshot::import_file(
         c,
         &zip_path,
-        &import_options(Mode::Replace, Conflict::Mine, false, &plugin),
+        &import_options(ImportMode::Replace, ImportConflict::Mine, false, &plugin),
     )
     .await
     .unwrap();
     assert_eq!(
         replace.files[0].counts,
-        Counts {
+        ImportCounts {
             unchanged: 2,
             deleted: 1,
-            ..Counts::default()
+            ..ImportCounts::default()
         }
     );
     assert_eq!(
-        c.get_record(&rid).await.unwrap().fields,
+        c.get_record(&target(&rid)).await.unwrap().fields,
         fields(&[("a", "1"), ("b", "2")])
     );
 }
@@ -382,7 +382,7 @@ async fn bad_archives_are_refused_and_bad_entries_counted() {
     let c = s.client();
     let work = tempfile::tempdir().unwrap();
     let plugin = work.path().join("files/plugin");
-    let opts = import_options(Mode::Merge, Conflict::Source, false, &plugin);
+    let opts = import_options(ImportMode::Merge, ImportConflict::Source, false, &plugin);
 
     let v3 = work.path().join("v3.zip");
     make_zip(&v3, &[("manifest.json", br#"{"schemaVersion":3}"#)]);
@@ -447,7 +447,7 @@ async fn bad_archives_are_refused_and_bad_entries_counted() {
     assert!(!work.path().join("files/x").exists(), "../x stays out");
     assert_eq!(std::fs::read(plugin.join("ok/y.txt")).unwrap(), b"fine");
     assert_eq!(
-        c.get_record(&rid).await.unwrap().fields,
+        c.get_record(&target(&rid)).await.unwrap().fields,
         fields(&[
             ("title", "ok"),
             ("n", "7"),
@@ -456,4 +456,133 @@ async fn bad_archives_are_refused_and_bad_entries_counted() {
         ]),
         "older exports' typed values come back as strings"
     );
+}
+
+/// The import plans each record inside the writer transaction that reads
+/// it: a write that lands while the import runs is either seen by the plan
+/// or comes after it. With `conflict=mine`, a field the live writer added
+/// must survive (the old read-plan-write across the socket could overwrite
+/// it with the snapshot's value), and every record carries both the
+/// import's fields and the live writer's, none half applied.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_write_made_while_an_import_runs_is_neither_lost_nor_half_applied() {
+    const N: usize = 600;
+    let s = Storaged::start().await;
+    let c = s.client().clone();
+    let work = tempfile::tempdir().unwrap();
+    let mut rids: Vec<String> = Vec::with_capacity(N);
+    for i in 0..N {
+        let r = random_rid().to_string();
+        c.merge(&target(&r), &checked(fields(&[("n", &i.to_string())])))
+            .await
+            .unwrap();
+        rids.push(r);
+    }
+    rids.sort();
+    let manifest = br#"{"schemaVersion":2,"fileCount":600}"#;
+    let names: Vec<String> = rids.iter().map(|r| format!("metadata/{r}.json")).collect();
+    let doc = br#"{"a":"snap","b":"snap"}"#;
+    let mut entries: Vec<(&str, &[u8])> = vec![("manifest.json", manifest)];
+    entries.extend(names.iter().map(|n| (n.as_str(), &doc[..])));
+    let zip = work.path().join("race.zip");
+    make_zip(&zip, &entries);
+
+    // One pass of live writes, in the order the import goes, racing it.
+    let live = {
+        let (c, rids) = (c.clone(), rids.clone());
+        tokio::spawn(async move {
+            for r in &rids {
+                let f = checked(fields(&[("a", "live"), ("c", "live")]));
+                c.merge(&target(r), &f).await.unwrap();
+            }
+        })
+    };
+    let opts = import_options(
+        ImportMode::Merge,
+        ImportConflict::Mine,
+        false,
+        &work.path().join("plugin"),
+    );
+    let report = snapshot::import_file(&c, &zip, &opts).await.unwrap();
+    live.await.unwrap();
+    assert_eq!((report.files_ok, report.files_failed), (N as u64, 0));
+
+    let rows = dump(&s.db_path());
+    e2e::snapshot::assert_sound(&rows);
+    for r in &rids {
+        let rec = record(&rows, r);
+        assert_eq!(
+            rec.get("a").map(String::as_str),
+            Some("live"),
+            "{r}: the live write was lost"
+        );
+        assert_eq!(
+            rec.get("b").map(String::as_str),
+            Some("snap"),
+            "{r}: the import is half applied"
+        );
+        assert_eq!(
+            rec.get("c").map(String::as_str),
+            Some("live"),
+            "{r}: the live write is half applied"
+        );
+        assert!(
+            rec.contains_key("n"),
+            "{r}: the field before the import is kept"
+        );
+    }
+}
+
+/// A group of records goes to storaged in one call; a record storaged
+/// refuses fails alone, with its reason, and the answer keeps the
+/// archive's order.
+#[tokio::test]
+async fn a_refused_record_fails_alone_within_its_group() {
+    let s = Storaged::start().await;
+    let c = s.client();
+    let work = tempfile::tempdir().unwrap();
+    let mut rids: Vec<String> = (0..5).map(|_| random_rid().to_string()).collect();
+    rids.sort();
+    let names: Vec<String> = rids.iter().map(|r| format!("metadata/{r}.json")).collect();
+    let zip = work.path().join("group.zip");
+    make_zip(
+        &zip,
+        &[
+            ("manifest.json", br#"{"schemaVersion":2,"fileCount":5}"#),
+            (&names[0], br#"{"title":"zero"}"#),
+            (&names[1], br#"{"midhash256":"retired"}"#),
+            ("metadata/not-a-rid.json", b"{}"),
+            (&names[2], br#"{"title":"two"}"#),
+            (&names[3], br#"{"cids":{"not-a-cid":"true"}}"#),
+            (&names[4], br#"{"title":"four"}"#),
+        ],
+    );
+    let opts = import_options(
+        ImportMode::Replace,
+        ImportConflict::Source,
+        false,
+        &work.path().join("plugin"),
+    );
+    let r = snapshot::import_file(c, &zip, &opts).await.unwrap();
+    let order: Vec<&str> = r.files.iter().map(|f| f.hash_id.as_str()).collect();
+    let expected = [
+        rids[0].as_str(),
+        rids[1].as_str(),
+        "not-a-rid",
+        rids[2].as_str(),
+        rids[3].as_str(),
+        rids[4].as_str(),
+    ];
+    assert_eq!(order, expected, "archive order");
+    assert_eq!((r.total_files, r.files_ok, r.files_failed), (6, 3, 3));
+    let err = |i: usize| r.files[i].error.clone().unwrap_or_default();
+    assert!(err(1).starts_with("deprecated_field"), "{}", err(1));
+    assert!(err(4).starts_with("schema_violation"), "{}", err(4));
+    let rows = dump(&s.db_path());
+    assert_eq!(record(&rows, &rids[0]), fields(&[("title", "zero")]));
+    assert!(
+        record(&rows, &rids[1]).is_empty(),
+        "the refused record wrote nothing"
+    );
+    assert_eq!(record(&rows, &rids[4]), fields(&[("title", "four")]));
 }

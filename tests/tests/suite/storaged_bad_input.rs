@@ -2,10 +2,12 @@
 //! envelope `{"error", "message", "retryable"}` and leaves every row of the
 //! database as it was.
 
-use e2e::fixtures::{fields, member, random_midhash, random_rid};
+use e2e::fixtures::{
+    checked, field_name, field_write, fields, file_path, member, random_midhash, random_rid, target,
+};
 use e2e::raw_http::{self, RawResponse};
 use e2e::snapshot::{assert_same, dump};
-use e2e::{Rows, Storaged};
+use e2e::{Rows, Storaged, unchecked};
 use metacore::Rid;
 use metacore::api::storaged::MAX_PAGE;
 
@@ -23,11 +25,14 @@ impl Fixture {
         let x = random_midhash();
         let w = s
             .client()
-            .merge(x.as_str(), fields(&[("title", "T"), ("year", "2001")]))
+            .merge(
+                &target(x.as_str()),
+                &checked(fields(&[("title", "T"), ("year", "2001")])),
+            )
             .await
             .unwrap();
         s.client()
-            .add_duplicate(x.as_str(), "/files/copy.mkv")
+            .add_duplicate(&target(x.as_str()), &file_path("/files/copy.mkv"))
             .await
             .unwrap();
         Self {
@@ -207,7 +212,11 @@ async fn a_body_over_16_mib_is_413() {
         .await;
     // The socket still serves after refusing it.
     assert_eq!(
-        f.s.client().get_field(&f.cid, "title").await.unwrap().value,
+        f.s.client()
+            .get_field(&target(&f.cid), &field_name("title"))
+            .await
+            .unwrap()
+            .value,
         "T"
     );
 }
@@ -561,6 +570,8 @@ async fn bad_paging_parameters_are_400() {
         "/records?limit=abc".to_string(),
         "/records?limit=-1".to_string(),
         "/records?after=nope".to_string(),
+        "/records?offset=-1".to_string(),
+        "/records/fields?names=title&after=nope".to_string(),
         format!("/records?limit={}", u64::from(MAX_PAGE) * 1_000_000_000),
         "/streams/meta:events/entries?after=x-1".to_string(),
         "/streams/meta:events/tail?after=1-2-3".to_string(),
@@ -584,7 +595,10 @@ async fn bad_paging_parameters_are_400() {
     }
     assert_eq!(
         f.s.client()
-            .get_field(&f.rid.to_string(), &member(&f.cid.parse().unwrap()))
+            .get_field(
+                &target(&f.rid.to_string()),
+                &field_name(&member(&f.cid.parse().unwrap()))
+            )
             .await
             .unwrap()
             .value,
@@ -647,7 +661,7 @@ async fn oversized_names_keys_paths_and_entries_are_400() {
     // Just under the limits is fine.
     let ok = "f".repeat(1024);
     f.s.client()
-        .set_field(&f.rid.to_string(), &ok, "v")
+        .set_field(&target(&f.rid.to_string()), &field_write(&ok, "v"))
         .await
         .unwrap();
 }
@@ -662,9 +676,7 @@ async fn bad_writes_among_good_ones_fail_alone() {
             let r = random_rid().to_string();
             let good = i % 2 == 0;
             let name = if good { "title" } else { "canonical_cid" };
-            let res = c
-                .merge(&r, fields(&[("n", &i.to_string()), (name, "v")]))
-                .await;
+            let res = unchecked::merge(&c, &r, fields(&[("n", &i.to_string()), (name, "v")])).await;
             (r, good, res)
         }));
     }

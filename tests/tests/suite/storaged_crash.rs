@@ -10,7 +10,7 @@ use std::time::Duration;
 
 use e2e::Storaged;
 use e2e::daemon::test_dir;
-use e2e::fixtures::{fields, member, random_midhash, random_rid};
+use e2e::fixtures::{checked, fields, member, random_midhash, random_rid, target};
 use e2e::snapshot::{
     Rows, aliases, assert_sound, dump, record, rids_with_fields, roots, with_prefix,
 };
@@ -50,7 +50,7 @@ fn a_record(writer: usize, i: u64) -> (String, Fields) {
 async fn writer(c: StoragedClient, w: usize, acked: Acked) {
     for i in 0.. {
         let (rid, f) = a_record(w, i);
-        match c.merge(&rid, f.clone()).await {
+        match c.merge(&target(&rid), &checked(f.clone())).await {
             Ok(res) => {
                 assert!(res.created && res.rid.to_string() == rid, "{res:?}");
                 acked.lock().unwrap().push((rid, f));
@@ -162,6 +162,12 @@ async fn sigkill_at_random_moments_loses_no_acknowledged_write_and_leaves_no_hal
 
     // Still a working store: one more write after the last restart.
     let (rid, f) = a_record(99, 0);
-    s.client().merge(&rid, f.clone()).await.unwrap();
-    assert_eq!(s.client().get_record(&rid).await.unwrap().fields, f);
+    s.client()
+        .merge(&target(&rid), &checked(f.clone()))
+        .await
+        .unwrap();
+    assert_eq!(
+        s.client().get_record(&target(&rid)).await.unwrap().fields,
+        f
+    );
 }

@@ -5,7 +5,7 @@
 use std::collections::BTreeMap;
 
 use e2e::Storaged;
-use e2e::fixtures::{api_error, fields, random_rid};
+use e2e::fixtures::{api_error, checked, field_name, field_write, fields, random_rid, target};
 use e2e::raw_http;
 use e2e::wait::{IO_DEADLINE, within};
 use futures_util::{Stream, StreamExt};
@@ -59,17 +59,43 @@ async fn meta_events_announce_real_changes_only() {
     let key = |f: &str| format!("file:{r}/{f}");
     let ev = |t: &str, f: &str| (t.to_string(), key(f));
 
-    c.merge(&r, fields(&[("title", "A")])).await.unwrap();
-    c.merge(&r, fields(&[("title", "A")])).await.unwrap();
-    c.set_field(&r, "title", "A").await.unwrap();
-    c.replace(&r, fields(&[("title", "A"), ("year", "1")]))
+    c.merge(&target(&r), &checked(fields(&[("title", "A")])))
         .await
         .unwrap();
-    c.set_field(&r, "title", "B").await.unwrap();
-    assert!(!c.delete_field(&r, "never-set").await.unwrap().existed);
-    assert!(c.delete_field(&r, "year").await.unwrap().existed);
-    assert!(!c.delete_field(&r, "year").await.unwrap().existed);
-    c.delete_record(&r).await.unwrap();
+    c.merge(&target(&r), &checked(fields(&[("title", "A")])))
+        .await
+        .unwrap();
+    c.set_field(&target(&r), &field_write("title", "A"))
+        .await
+        .unwrap();
+    c.replace(
+        &target(&r),
+        &checked(fields(&[("title", "A"), ("year", "1")])),
+    )
+    .await
+    .unwrap();
+    c.set_field(&target(&r), &field_write("title", "B"))
+        .await
+        .unwrap();
+    assert!(
+        !c.delete_field(&target(&r), &field_name("never-set"))
+            .await
+            .unwrap()
+            .existed
+    );
+    assert!(
+        c.delete_field(&target(&r), &field_name("year"))
+            .await
+            .unwrap()
+            .existed
+    );
+    assert!(
+        !c.delete_field(&target(&r), &field_name("year"))
+            .await
+            .unwrap()
+            .existed
+    );
+    c.delete_record(&target(&r)).await.unwrap();
 
     let want = vec![
         ev("set", "title"),
@@ -87,9 +113,12 @@ async fn entries_carry_type_key_and_ts_under_increasing_ids() {
     let c = s.client();
     let r = random_rid().to_string();
     for i in 0..20 {
-        c.merge(&r, fields(&[(&format!("f{}", i % 7), &i.to_string())]))
-            .await
-            .unwrap();
+        c.merge(
+            &target(&r),
+            &checked(fields(&[(&format!("f{}", i % 7), &i.to_string())])),
+        )
+        .await
+        .unwrap();
     }
     let entries = all_entries(c, StreamName::Meta).await;
     assert_eq!(entries.len(), 20);
@@ -123,7 +152,9 @@ async fn entries_are_read_in_pages_after_a_cursor() {
     let c = s.client();
     let r = random_rid().to_string();
     for i in 0..30 {
-        c.set_field(&r, &format!("f{i:02}"), "v").await.unwrap();
+        c.set_field(&target(&r), &field_write(&format!("f{i:02}"), "v"))
+            .await
+            .unwrap();
     }
     let all = all_entries(c, StreamName::Meta).await;
     assert_eq!(all.len(), 30);
@@ -183,7 +214,9 @@ async fn the_tail_delivers_entries_committed_after_it_started_in_order() {
     let s = Storaged::start().await;
     let c = s.client();
     let r = random_rid().to_string();
-    c.set_field(&r, "before", "x").await.unwrap();
+    c.set_field(&target(&r), &field_write("before", "x"))
+        .await
+        .unwrap();
 
     let mut tail = Box::pin(c.tail(StreamName::Meta, None).await.unwrap());
     let writer = {
@@ -191,7 +224,9 @@ async fn the_tail_delivers_entries_committed_after_it_started_in_order() {
         let r = r.clone();
         tokio::spawn(async move {
             for i in 0..25 {
-                c.set_field(&r, &format!("live{i:02}"), "v").await.unwrap();
+                c.set_field(&target(&r), &field_write(&format!("live{i:02}"), "v"))
+                    .await
+                    .unwrap();
             }
         })
     };
@@ -222,7 +257,9 @@ async fn a_tail_resumes_after_a_given_id() {
     let c = s.client();
     let r = random_rid().to_string();
     for i in 0..5 {
-        c.set_field(&r, &format!("old{i}"), "v").await.unwrap();
+        c.set_field(&target(&r), &field_write(&format!("old{i}"), "v"))
+            .await
+            .unwrap();
     }
     let stored = all_entries(c, StreamName::Meta).await;
 
@@ -234,7 +271,9 @@ async fn a_tail_resumes_after_a_given_id() {
             "the stored entries after the cursor come first"
         );
     }
-    c.set_field(&r, "new", "v").await.unwrap();
+    c.set_field(&target(&r), &field_write("new", "v"))
+        .await
+        .unwrap();
     let live = next_entry(&mut tail).await;
     assert_eq!(
         kind_key(&live),

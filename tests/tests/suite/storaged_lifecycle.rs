@@ -6,7 +6,7 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
 use e2e::daemon::test_dir;
-use e2e::fixtures::{fields, random_midhash, random_rid};
+use e2e::fixtures::{checked, field_write, fields, random_midhash, random_rid, target};
 use e2e::snapshot::{self, assert_same, assert_sound, dump, record};
 use e2e::wait::{self, DAEMON_DEADLINE};
 use e2e::{Launch, Storaged};
@@ -48,7 +48,10 @@ async fn a_second_storaged_on_the_same_database_refuses_to_start() {
     let first = Storaged::start_in(dir.path()).await;
     first
         .client()
-        .merge(&random_rid().to_string(), fields(&[("title", "T")]))
+        .merge(
+            &target(&random_rid().to_string()),
+            &checked(fields(&[("title", "T")])),
+        )
         .await
         .unwrap();
     let before = dump(&first.db_path());
@@ -163,7 +166,7 @@ async fn sigterm_during_writes_commits_every_acknowledged_write_and_exits_0() {
                     ("i", &i.to_string()),
                     ("filePath", "/files/x"),
                 ]);
-                match c.merge(&r, f.clone()).await {
+                match c.merge(&target(&r), &checked(f.clone())).await {
                     Ok(_) => acked.lock().unwrap().push((r, f)),
                     Err(ClientError::Api(e))
                         if e.code == metacore::ErrorCode::StorageUnavailable =>
@@ -209,7 +212,10 @@ async fn a_stale_socket_file_is_removed_at_start() {
     // Left by a killed storaged.
     let mut s = Storaged::start().await;
     s.client()
-        .merge(&random_rid().to_string(), fields(&[("a", "1")]))
+        .merge(
+            &target(&random_rid().to_string()),
+            &checked(fields(&[("a", "1")])),
+        )
         .await
         .unwrap();
     s.kill9();
@@ -236,7 +242,10 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
     let c = s.client().clone();
     let x = random_midhash();
     let w = c
-        .merge(x.as_str(), fields(&[("title", "T"), ("year", "1999")]))
+        .merge(
+            &target(x.as_str()),
+            &checked(fields(&[("title", "T"), ("year", "1999")])),
+        )
         .await
         .unwrap();
     let file_id = c
@@ -255,15 +264,18 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
     s.restart().await;
     let c = s.client().clone();
 
-    assert_eq!(c.resolve(x.as_str()).await.unwrap(), w.rid);
+    assert_eq!(c.resolve(&target(x.as_str())).await.unwrap(), w.rid);
     assert_eq!(
-        c.get_record(&w.rid.to_string()).await.unwrap().fields["year"],
+        c.get_record(&target(&w.rid.to_string()))
+            .await
+            .unwrap()
+            .fields["year"],
         "1999"
     );
     let info = c.stream_info(StreamName::Meta).await.unwrap();
     assert_eq!(info.last, Some(meta_last));
 
-    c.set_field(&w.rid.to_string(), "title", "T2")
+    c.set_field(&target(&w.rid.to_string()), &field_write("title", "T2"))
         .await
         .unwrap();
     let new_file_id = c
@@ -348,7 +360,7 @@ async fn an_open_tail_does_not_hold_up_an_orderly_stop() {
     let mut s = Storaged::start().await;
     let c = s.client().clone();
     let mut tail = Box::pin(c.tail(StreamName::Meta, None).await.unwrap());
-    c.set_field(&random_rid().to_string(), "a", "1")
+    c.set_field(&target(&random_rid().to_string()), &field_write("a", "1"))
         .await
         .unwrap();
     assert!(

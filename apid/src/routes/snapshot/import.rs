@@ -1,0 +1,457 @@
+//! `POST /api/snapshot/import?mode=&conflict=&dry_run=`: a snapshot read
+//! back. The upload is spooled to an unnamed temp file (counted, never held
+//! in memory), the ZIP is read one entry at a time on a blocking thread, and
+//! its records go to storaged in groups: storaged plans each record against
+//! the one it meets and applies the plan in the writer transaction that read
+//! it ([`StoragedClient::import`]), so a write made while an import runs is
+//! neither lost nor half applied. Plugin output is written under
+//! `$FILES_PATH/plugin`.
+
+use std::fs::File;
+use std::io::{Read, Seek, SeekFrom};
+use std::path::{Path, PathBuf};
+
+use axum::Json;
+use axum::extract::{FromRequest, Multipart, Request};
+use futures_util::{Stream, StreamExt};
+use http::header;
+use metacore::api::storaged::{
+    ImportBody, ImportConflict, ImportCounts, ImportMode, ImportRecord, MAX_IMPORT_GROUP,
+    StoragedClient,
+};
+use metacore::error::{ApiError, ErrorCode};
+use metacore::record::Fields;
+use metacore::rid::Rid;
+use metacore::socket::body::QueryParams;
+use serde::{Deserialize, Serialize};
+use tokio::io::AsyncWriteExt;
+use tokio::sync::mpsc;
+use zip::ZipArchive;
+
+use super::archive::{
+    MAX_MANIFEST_BYTES, METADATA_PREFIX, PLUGIN_PREFIX, check_manifest, read_record,
+    write_plugin_file,
+};
+use crate::state::State;
+
+/// Largest upload `POST /api/snapshot/import` takes (413 above it).
+pub const MAX_IMPORT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// JSON bytes of records sent to storaged in one group (a larger record
+/// goes alone; storaged's socket takes 16 MiB a body).
+const GROUP_BYTES: usize = 4 * 1024 * 1024;
+
+#[derive(Debug, Clone)]
+pub struct ImportOptions {
+    pub mode: ImportMode,
+    pub conflict: ImportConflict,
+    pub dry_run: bool,
+    /// `$FILES_PATH/plugin`, where `cache/plugin-output/<rel>` goes.
+    pub plugin_dir: PathBuf,
+}
+
+/// One `metadata/<rid>.json` of the answer.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct FileReport {
+    pub hash_id: String,
+    #[serde(flatten)]
+    pub counts: ImportCounts,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub error: Option<String>,
+}
+
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+pub struct PluginReport {
+    pub written: u64,
+    pub skipped: u64,
+}
+
+/// The answer of `POST /api/snapshot/import`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ImportReport {
+    pub mode: ImportMode,
+    pub conflict: ImportConflict,
+    pub dry_run: bool,
+    pub total_files: u64,
+    pub files_ok: u64,
+    pub files_failed: u64,
+    pub files: Vec<FileReport>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub plugin_output: Option<PluginReport>,
+}
+
+impl ImportReport {
+    fn push(&mut self, file: FileReport) {
+        self.total_files += 1;
+        match file.error {
+            None => self.files_ok += 1,
+            Some(_) => self.files_failed += 1,
+        }
+        self.files.push(file);
+    }
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(super) struct ImportQuery {
+    #[serde(default)]
+    pub mode: Option<String>,
+    #[serde(default)]
+    pub conflict: Option<String>,
+    #[serde(default)]
+    pub dry_run: Option<String>,
+}
+
+impl ImportQuery {
+    fn options(&self, plugin_dir: PathBuf) -> Result<ImportOptions, ApiError> {
+        let mode = match self.mode.as_deref() {
+            None | Some("") | Some("merge") => ImportMode::Merge,
+            Some("replace") => ImportMode::Replace,
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "mode must be replace or merge, not {o:?}"
+                )));
+            }
+        };
+        let conflict = match self.conflict.as_deref() {
+            None | Some("") | Some("source") => ImportConflict::Source,
+            Some("mine") => ImportConflict::Mine,
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "conflict must be mine or source, not {o:?}"
+                )));
+            }
+        };
+        let dry_run = match self.dry_run.as_deref() {
+            None | Some("") | Some("false") | Some("0") => false,
+            Some("true") | Some("1") => true,
+            Some(o) => {
+                return Err(ApiError::bad_request(format!(
+                    "dry_run must be true or false, not {o:?}"
+                )));
+            }
+        };
+        Ok(ImportOptions {
+            mode,
+            conflict,
+            dry_run,
+            plugin_dir,
+        })
+    }
+}
+
+pub(super) async fn import(
+    st: State,
+    QueryParams(q): QueryParams<ImportQuery>,
+    req: Request,
+) -> Result<Json<ImportReport>, ApiError> {
+    let opts = q.options(st.config.files_path.join("plugin"))?;
+    let ctype = req
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .and_then(|v| v.to_str().ok())
+        .unwrap_or("")
+        .to_owned();
+    let essence = ctype
+        .split(';')
+        .next()
+        .unwrap_or("")
+        .trim()
+        .to_ascii_lowercase();
+    let file = match essence.as_str() {
+        "multipart/form-data" => {
+            let mut parts = Multipart::from_request(req, &())
+                .await
+                .map_err(|e| ApiError::bad_request(format!("not a multipart body: {e}")))?;
+            let mut found = None;
+            while let Some(field) = parts
+                .next_field()
+                .await
+                .map_err(|e| ApiError::bad_request(format!("bad multipart body: {e}")))?
+            {
+                if field.name() == Some("snapshot") {
+                    found = Some(spool(field, MAX_IMPORT_BYTES).await?);
+                    break;
+                }
+            }
+            found.ok_or_else(|| {
+                ApiError::bad_request("the multipart body has no field named snapshot")
+            })?
+        }
+        "" | "application/zip" | "application/octet-stream" | "application/x-zip-compressed" => {
+            spool(req.into_body().into_data_stream(), MAX_IMPORT_BYTES).await?
+        }
+        other => {
+            return Err(ApiError::bad_request(format!(
+                "send the snapshot as application/zip or multipart/form-data (field snapshot), not {other}"
+            )));
+        }
+    };
+    Ok(Json(import_from(&st.store, file, &opts).await?))
+}
+
+/// Copies `body` to an unnamed temp file, refusing (413) more than
+/// `limit` bytes; returns the file rewound.
+pub async fn spool<S, B, E>(body: S, limit: u64) -> Result<File, ApiError>
+where
+    S: Stream<Item = Result<B, E>>,
+    B: AsRef<[u8]>,
+    E: std::fmt::Display,
+{
+    let tmp = tempfile::tempfile()
+        .map_err(|e| ApiError::internal(format!("cannot make a temp file: {e}")))?;
+    let mut file = tokio::fs::File::from_std(tmp);
+    let mut total = 0u64;
+    let mut body = std::pin::pin!(body);
+    while let Some(chunk) = body.next().await {
+        let chunk =
+            chunk.map_err(|e| ApiError::bad_request(format!("cannot read the upload: {e}")))?;
+        let chunk = chunk.as_ref();
+        total += chunk.len() as u64;
+        if total > limit {
+            return Err(ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("a snapshot is at most {limit} bytes"),
+            ));
+        }
+        file.write_all(chunk)
+            .await
+            .map_err(|e| ApiError::internal(format!("cannot spool the upload: {e}")))?;
+    }
+    file.flush()
+        .await
+        .map_err(|e| ApiError::internal(format!("cannot spool the upload: {e}")))?;
+    let mut file = file.into_std().await;
+    file.seek(SeekFrom::Start(0))
+        .map_err(|e| ApiError::internal(format!("cannot rewind the upload: {e}")))?;
+    Ok(file)
+}
+
+/// Imports the snapshot at `path`.
+pub async fn import_file(
+    store: &StoragedClient,
+    path: &Path,
+    opts: &ImportOptions,
+) -> Result<ImportReport, ApiError> {
+    let file = File::open(path)
+        .map_err(|e| ApiError::internal(format!("cannot open {}: {e}", path.display())))?;
+    import_from(store, file, opts).await
+}
+
+/// One `metadata/<rid>.json` read from the archive.
+struct Item {
+    hash_id: String,
+    parsed: Result<(Rid, Fields), String>,
+}
+
+/// Where a file of the archive stands in a group, in archive order.
+enum Slot {
+    /// It could not be read: its report is ready.
+    Failed(FileReport),
+    /// Its record is in the group; its outcome comes from storaged.
+    Queued,
+}
+
+/// Records on their way to storaged, with the files that failed between
+/// them, so the answer lists every file in archive order.
+#[derive(Default)]
+struct Group {
+    slots: Vec<Slot>,
+    records: Vec<ImportRecord>,
+    bytes: usize,
+}
+
+impl Group {
+    /// Sends the records, then reports every slot in order.
+    async fn flush(
+        &mut self,
+        store: &StoragedClient,
+        opts: &ImportOptions,
+        report: &mut ImportReport,
+    ) {
+        let records = std::mem::take(&mut self.records);
+        self.bytes = 0;
+        let rids: Vec<Rid> = records.iter().map(|r| r.rid).collect();
+        let answer = if records.is_empty() {
+            Ok(Vec::new())
+        } else {
+            let body = ImportBody {
+                mode: opts.mode,
+                conflict: opts.conflict,
+                dry_run: opts.dry_run,
+                records,
+            };
+            match store.import(&body).await {
+                Ok(done) => Ok(done.records),
+                Err(e) => Err(ApiError::from(e).to_string()),
+            }
+        };
+        let mut outcomes = rids.into_iter().enumerate().map(|(i, rid)| {
+            let (counts, error) = match &answer {
+                Ok(list) => match list.get(i) {
+                    Some(o) => (o.counts, o.error.clone()),
+                    None => (
+                        ImportCounts::default(),
+                        Some("storaged answered fewer outcomes than records".to_owned()),
+                    ),
+                },
+                Err(why) => (ImportCounts::default(), Some(why.clone())),
+            };
+            FileReport {
+                hash_id: rid.to_string(),
+                counts,
+                error,
+            }
+        });
+        for slot in self.slots.drain(..) {
+            match slot {
+                Slot::Failed(file) => report.push(file),
+                Slot::Queued => {
+                    if let Some(file) = outcomes.next() {
+                        report.push(file);
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// Imports the snapshot in `file` (a ZIP, read from the start).
+pub async fn import_from(
+    store: &StoragedClient,
+    file: File,
+    opts: &ImportOptions,
+) -> Result<ImportReport, ApiError> {
+    let (tx, mut rx) = mpsc::channel::<Item>(16);
+    let (plugin_dir, dry_run) = (opts.plugin_dir.clone(), opts.dry_run);
+    let reader = tokio::task::spawn_blocking(move || read_zip(file, &tx, &plugin_dir, dry_run));
+    let mut report = ImportReport {
+        mode: opts.mode,
+        conflict: opts.conflict,
+        dry_run: opts.dry_run,
+        total_files: 0,
+        files_ok: 0,
+        files_failed: 0,
+        files: Vec::new(),
+        plugin_output: None,
+    };
+    let mut group = Group::default();
+    while let Some(item) = rx.recv().await {
+        match item.parsed {
+            Ok((rid, fields)) => {
+                let bytes = serde_json::to_vec(&fields).map_or(0, |j| j.len());
+                if !group.records.is_empty()
+                    && (group.records.len() == MAX_IMPORT_GROUP
+                        || group.bytes + bytes > GROUP_BYTES)
+                {
+                    group.flush(store, opts, &mut report).await;
+                }
+                group.records.push(ImportRecord { rid, fields });
+                group.bytes += bytes;
+                group.slots.push(Slot::Queued);
+            }
+            Err(e) => group.slots.push(Slot::Failed(FileReport {
+                hash_id: item.hash_id,
+                counts: ImportCounts::default(),
+                error: Some(e),
+            })),
+        }
+    }
+    group.flush(store, opts, &mut report).await;
+    report.plugin_output = reader
+        .await
+        .map_err(|e| ApiError::internal(format!("the archive reader failed: {e}")))??;
+    Ok(report)
+}
+
+/// The blocking side of an import: checks the manifest, then sends each
+/// `metadata/` entry, and writes (or counts, on a dry run) plugin output.
+fn read_zip(
+    file: File,
+    tx: &mpsc::Sender<Item>,
+    plugin_dir: &Path,
+    dry_run: bool,
+) -> Result<Option<PluginReport>, ApiError> {
+    let mut zip = ZipArchive::new(file)
+        .map_err(|e| ApiError::bad_request(format!("not a ZIP archive: {e}")))?;
+    {
+        let entry = zip
+            .by_name("manifest.json")
+            .map_err(|_| ApiError::bad_request("the snapshot has no manifest.json"))?;
+        let mut bytes = Vec::new();
+        entry
+            .take(MAX_MANIFEST_BYTES)
+            .read_to_end(&mut bytes)
+            .map_err(|e| ApiError::bad_request(format!("cannot read manifest.json: {e}")))?;
+        check_manifest(&bytes)?;
+    }
+    let mut plugin: Option<PluginReport> = None;
+    for i in 0..zip.len() {
+        let mut entry = match zip.by_index(i) {
+            Ok(e) => e,
+            Err(e) => {
+                let item = Item {
+                    hash_id: format!("#{i}"),
+                    parsed: Err(format!("unreadable ZIP entry: {e}")),
+                };
+                if tx.blocking_send(item).is_err() {
+                    return Err(ApiError::internal("the import stopped"));
+                }
+                continue;
+            }
+        };
+        let Ok(name) = entry.name().map(|n| n.into_owned()) else {
+            continue;
+        };
+        if entry.is_dir() {
+            continue;
+        }
+        if let Some(stem) = name
+            .strip_prefix(METADATA_PREFIX)
+            .and_then(|s| s.strip_suffix(".json"))
+        {
+            let item = match Rid::parse(stem) {
+                Ok(rid) => Item {
+                    hash_id: rid.to_string(),
+                    parsed: read_record(&mut entry).map(|f| (rid, f)),
+                },
+                Err(e) => Item {
+                    hash_id: stem.to_owned(),
+                    parsed: Err(format!("{stem:?} is not a RID: {e}")),
+                },
+            };
+            if tx.blocking_send(item).is_err() {
+                return Err(ApiError::internal("the import stopped"));
+            }
+        } else if let Some(rel) = name.strip_prefix(PLUGIN_PREFIX) {
+            let p = plugin.get_or_insert_default();
+            let ok = !entry.is_symlink() && write_plugin_file(plugin_dir, rel, &mut entry, dry_run);
+            if ok {
+                p.written += 1;
+            } else {
+                tracing::warn!(entry = %name, "snapshot import skips a plugin output entry");
+                p.skipped += 1;
+            }
+        }
+    }
+    Ok(plugin)
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn spooling_stops_over_the_limit() {
+        let chunks =
+            || futures_util::stream::iter([Ok::<_, io::Error>(vec![1u8; 6]), Ok(vec![2u8; 6])]);
+        let mut file = spool(chunks(), 12).await.unwrap();
+        let mut back = Vec::new();
+        file.read_to_end(&mut back).unwrap();
+        assert_eq!(back.len(), 12, "the spooled file is rewound and whole");
+        let e = spool(chunks(), 11).await.unwrap_err();
+        assert_eq!(e.code, ErrorCode::PayloadTooLarge);
+    }
+}

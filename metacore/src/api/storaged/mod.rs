@@ -1,0 +1,9 @@
+//! storaged's socket API: the wire types of every route ([`wire`]) and the
+//! typed client ([`StoragedClient`]). The routes are listed in
+//! `docs/storaged-api.md`.
+
+mod client;
+mod wire;
+
+pub use client::StoragedClient;
+pub use wire::*;

@@ -1,0 +1,327 @@
+//! Checked write inputs. Every write to the store is built from these
+//! types, each checked once where the input enters (apid's public edge, or
+//! storaged's socket), and storaged's write functions take nothing else:
+//! no unchecked field, value, path or key can reach the writer thread, and
+//! a bad request never takes the single writer's time.
+//!
+//! The checks are the record rules of [`crate::record`]: field names are
+//! `/`-separated paths without empty, `.` or `..` segments or NUL; retired
+//! names (`cid_*`, `midhash256`, `canonical_cid`) and `__fields__` are
+//! refused on writes; a `cids/<cid>` member names a valid CID; values carry
+//! no NUL.
+
+use std::fmt;
+
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::cid::Cid;
+use crate::error::ApiError;
+use crate::record::{CIDS_PREFIX, FieldError, Fields, Target, check_shape, check_write};
+
+/// A field name whose shape is checked: what a read or a delete names.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct FieldName(String);
+
+impl FieldName {
+    pub fn new(name: impl Into<String>) -> Result<Self, FieldError> {
+        let name = name.into();
+        check_shape(&name)?;
+        Ok(Self(name))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    pub fn into_string(self) -> String {
+        self.0
+    }
+}
+
+impl fmt::Display for FieldName {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+/// One field a write sets: the name checked for writing, the value without
+/// NUL, and the CID when the field is a `cids/<cid>` member.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedField {
+    name: String,
+    value: String,
+    cid: Option<Cid>,
+}
+
+impl CheckedField {
+    pub fn new(name: impl Into<String>, value: impl Into<String>) -> Result<Self, FieldError> {
+        let (name, value) = (name.into(), value.into());
+        let cid = check_write(&name, &value)?;
+        Ok(Self { name, value, cid })
+    }
+
+    /// `cids/<cid> = "true"`: the member that makes `cid` an alias.
+    pub fn member(cid: &Cid) -> Self {
+        Self {
+            name: format!("{CIDS_PREFIX}{cid}"),
+            value: "true".into(),
+            cid: Some(cid.clone()),
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn value(&self) -> &str {
+        &self.value
+    }
+
+    /// The CID of a `cids/` member, `None` for any other field.
+    pub fn cid(&self) -> Option<&Cid> {
+        self.cid.as_ref()
+    }
+}
+
+/// The fields of a bulk write (a replace or a merge), every one checked,
+/// with the CID of each `cids/` member in field order. On the wire it is
+/// the plain map of fields.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct CheckedFields {
+    fields: Fields,
+    cids: Vec<Option<Cid>>,
+}
+
+impl CheckedFields {
+    pub fn check(fields: Fields) -> Result<Self, ApiError> {
+        let cids = fields
+            .iter()
+            .map(|(f, v)| check_write(f, v).map_err(ApiError::from))
+            .collect::<Result<_, _>>()?;
+        Ok(Self { fields, cids })
+    }
+
+    /// Checks `fields` plus, for a write addressed by CID, that CID's
+    /// member (a replace keeps the address it was made through).
+    pub fn check_for(target: &Target, mut fields: Fields) -> Result<Self, ApiError> {
+        if let Target::Cid(cid) = target {
+            fields
+                .entry(format!("{CIDS_PREFIX}{cid}"))
+                .or_insert_with(|| "true".into());
+        }
+        Self::check(fields)
+    }
+
+    /// Each field with its value and member CID, in name order.
+    pub fn iter(&self) -> impl Iterator<Item = (&String, &String, Option<&Cid>)> {
+        self.fields
+            .iter()
+            .zip(&self.cids)
+            .map(|((f, v), c)| (f, v, c.as_ref()))
+    }
+
+    pub fn contains(&self, field: &str) -> bool {
+        self.fields.contains_key(field)
+    }
+
+    pub fn len(&self) -> usize {
+        self.fields.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.fields.is_empty()
+    }
+
+    pub fn fields(&self) -> &Fields {
+        &self.fields
+    }
+
+    /// The fields `keep` says yes to, still checked.
+    pub fn subset(&self, mut keep: impl FnMut(&str, &str) -> bool) -> CheckedFields {
+        let (fields, cids) = self
+            .fields
+            .iter()
+            .zip(&self.cids)
+            .filter(|((f, v), _)| keep(f, v))
+            .map(|((f, v), c)| ((f.clone(), v.clone()), c.clone()))
+            .unzip();
+        CheckedFields { fields, cids }
+    }
+}
+
+impl Serialize for CheckedFields {
+    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        self.fields.serialize(s)
+    }
+}
+
+/// A member to add to a field that holds a `|`-separated set: a checked
+/// field that is not a `cids/` member, whose value is one non-empty member
+/// without `|`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct SetMember(CheckedField);
+
+impl SetMember {
+    pub fn new(field: impl Into<String>, value: impl Into<String>) -> Result<Self, ApiError> {
+        let f = CheckedField::new(field, value)?;
+        if f.name.starts_with(CIDS_PREFIX) {
+            return Err(ApiError::schema(
+                "cids/ members are a key-set: write cids/<cid> = \"true\" instead",
+            ));
+        }
+        if f.value.is_empty() {
+            return Err(ApiError::schema("a set member is required"));
+        }
+        if f.value.contains('|') {
+            return Err(ApiError::schema(
+                "a set member cannot contain '|', the set's separator",
+            ));
+        }
+        Ok(Self(f))
+    }
+
+    pub fn field(&self) -> &str {
+        &self.0.name
+    }
+
+    pub fn value(&self) -> &str {
+        &self.0.value
+    }
+}
+
+/// Longest path accepted in `filePath` of a mint and in a duplicate, in
+/// bytes.
+pub const MAX_PATH_LEN: usize = 4096;
+
+/// A file's path as a record keeps it (`filePath`, `dup:<rid>/<path>`):
+/// 1 to [`MAX_PATH_LEN`] bytes without NUL. On the wire, a string.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct FilePath(String);
+
+impl FilePath {
+    pub fn new(path: impl Into<String>) -> Result<Self, ApiError> {
+        let path = path.into();
+        if path.is_empty() || path.len() > MAX_PATH_LEN || path.contains('\0') {
+            return Err(ApiError::schema(format!(
+                "a path is 1 to {MAX_PATH_LEN} bytes without NUL"
+            )));
+        }
+        Ok(Self(path))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+}
+
+impl TryFrom<String> for FilePath {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::new(s).map_err(|e| e.message)
+    }
+}
+
+impl From<FilePath> for String {
+    fn from(p: FilePath) -> String {
+        p.0
+    }
+}
+
+impl fmt::Display for FilePath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::error::ErrorCode;
+
+    const CID: &str = "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
+
+    fn fields(pairs: &[(&str, &str)]) -> Fields {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn a_field_is_checked_for_writing() {
+        let f = CheckedField::new("title", "Inception").unwrap();
+        assert_eq!((f.name(), f.value(), f.cid()), ("title", "Inception", None));
+        let m = CheckedField::new(format!("cids/{CID}"), "true").unwrap();
+        assert_eq!(m.cid().map(Cid::as_str), Some(CID));
+        assert_eq!(m, CheckedField::member(&Cid::parse(CID).unwrap()));
+        assert!(matches!(
+            CheckedField::new("midhash256", "x"),
+            Err(FieldError::Deprecated(_))
+        ));
+        assert!(matches!(
+            CheckedField::new("a//b", "x"),
+            Err(FieldError::EmptySegment(_))
+        ));
+        assert!(matches!(
+            CheckedField::new("a", "x\0"),
+            Err(FieldError::NulValue(_))
+        ));
+        assert!(FieldName::new("a/../b").is_err());
+        assert_eq!(
+            FieldName::new("cid_x").unwrap().as_str(),
+            "cid_x",
+            "reads may name anything well-shaped"
+        );
+    }
+
+    #[test]
+    fn bulk_fields_keep_their_error_codes() {
+        let e = CheckedFields::check(fields(&[("ok", "1"), ("cid_sha", "x")])).unwrap_err();
+        assert_eq!(e.code, ErrorCode::DeprecatedField);
+        let e = CheckedFields::check(fields(&[("cids/nope", "true")])).unwrap_err();
+        assert_eq!(e.code, ErrorCode::SchemaViolation);
+        let ok =
+            CheckedFields::check(fields(&[("a", "1"), (&format!("cids/{CID}"), "true")])).unwrap();
+        let cids: Vec<_> = ok.iter().map(|(_, _, c)| c.is_some()).collect();
+        assert_eq!(cids, [false, true], "the member CID follows its field");
+        assert_eq!(
+            serde_json::to_value(&ok).unwrap(),
+            serde_json::json!({"a": "1", format!("cids/{CID}"): "true"})
+        );
+    }
+
+    #[test]
+    fn a_write_by_cid_keeps_its_member() {
+        let target = Target::Cid(Cid::parse(CID).unwrap());
+        let f = CheckedFields::check_for(&target, fields(&[("a", "1")])).unwrap();
+        assert!(f.contains(&format!("cids/{CID}")));
+        assert_eq!(f.len(), 2);
+    }
+
+    #[test]
+    fn set_members() {
+        assert!(SetMember::new("tags", "a").is_ok());
+        for (field, value) in [
+            ("tags", ""),
+            ("tags", "a|b"),
+            (&format!("cids/{CID}")[..], "true"),
+            ("cid_x", "a"),
+        ] {
+            assert!(SetMember::new(field, value).is_err(), "{field} {value}");
+        }
+    }
+
+    #[test]
+    fn paths() {
+        assert!(FilePath::new("/files/a.mkv").is_ok());
+        assert!(FilePath::new("").is_err());
+        assert!(FilePath::new("a\0b").is_err());
+        assert!(FilePath::new("x".repeat(MAX_PATH_LEN + 1)).is_err());
+        assert!(serde_json::from_str::<FilePath>("\"\"").is_err());
+        assert_eq!(
+            serde_json::from_str::<FilePath>("\"/a\"").unwrap().as_str(),
+            "/a"
+        );
+    }
+}

@@ -1,0 +1,186 @@
+//! `Store`: the narrow interface the socket layer (and the benchmarks)
+//! call: records ([`records`]), raw keys ([`kv`]), streams ([`streams`])
+//! and, here, opening, closing and the figures. Writes go to the writer
+//! thread, reads to the reader pool; nothing here knows HTTP. Every write
+//! method takes checked inputs ([`metacore::checked`], [`metacore::key`]),
+//! so a bad request is refused before it is queued.
+//!
+//! A second backend (for multi-host deployments) would implement the same
+//! methods; none is built until an issue asks for it.
+
+mod kv;
+mod records;
+mod streams;
+
+use std::path::PathBuf;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::{Stats, WriterStats};
+use metacore::clock::unix_ms;
+use rusqlite::{Connection, OpenFlags};
+use tokio::sync::watch;
+
+use crate::engine::Options;
+use crate::engine::checkpointer::{Checkpointer, GapFlag};
+use crate::engine::lock::DbLock;
+use crate::engine::readers::Readers;
+use crate::engine::schema::{self, COUNT_ROOTS_KEY};
+use crate::engine::writer::Writer;
+use crate::error::{Result, StoreError};
+use crate::streams::{Heads, HeadsPublisher, StreamState};
+/// How long a count of the whole table is reused.
+const KEY_COUNT_TTL: Duration = Duration::from_secs(60);
+
+/// An open store.
+#[derive(Debug)]
+pub struct Store {
+    writer: Writer,
+    readers: Arc<Readers>,
+    heads: watch::Receiver<Heads>,
+    db_path: PathBuf,
+    started: Instant,
+    /// The last count of the kv table and when it was taken; counting a
+    /// large table takes a while, so it is cached.
+    key_count: tokio::sync::Mutex<Option<(u64, u64, Instant)>>,
+    /// Held for the life of the store: no other storaged may open the file.
+    _lock: DbLock,
+    /// Copies the WAL back into the database off the writer's path; taken
+    /// (and so stopped) by the first `close`.
+    checkpointer: Mutex<Option<Checkpointer>>,
+}
+
+impl Store {
+    /// Opens (or creates) the database: lock, table, pragmas, schema gate,
+    /// counters, stream marks, reader pool, writer thread.
+    pub fn open(opts: &Options) -> Result<Self> {
+        let lock = DbLock::acquire(&opts.lock_path, &opts.db_path)?;
+        if let Some(dir) = opts.db_path.parent() {
+            std::fs::create_dir_all(dir).map_err(|e| StoreError::Io {
+                what: "create the database directory",
+                path: dir.to_owned(),
+                source: e,
+            })?;
+        }
+        let conn = Connection::open_with_flags(
+            &opts.db_path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_CREATE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
+        conn.set_prepared_statement_cache_capacity(64);
+        schema::prepare_writer(&conn, opts.cache_mb)?;
+        schema::gate(&conn).map_err(|e| match e {
+            StoreError::SchemaGate(why) => {
+                StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display()))
+            }
+            other => other,
+        })?;
+        if schema::build_counters(&conn)? {
+            tracing::info!("built idx:count/roots from the root index");
+        }
+        let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
+        let (tx, heads) = watch::channel(state.heads());
+        let readers = Arc::new(Readers::open(
+            &opts.db_path,
+            opts.readers,
+            opts.reader_cache_mb,
+        )?);
+        let gap = GapFlag::default();
+        let writer = Writer::start(conn, gap.clone(), state, HeadsPublisher(tx), opts.batch)?;
+        let checkpointer = Checkpointer::start(&opts.db_path, gap)?;
+        Ok(Self {
+            writer,
+            readers,
+            heads,
+            db_path: opts.db_path.clone(),
+            started: Instant::now(),
+            key_count: tokio::sync::Mutex::new(None),
+            _lock: lock,
+            checkpointer: Mutex::new(Some(checkpointer)),
+        })
+    }
+
+    /// Finishes queued writes, checkpoints the WAL and stops the writer.
+    pub async fn close(&self) {
+        // Stop checkpointing first: the writer's last act is a TRUNCATE one.
+        let Some(checkpointer) = self.checkpointer.lock().expect("checkpointer lock").take() else {
+            return; // closed already
+        };
+        drop(checkpointer);
+        self.writer.close().await;
+    }
+
+    pub async fn roots(&self) -> Result<u64> {
+        self.readers
+            .read(|c| {
+                let v = crate::kv::get(c, COUNT_ROOTS_KEY)?.unwrap_or_default();
+                v.parse::<u64>().map_err(|e| StoreError::Corrupt {
+                    key: COUNT_ROOTS_KEY.into(),
+                    detail: e.to_string(),
+                })
+            })
+            .await
+    }
+
+    /// Bytes of the database file and its WAL.
+    pub fn db_bytes(&self) -> u64 {
+        let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
+        let mut wal = self.db_path.clone().into_os_string();
+        wal.push("-wal");
+        size(&self.db_path) + size(std::path::Path::new(&wal))
+    }
+
+    pub async fn stats(&self) -> Result<Stats> {
+        let roots = self.roots().await?;
+        let mut cache = self.key_count.lock().await;
+        let (keys, at_ms) = match *cache {
+            Some((n, at, when)) if when.elapsed() < KEY_COUNT_TTL => (n, at),
+            _ => {
+                let n = self
+                    .readers
+                    .read(|c| {
+                        Ok(
+                            c.query_row("SELECT count(*) FROM kv", [], |r| r.get::<_, i64>(0))?
+                                as u64,
+                        )
+                    })
+                    .await?;
+                let at = unix_ms();
+                *cache = Some((n, at, Instant::now()));
+                (n, at)
+            }
+        };
+        Ok(Stats {
+            roots,
+            keys,
+            keys_counted_at_ms: at_ms,
+            db_bytes: self.db_bytes(),
+        })
+    }
+
+    pub fn writer_stats(&self) -> WriterStats {
+        self.writer.stats()
+    }
+
+    pub fn uptime(&self) -> Duration {
+        self.started.elapsed()
+    }
+
+    pub fn db_path(&self) -> &std::path::Path {
+        &self.db_path
+    }
+
+    pub fn readers(&self) -> u32 {
+        self.readers.size()
+    }
+}
+
+/// Runs `f` inside one read transaction on `c`, so its statements see one
+/// committed state.
+pub(crate) fn in_read_tx<T>(c: &Connection, f: impl FnOnce(&Connection) -> Result<T>) -> Result<T> {
+    let tx = c.unchecked_transaction()?;
+    let out = f(&tx);
+    drop(tx);
+    out
+}
