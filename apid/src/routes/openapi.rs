@@ -14,6 +14,10 @@ pub(super) async fn document() -> impl IntoResponse {
 }
 
 #[cfg(test)]
+#[path = "openapi_test.rs"]
+mod answers_test;
+
+#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 
