@@ -13,16 +13,16 @@ use metacore::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 
 /// Body limit of the metadata and editor routes (a 413 above it).
-pub const MAX_BODY: usize = 8 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 8 * 1024 * 1024;
 /// Body limit of `PUT /meta/{hash}/{key...}` (one value).
-pub const MAX_PROPERTY_BODY: usize = 1024 * 1024;
+pub(crate) const MAX_PROPERTY_BODY: usize = 1024 * 1024;
 
 /// Adds the CORS headers to every answer; answers preflights itself.
 ///
 /// The original allowed `GET, POST, PUT, DELETE, OPTIONS` and
 /// `Content-Type`; PATCH, HEAD, `Authorization` (the admin token) and
 /// `Last-Event-ID` (SSE resume) are added so browsers can use every route.
-pub async fn cors(req: Request, next: Next) -> Response {
+pub(crate) async fn cors(req: Request, next: Next) -> Response {
     let mut resp = if req.method() == Method::OPTIONS {
         StatusCode::OK.into_response()
     } else {
@@ -46,7 +46,11 @@ pub async fn cors(req: Request, next: Next) -> Response {
 
 /// Lets a request through to a mutating admin route only with
 /// `Authorization: Bearer <META_CORE_ADMIN_TOKEN>` when a token is set.
-pub async fn admin_only(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
+pub(crate) async fn admin_only(
+    State(st): State<Arc<AppState>>,
+    req: Request,
+    next: Next,
+) -> Response {
     let Some(token) = st.config.admin_token.as_deref() else {
         return next.run(req).await;
     };

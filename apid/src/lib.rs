@@ -7,10 +7,10 @@
 //! `run` is what the binary calls: bind the public port and apid's own
 //! socket (`/health`, `/status` for the supervisor), serve until shutdown.
 
-pub mod http;
+pub(crate) mod http;
 pub mod nested;
 pub mod routes;
-pub mod state;
+pub(crate) mod state;
 pub use metacore::urls;
 
 use std::sync::Arc;
@@ -19,7 +19,7 @@ use metacore::Config;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
-pub use state::AppState;
+use crate::state::AppState;
 
 /// Why apid stopped with an error.
 #[derive(Debug, thiserror::Error)]

@@ -41,4 +41,4 @@ impl AppState {
 }
 
 /// The state extractor of every public handler.
-pub type State = axum::extract::State<std::sync::Arc<AppState>>;
+pub(crate) type State = axum::extract::State<std::sync::Arc<AppState>>;

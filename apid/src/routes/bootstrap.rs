@@ -16,7 +16,7 @@ use crate::urls::{LeaderInfo, Urls};
 /// `GET /health`: always 200; `status` is `degraded` and `redis` false
 /// while storaged does not answer (the field keeps the original's name).
 #[derive(Debug, Serialize)]
-pub struct PublicHealth {
+pub(crate) struct PublicHealth {
     pub status: &'static str,
     pub redis: bool,
     pub timestamp: String,
@@ -25,7 +25,7 @@ pub struct PublicHealth {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PublicStatus {
+pub(crate) struct PublicStatus {
     pub status: &'static str,
     pub redis: bool,
     pub service_name: String,

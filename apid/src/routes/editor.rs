@@ -20,14 +20,14 @@ use crate::state::State;
 const PROCESSING_STATUS: &str = "processingStatus";
 
 #[derive(Debug, Default, Deserialize)]
-pub struct TuplesQuery {
+pub(crate) struct TuplesQuery {
     #[serde(default)]
     pub summary: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Tuple {
+pub(crate) struct Tuple {
     pub hash_id: Rid,
     pub file_path: String,
     pub size_byte: u64,
@@ -40,7 +40,7 @@ pub struct Tuple {
 /// `GET /api/files/tuples`: `files` is left out with `summary`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Tuples {
+pub(crate) struct Tuples {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub files: Option<Vec<Tuple>>,
     pub count: u64,
@@ -83,7 +83,7 @@ pub(super) async fn tuples(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct ListQuery {
+pub(crate) struct ListQuery {
     #[serde(default)]
     pub offset: Option<u64>,
     #[serde(default)]
@@ -92,7 +92,7 @@ pub struct ListQuery {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ListItem {
+pub(crate) struct ListItem {
     pub hash_id: Rid,
     pub title: String,
     pub file_name: String,
@@ -107,7 +107,7 @@ const LIST_FIELDS: [&str; 6] = ["title", "fileName", "filePath", "type", "fileTy
 
 /// `GET /api/metadata/list`.
 #[derive(Debug, Serialize)]
-pub struct EditorList {
+pub(crate) struct EditorList {
     pub count: usize,
     pub items: Vec<ListItem>,
     /// Records in the store.
@@ -161,13 +161,13 @@ pub(super) async fn list(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct BatchBody {
+pub(crate) struct BatchBody {
     pub updates: Vec<BatchUpdate>,
 }
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BatchUpdate {
+pub(crate) struct BatchUpdate {
     #[serde(default)]
     pub hash_id: Option<String>,
     #[serde(default)]
@@ -178,7 +178,7 @@ pub struct BatchUpdate {
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct BatchResult {
+pub(crate) struct BatchResult {
     pub hash_id: String,
     pub status: &'static str,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -187,7 +187,7 @@ pub struct BatchResult {
 
 /// `POST /api/metadata/batch`.
 #[derive(Debug, Serialize)]
-pub struct BatchResponse {
+pub(crate) struct BatchResponse {
     /// Always `completed`: each update has its own result.
     pub status: &'static str,
     pub total: usize,
@@ -268,7 +268,7 @@ async fn apply_update(
 /// `POST /api/metadata/clear`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Cleared {
+pub(crate) struct Cleared {
     pub status: &'static str,
     pub message: &'static str,
     pub deleted_count: u64,
@@ -288,7 +288,7 @@ pub(super) async fn clear(st: State) -> JsonReply<Cleared> {
 /// `PUT /api/metadata/{hashId}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EditorWritten {
+pub(crate) struct EditorWritten {
     pub status: &'static str,
     pub hash_id: Rid,
     pub message: &'static str,
@@ -315,7 +315,7 @@ pub(super) async fn put(
 /// `DELETE /api/metadata/{hashId}`: `deletedKeys` is the rows removed.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EditorDeleted {
+pub(crate) struct EditorDeleted {
     pub status: &'static str,
     pub hash_id: Rid,
     pub deleted_keys: u64,
@@ -334,14 +334,14 @@ pub(super) async fn delete(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct PropertyQuery {
+pub(crate) struct PropertyQuery {
     pub property: String,
 }
 
 /// `GET /api/metadata/{hashId}/property?property=`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EditorProperty {
+pub(crate) struct EditorProperty {
     pub hash_id: Rid,
     pub property: String,
     pub value: String,
@@ -366,7 +366,7 @@ pub(super) async fn get_property(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PropertyBody {
+pub(crate) struct PropertyBody {
     pub property: String,
     pub value: String,
 }
@@ -374,7 +374,7 @@ pub struct PropertyBody {
 /// `PUT /api/metadata/{hashId}/property`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct EditorPropertyWritten {
+pub(crate) struct EditorPropertyWritten {
     pub status: &'static str,
     pub hash_id: Rid,
     pub property: String,

@@ -21,7 +21,7 @@ const RANGE_PAGE: u32 = 5000;
 /// `GET /api/kv/info`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KvInfo {
+pub(crate) struct KvInfo {
     pub prefix: &'static str,
     pub file_count: u64,
     /// Equals `fileCount`, as in the original.
@@ -61,7 +61,7 @@ fn human_bytes(b: u64) -> String {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct KeysQuery {
+pub(crate) struct KeysQuery {
     #[serde(default)]
     pub cursor: Option<String>,
     #[serde(default)]
@@ -73,7 +73,7 @@ pub struct KeysQuery {
 /// `GET /api/kv/keys`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KvKeys {
+pub(crate) struct KvKeys {
     pub keys: Vec<String>,
     pub has_more: bool,
     /// The last root of the page, or `"0"` when done.
@@ -107,7 +107,7 @@ pub(super) async fn keys(st: State, QueryParams(q): QueryParams<KeysQuery>) -> J
 }
 
 #[derive(Debug, Deserialize)]
-pub struct TreeQuery {
+pub(crate) struct TreeQuery {
     #[serde(default)]
     pub prefix: String,
     #[serde(default)]
@@ -205,7 +205,7 @@ pub(super) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> J
 /// `GET /api/kv/tree`: one level of the key space, S3 style.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KvTree {
+pub(crate) struct KvTree {
     pub prefix: String,
     pub delimiter: String,
     pub branches: Vec<String>,
@@ -236,7 +236,7 @@ fn tree_cursor(last: &str, delimiter: &str) -> String {
 }
 
 #[derive(Debug, Deserialize)]
-pub struct SearchQuery {
+pub(crate) struct SearchQuery {
     #[serde(default)]
     pub contains: String,
     #[serde(default)]
@@ -247,7 +247,7 @@ pub struct SearchQuery {
 /// scan of the key column, stopping at `limit`).
 /// `GET /api/kv/search`.
 #[derive(Debug, Serialize)]
-pub struct KvSearch {
+pub(crate) struct KvSearch {
     pub contains: String,
     pub keys: Vec<String>,
     pub truncated: bool,
@@ -294,7 +294,7 @@ pub(super) async fn search(
 }
 
 #[derive(Debug, Deserialize)]
-pub struct FindQuery {
+pub(crate) struct FindQuery {
     #[serde(default)]
     pub contains: String,
     #[serde(default)]
@@ -308,7 +308,7 @@ pub struct FindQuery {
 /// One field of `GET /api/kv/find`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct KvFindMatch {
+pub(crate) struct KvFindMatch {
     pub key: String,
     pub value: String,
     pub entry_path: String,
@@ -317,7 +317,7 @@ pub struct KvFindMatch {
 
 /// `GET /api/kv/find`.
 #[derive(Debug, Serialize)]
-pub struct KvFind {
+pub(crate) struct KvFind {
     pub contains: String,
     pub fields: Vec<String>,
     pub matches: Vec<KvFindMatch>,
@@ -371,13 +371,13 @@ pub(super) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> J
 }
 
 #[derive(Debug, Deserialize)]
-pub struct KeyQuery {
+pub(crate) struct KeyQuery {
     pub key: String,
 }
 
 /// `GET` and `PUT /api/kv/value`: a key as Redis described it.
 #[derive(Debug, Serialize)]
-pub struct KvValue {
+pub(crate) struct KvValue {
     pub key: String,
     /// `string`, or empty when the key is absent.
     #[serde(rename = "type")]
@@ -402,7 +402,7 @@ pub(super) async fn get_value(
 
 #[derive(Debug, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct PutValue {
+pub(crate) struct PutValue {
     pub key: String,
     pub value: String,
 }
@@ -422,7 +422,7 @@ pub(super) async fn put_value(st: State, JsonBody(b): JsonBody<PutValue>) -> Jso
 
 /// `DELETE /api/kv/value`.
 #[derive(Debug, Serialize)]
-pub struct KvDeleted {
+pub(crate) struct KvDeleted {
     pub key: String,
     pub deleted: bool,
 }
@@ -441,7 +441,7 @@ pub(super) async fn delete_value(
 
 /// `GET /api/kv/key/{key...}`.
 #[derive(Debug, Serialize)]
-pub struct KvHash {
+pub(crate) struct KvHash {
     pub key: String,
     /// Always `hash`: a record is shown as a Redis hash of its fields.
     #[serde(rename = "type")]

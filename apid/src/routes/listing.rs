@@ -11,7 +11,7 @@ const PAGE: u32 = 2000;
 
 /// Calls `each` for every root in RID order with the fields `names` it has,
 /// until `each` returns false.
-pub async fn each_root(
+pub(crate) async fn each_root(
     store: &StoragedClient,
     names: &[&str],
     mut each: impl FnMut(RootFields) -> bool,
@@ -36,7 +36,7 @@ pub async fn each_root(
 }
 
 /// Every root, in RID order (16 bytes each: fine to hold for a listing).
-pub async fn all_roots(store: &StoragedClient) -> Result<Vec<Rid>, ApiError> {
+pub(crate) async fn all_roots(store: &StoragedClient) -> Result<Vec<Rid>, ApiError> {
     let mut q = PageQuery {
         limit: Some(MAX_PAGE),
         ..PageQuery::default()

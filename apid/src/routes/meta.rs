@@ -26,14 +26,14 @@ use crate::state::State;
 
 /// `?shape=flat|nested` on record reads.
 #[derive(Debug, Default, Deserialize)]
-pub struct ShapeQuery {
+pub(crate) struct ShapeQuery {
     #[serde(default)]
     pub shape: Option<String>,
 }
 
 impl ShapeQuery {
     /// The asked shape, checked before the store is asked.
-    pub fn shape(&self) -> Result<Shape, ApiError> {
+    pub(crate) fn shape(&self) -> Result<Shape, ApiError> {
         match self.shape.as_deref() {
             None | Some("") | Some("flat") => Ok(Shape::Flat),
             Some("nested") => Ok(Shape::Nested),
@@ -46,7 +46,7 @@ impl ShapeQuery {
 
 /// How record fields go over the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Shape {
+pub(crate) enum Shape {
     Flat,
     Nested,
 }
@@ -54,13 +54,13 @@ pub enum Shape {
 /// A record's fields as they go over the wire: flat, or nested on request.
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
-pub enum Metadata {
+pub(crate) enum Metadata {
     Flat(Fields),
     Nested(Value),
 }
 
 impl Shape {
-    pub fn render(self, fields: Fields) -> Metadata {
+    pub(crate) fn render(self, fields: Fields) -> Metadata {
         match self {
             Shape::Flat => Metadata::Flat(fields),
             Shape::Nested => Metadata::Nested(crate::nested::nest(&fields)),
@@ -71,7 +71,7 @@ impl Shape {
 /// `GET /meta`, `GET /api/metadata/hash-ids`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct HashIds {
+pub(crate) struct HashIds {
     pub hash_ids: Vec<Rid>,
     pub count: usize,
 }
@@ -79,7 +79,7 @@ pub struct HashIds {
 /// `GET /meta/{hash}`, `GET /api/metadata/{hashId}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct Record {
+pub(crate) struct Record {
     pub hash_id: Rid,
     pub metadata: Metadata,
 }
@@ -87,7 +87,7 @@ pub struct Record {
 /// `PUT /meta/{hash}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MetaWritten {
+pub(crate) struct MetaWritten {
     pub success: bool,
     pub hash_id: Rid,
 }
@@ -95,7 +95,7 @@ pub struct MetaWritten {
 /// `PATCH /meta/{hash}`: `updated` is the number of fields sent.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MetaMerged {
+pub(crate) struct MetaMerged {
     pub success: bool,
     pub hash_id: Rid,
     pub updated: usize,
@@ -104,7 +104,7 @@ pub struct MetaMerged {
 /// `DELETE /meta/{hash}`: `deleted` is the rows removed.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct MetaDeleted {
+pub(crate) struct MetaDeleted {
     pub success: bool,
     pub hash_id: Rid,
     pub deleted: u64,
@@ -113,7 +113,7 @@ pub struct MetaDeleted {
 /// `PUT` and `DELETE /meta/{hash}/{key...}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct PropertyWritten {
+pub(crate) struct PropertyWritten {
     pub success: bool,
     pub hash_id: Rid,
     pub property: String,
@@ -122,7 +122,7 @@ pub struct PropertyWritten {
 /// `POST /meta/{hash}/_add/{key...}`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct SetAdded {
+pub(crate) struct SetAdded {
     pub success: bool,
     pub hash_id: Rid,
     pub property: String,
@@ -131,7 +131,7 @@ pub struct SetAdded {
 
 /// `GET /api/meta/{cid}` (`canonical_cid` keeps the original's spelling).
 #[derive(Debug, Serialize)]
-pub struct CidDocument {
+pub(crate) struct CidDocument {
     pub cid: Cid,
     pub metadata: Metadata,
     pub cids: Vec<String>,
@@ -142,7 +142,7 @@ pub struct CidDocument {
 /// `GET /data/{hash}/path`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct DataPath {
+pub(crate) struct DataPath {
     pub hash_id: Rid,
     pub path: String,
     pub exists: bool,
@@ -375,7 +375,7 @@ pub(super) async fn data_path(
 /// (CONTRACT decision 5): an absolute path under `files_path` is kept; a
 /// path under the conventional `/files` mount point, or a relative one, is
 /// joined to `files_path`. `None` when it would leave `files_path`.
-pub fn disk_path(files_path: &Path, file_path: &str) -> Option<PathBuf> {
+pub(crate) fn disk_path(files_path: &Path, file_path: &str) -> Option<PathBuf> {
     let p = Path::new(file_path);
     let rel: &Path = if let Ok(r) = p.strip_prefix(files_path) {
         r

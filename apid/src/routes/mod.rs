@@ -1,13 +1,13 @@
 //! The public router (one module per surface) and apid's socket router.
 
-pub mod bootstrap;
-pub mod editor;
-pub mod kv;
-pub mod listing;
-pub mod meta;
-pub mod openapi;
+pub(crate) mod bootstrap;
+pub(crate) mod editor;
+pub(crate) mod kv;
+pub(crate) mod listing;
+pub(crate) mod meta;
+pub(crate) mod openapi;
 pub mod snapshot;
-pub mod stats;
+pub(crate) mod stats;
 
 use std::sync::Arc;
 

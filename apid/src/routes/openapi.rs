@@ -7,7 +7,7 @@ use axum::response::IntoResponse;
 use http::header;
 
 /// The document, as written in `docs/openapi.json`.
-pub const DOCUMENT: &str = include_str!("../../../docs/openapi.json");
+pub(crate) const DOCUMENT: &str = include_str!("../../../docs/openapi.json");
 
 pub(super) async fn document() -> impl IntoResponse {
     ([(header::CONTENT_TYPE, "application/json")], DOCUMENT)

@@ -70,7 +70,12 @@ fn declared<'a>(doc: &'a Value, schema: &'a Value, out: &mut BTreeSet<&'a str>) 
     if let Some(props) = schema.get("properties").and_then(Value::as_object) {
         out.extend(props.keys().map(String::as_str));
     }
-    for part in schema.get("allOf").and_then(Value::as_array).into_iter().flatten() {
+    for part in schema
+        .get("allOf")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         declared(doc, part, out);
     }
 }
@@ -110,7 +115,10 @@ fn check(doc: &Value, v: &Value, schema: &Value, at: &str) -> Result<(), String>
         return fail("matches no schema of anyOf".into());
     }
     if let Some(parts) = s.get("oneOf").and_then(Value::as_array) {
-        let n = parts.iter().filter(|p| check(doc, v, p, at).is_ok()).count();
+        let n = parts
+            .iter()
+            .filter(|p| check(doc, v, p, at).is_ok())
+            .count();
         if n != 1 {
             return fail(format!("matches {n} schemas of oneOf, not exactly one"));
         }
@@ -158,7 +166,12 @@ fn check_object(
     at: &str,
     strict: bool,
 ) -> Result<(), String> {
-    for r in s.get("required").and_then(Value::as_array).into_iter().flatten() {
+    for r in s
+        .get("required")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+    {
         let r = r.as_str().unwrap_or("");
         if !obj.contains_key(r) {
             return Err(format!("{at}: the required {r:?} is missing"));

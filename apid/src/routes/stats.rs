@@ -18,7 +18,7 @@ const SWEEP_MAX_AGE: Duration = Duration::from_secs(60);
 
 #[derive(Debug, Clone, Copy, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct FileTotals {
+pub(crate) struct FileTotals {
     pub count: u64,
     pub total_size: u64,
 }
@@ -43,7 +43,7 @@ pub struct Sweeper(Mutex<SweepState>);
 
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
-pub struct ApiStats {
+pub(crate) struct ApiStats {
     pub records: u64,
     pub redis_keys: u64,
     /// Bytes of the database file (the original's Redis memory figure).
