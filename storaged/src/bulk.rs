@@ -23,7 +23,7 @@ pub const WIPE_CHUNK: u32 = 500;
 
 /// What one record's import writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum RecordWrite {
+pub(crate) enum RecordWrite {
     Nothing,
     /// These fields set, the others kept.
     Merge(CheckedFields),
@@ -35,7 +35,7 @@ pub enum RecordWrite {
 
 /// The counts and the write of one record, from our fields and the
 /// snapshot's. Pure, so a dry run computes exactly what a run does.
-pub fn plan(
+pub(crate) fn plan(
     current: &Fields,
     incoming: &CheckedFields,
     mode: ImportMode,
@@ -78,7 +78,7 @@ pub fn plan(
 }
 
 /// Imports one record, reading it inside the write that applies the plan.
-pub fn import_record(
+pub(crate) fn import_record(
     tx: &mut Tx<'_>,
     rid: Rid,
     incoming: &CheckedFields,
@@ -104,7 +104,7 @@ pub fn import_record(
 }
 
 /// Deletes up to [`WIPE_CHUNK`] records; returns how many (0: none left).
-pub fn wipe_chunk(tx: &mut Tx<'_>) -> Result<u64> {
+pub(crate) fn wipe_chunk(tx: &mut Tx<'_>) -> Result<u64> {
     let page = records::list_roots(tx.conn, PageStart::default(), WIPE_CHUNK)?;
     for rid in &page.rids {
         records::delete_rid(tx, *rid)?;

@@ -17,18 +17,18 @@ use crate::error::{Result, StoreError};
 
 /// Registers `cid → rid` unless the CID already has an owner. Returns
 /// whether this call registered it.
-pub fn register(tx: &Tx<'_>, cid: &Cid, rid: Rid) -> Result<bool> {
+pub(crate) fn register(tx: &Tx<'_>, cid: &Cid, rid: Rid) -> Result<bool> {
     tx.insert_new(&alias_key(cid.as_str()), &rid.to_string())
 }
 
 /// Removes `cid → rid` if (and only if) `rid` owns it.
-pub fn retract(tx: &Tx<'_>, cid: &str, rid: Rid) -> Result<bool> {
+pub(crate) fn retract(tx: &Tx<'_>, cid: &str, rid: Rid) -> Result<bool> {
     tx.delete_if(&alias_key(cid), &rid.to_string())
 }
 
 /// The CID of a member key's field name, when it is one. Members written
 /// before validation existed may not parse; they are still retracted.
-pub fn member_cid(field: &str) -> Option<&str> {
+pub(crate) fn member_cid(field: &str) -> Option<&str> {
     field
         .strip_prefix(CIDS_PREFIX)
         .filter(|c| !c.is_empty() && !c.contains('/'))
@@ -42,7 +42,7 @@ fn parse_owner(key: &str, v: &str) -> Result<Rid> {
 }
 
 /// The owner of a CID (a reader connection, or the writer's `tx.conn`).
-pub fn owner(conn: &Connection, cid: &Cid) -> Result<Option<Rid>> {
+pub(crate) fn owner(conn: &Connection, cid: &Cid) -> Result<Option<Rid>> {
     let key = alias_key(cid.as_str());
     crate::kv::get(conn, &key)?
         .map(|v| parse_owner(&key, &v))

@@ -39,7 +39,7 @@ pub enum StoreError {
     Unavailable(&'static str),
 }
 
-pub type Result<T, E = StoreError> = std::result::Result<T, E>;
+pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 
 impl StoreError {
     /// What a client is told.

@@ -17,7 +17,7 @@ use crate::error::Result;
 use crate::records;
 
 /// Sets a key.
-pub fn put(tx: &mut Tx<'_>, write: &KeyWrite) -> Result<KvWrite> {
+pub(crate) fn put(tx: &mut Tx<'_>, write: &KeyWrite) -> Result<KvWrite> {
     let changed = match write {
         KeyWrite::Record { rid, field } => {
             records::set_field(tx, &Target::Rid(*rid), field)?.changed
@@ -31,7 +31,7 @@ pub fn put(tx: &mut Tx<'_>, write: &KeyWrite) -> Result<KvWrite> {
 }
 
 /// Deletes a key.
-pub fn delete(tx: &mut Tx<'_>, key: &WritableKey) -> Result<KvDeleted> {
+pub(crate) fn delete(tx: &mut Tx<'_>, key: &WritableKey) -> Result<KvDeleted> {
     let existed = match key {
         WritableKey::Record { rid, field } => {
             if tx.get(&key.key())?.is_none() {
@@ -49,7 +49,7 @@ pub fn delete(tx: &mut Tx<'_>, key: &WritableKey) -> Result<KvDeleted> {
 }
 
 /// A key's value.
-pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
+pub(crate) fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
     Ok(conn
         .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
         .query_row([key], |r| r.get(0))
@@ -57,7 +57,7 @@ pub fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
 }
 
 /// Rows of a range, in key order, at most `limit`.
-pub fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
+pub(crate) fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
     let (start, end) = match &q.prefix {
         Some(p) => (p.clone(), prefix_end(p)),
         None => (q.start.clone().unwrap_or_default(), q.end.clone()),

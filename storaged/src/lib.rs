@@ -6,15 +6,15 @@
 //! schema gate, counters), bind the socket, serve until shutdown, then drain
 //! and commit queued writes and checkpoint the WAL.
 
-pub mod api;
-pub mod bulk;
-pub mod cid_index;
+pub(crate) mod api;
+pub(crate) mod bulk;
+pub(crate) mod cid_index;
 pub mod engine;
-pub mod error;
-pub mod kv;
-pub mod records;
-pub mod store;
-pub mod streams;
+pub(crate) mod error;
+pub(crate) mod kv;
+pub(crate) mod records;
+pub(crate) mod store;
+pub(crate) mod streams;
 
 use std::sync::Arc;
 
@@ -22,9 +22,12 @@ use metacore::Config;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
+pub use bulk::WIPE_CHUNK;
 pub use engine::Options;
 pub use error::StoreError;
+pub use records::PageStart;
 pub use store::Store;
+pub use streams::{Heads, head_of};
 
 /// Why storaged stopped with an error.
 #[derive(Debug, thiserror::Error)]

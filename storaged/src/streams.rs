@@ -16,9 +16,9 @@ use tokio::sync::watch;
 use crate::error::{Result, StoreError};
 
 /// Entries kept per stream (about; trimming runs every `trim_every`).
-pub const DEFAULT_RETENTION: u64 = 100_000;
+pub(crate) const DEFAULT_RETENTION: u64 = 100_000;
 /// Appends between two trims.
-pub const DEFAULT_TRIM_EVERY: u64 = 10_000;
+pub(crate) const DEFAULT_TRIM_EVERY: u64 = 10_000;
 
 /// The last committed ID of each stream, published after every COMMIT.
 pub type Heads = [Option<StreamId>; 2];
@@ -121,7 +121,7 @@ impl StreamState {
 
 /// Deletes the `n` oldest entries of a stream: one walk to find the first
 /// entry to keep, then a range delete of the rows before it.
-pub fn trim_oldest(conn: &Connection, stream: StreamName, n: u64) -> Result<u64> {
+pub(crate) fn trim_oldest(conn: &Connection, stream: StreamName, n: u64) -> Result<u64> {
     if n == 0 {
         return Ok(0);
     }
@@ -141,7 +141,7 @@ pub fn trim_oldest(conn: &Connection, stream: StreamName, n: u64) -> Result<u64>
 }
 
 /// The stream's high-water mark, or the ID of its newest row.
-pub fn high_water_mark(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
+pub(crate) fn high_water_mark(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
     let hwm: Option<String> = conn
         .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
         .query_row([stream.hwm_key()], |r| r.get(0))
@@ -176,7 +176,7 @@ fn entry_of_row(stream: StreamName, key: &str, value: &str) -> Result<Entry> {
 }
 
 /// Entries strictly after `after` (from the oldest when `None`).
-pub fn read_after(
+pub(crate) fn read_after(
     conn: &Connection,
     stream: StreamName,
     after: Option<StreamId>,
@@ -200,7 +200,7 @@ pub fn read_after(
 }
 
 /// Oldest kept entry's ID.
-pub fn first_id(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
+pub(crate) fn first_id(conn: &Connection, stream: StreamName) -> Result<Option<StreamId>> {
     let k: Option<String> = conn
         .prepare_cached("SELECT k FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT 1")?
         .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))
@@ -209,7 +209,7 @@ pub fn first_id(conn: &Connection, stream: StreamName) -> Result<Option<StreamId
 }
 
 /// Number of kept entries.
-pub fn length(conn: &Connection, stream: StreamName) -> Result<u64> {
+pub(crate) fn length(conn: &Connection, stream: StreamName) -> Result<u64> {
     let n: i64 = conn
         .prepare_cached("SELECT count(*) FROM kv WHERE k > ?1 AND k < ?2")?
         .query_row(params![stream.key_prefix(), stream.key_end()], |r| r.get(0))?;
@@ -231,7 +231,7 @@ impl HeadsPublisher {
 }
 
 /// JSON of a `meta:events` entry: `{"type":..,"key":..,"ts":..}`.
-pub fn meta_event_json(kind: &str, key: &str, ts_ms: u64) -> String {
+pub(crate) fn meta_event_json(kind: &str, key: &str, ts_ms: u64) -> String {
     #[derive(serde::Serialize)]
     struct MetaEvent<'a> {
         #[serde(rename = "type")]

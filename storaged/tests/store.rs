@@ -8,8 +8,7 @@ use metacore::checked::{CheckedFields, FieldName};
 use metacore::record::Target;
 use metacore::rid::Rid;
 use metacore::stream::{StreamId, StreamName};
-use storaged::records::PageStart;
-use storaged::{Options, Store};
+use storaged::{Options, PageStart, Store};
 
 fn fields(pairs: &[(&str, &str)]) -> CheckedFields {
     CheckedFields::check(
@@ -203,7 +202,7 @@ async fn subscribers_wake_on_commit() {
         .unwrap()
         .unwrap();
     let id = writer.await.unwrap();
-    let head = storaged::streams::head_of(&heads.borrow(), StreamName::Files);
+    let head = storaged::head_of(&heads.borrow(), StreamName::Files);
     assert_eq!(head, Some(id));
     assert!(id > StreamId::ZERO);
     store.close().await;
@@ -213,7 +212,7 @@ async fn subscribers_wake_on_commit() {
 async fn wipe_deletes_every_record_a_chunk_at_a_time() {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&Options::for_path(dir.path().join("w.db"))).unwrap();
-    let n = storaged::bulk::WIPE_CHUNK as usize * 2 + 37;
+    let n = storaged::WIPE_CHUNK as usize * 2 + 37;
     let writes: Vec<_> = (0..n)
         .map(|i| store.merge(Target::Rid(Rid::mint()), fields(&[("n", &i.to_string())])))
         .collect();

@@ -20,20 +20,20 @@ use crate::store::Store;
 
 /// Largest body the socket accepts (a 40-field record is a few KiB; apid
 /// enforces the public 8 MiB limit before calling).
-pub const MAX_BODY: usize = 16 * 1024 * 1024;
+pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// What every handler gets.
 #[derive(Debug)]
-pub struct AppState {
+pub(crate) struct AppState {
     pub store: Store,
     /// Ends long-lived tails when storaged stops.
     pub shutdown: Shutdown,
 }
 
-pub type State = axum::extract::State<Arc<AppState>>;
+pub(crate) type State = axum::extract::State<Arc<AppState>>;
 
 /// The router of storaged's socket.
-pub fn router(state: Arc<AppState>) -> Router {
+pub(crate) fn router(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(status::health))
         .route("/status", get(status::status))

@@ -7,4 +7,4 @@ mod read;
 mod write;
 
 pub use read::*;
-pub use write::*;
+pub(crate) use write::*;

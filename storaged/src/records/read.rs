@@ -22,7 +22,7 @@ use crate::error::{Result, StoreError};
 const ROOTS_PREFIX: &str = "idx:roots/";
 
 /// The root a target names, if any record answers to it.
-pub fn resolve(conn: &Connection, target: &Target) -> Result<Option<Rid>> {
+pub(crate) fn resolve(conn: &Connection, target: &Target) -> Result<Option<Rid>> {
     let rid = match target {
         Target::Rid(rid) => *rid,
         Target::Cid(cid) => match cid_index::owner(conn, cid)? {
@@ -39,12 +39,12 @@ pub fn resolve(conn: &Connection, target: &Target) -> Result<Option<Rid>> {
 }
 
 /// The root of a target, or its 404.
-pub fn resolve_or_404(conn: &Connection, target: &Target) -> Result<Rid> {
+pub(crate) fn resolve_or_404(conn: &Connection, target: &Target) -> Result<Rid> {
     resolve(conn, target)?.ok_or_else(|| target.not_found().into())
 }
 
 /// A record's fields.
-pub fn fields(conn: &Connection, rid: Rid) -> Result<Fields> {
+pub(crate) fn fields(conn: &Connection, rid: Rid) -> Result<Fields> {
     let start = record_start(rid);
     let mut stmt = conn.prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2")?;
     let mut rows = stmt.query(params![start, record_end(rid)])?;
@@ -57,13 +57,13 @@ pub fn fields(conn: &Connection, rid: Rid) -> Result<Fields> {
 }
 
 /// One field's value.
-pub fn field(conn: &Connection, rid: Rid, field: &str) -> Result<Option<String>> {
+pub(crate) fn field(conn: &Connection, rid: Rid, field: &str) -> Result<Option<String>> {
     crate::kv::get(conn, &field_key(rid, field))
 }
 
 /// The record as a document: fields, the CIDs of its key-set, the canonical
 /// CID elected by rank, and its duplicate paths.
-pub fn document(conn: &Connection, rid: Rid) -> Result<Document> {
+pub(crate) fn document(conn: &Connection, rid: Rid) -> Result<Document> {
     let fields = fields(conn, rid)?;
     let cids: Vec<String> = fields
         .keys()
@@ -98,7 +98,7 @@ pub struct PageStart {
 }
 
 /// A page of roots in RID order.
-pub fn list_roots(conn: &Connection, from: PageStart, limit: u32) -> Result<RootPage> {
+pub(crate) fn list_roots(conn: &Connection, from: PageStart, limit: u32) -> Result<RootPage> {
     let start = match from.after {
         Some(r) => root_key(r),
         None => ROOTS_PREFIX.to_owned(),
@@ -131,7 +131,7 @@ pub fn list_roots(conn: &Connection, from: PageStart, limit: u32) -> Result<Root
 
 /// The fields `names` of a page of roots in RID order (absent fields are
 /// left out of a row).
-pub fn fields_page(
+pub(crate) fn fields_page(
     conn: &Connection,
     names: &[FieldName],
     from: PageStart,
@@ -158,7 +158,7 @@ pub fn fields_page(
 /// with two point reads a root (`filePath`, `sizeByte`); the caller holds
 /// one read transaction around it. A `sizeByte` that is not a number counts
 /// as 0.
-pub fn totals(conn: &Connection) -> Result<Totals> {
+pub(crate) fn totals(conn: &Connection) -> Result<Totals> {
     let mut stmt = conn.prepare_cached(
         "SELECT fp.k IS NOT NULL, sz.v FROM kv AS r \
          LEFT JOIN kv AS fp ON fp.k = 'file:' || substr(r.k, 11) || '/filePath' \
@@ -184,7 +184,7 @@ pub fn totals(conn: &Connection) -> Result<Totals> {
 }
 
 /// The 404 for a missing field.
-pub fn field_not_found(rid: Rid, field: &str) -> StoreError {
+pub(crate) fn field_not_found(rid: Rid, field: &str) -> StoreError {
     StoreError::Rejected(ApiError::new(
         ErrorCode::NotFound,
         format!("record {rid} has no field {field:?}"),

@@ -159,7 +159,11 @@ fn field_names(tx: &Tx<'_>, rid: Rid) -> Result<Vec<String>> {
 /// `PUT`: the record's fields become exactly `fields` (plus, when it is
 /// addressed by CID, that CID's member, so the write cannot orphan the
 /// address it was made through). Dropped members retract their aliases.
-pub fn replace(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Result<WriteResult> {
+pub(crate) fn replace(
+    tx: &mut Tx<'_>,
+    target: &Target,
+    fields: &CheckedFields,
+) -> Result<WriteResult> {
     let landing = resolve_for_write(tx, target)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
@@ -183,7 +187,11 @@ pub fn replace(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Resu
 }
 
 /// `PATCH`: the fields are set, the others kept.
-pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Result<WriteResult> {
+pub(crate) fn merge(
+    tx: &mut Tx<'_>,
+    target: &Target,
+    fields: &CheckedFields,
+) -> Result<WriteResult> {
     let landing = resolve_for_write(tx, target)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
@@ -207,7 +215,11 @@ pub fn merge(tx: &mut Tx<'_>, target: &Target, fields: &CheckedFields) -> Result
 }
 
 /// Sets one field.
-pub fn set_field(tx: &mut Tx<'_>, target: &Target, field: &CheckedField) -> Result<FieldWrite> {
+pub(crate) fn set_field(
+    tx: &mut Tx<'_>,
+    target: &Target,
+    field: &CheckedField,
+) -> Result<FieldWrite> {
     let landing = resolve_for_write(tx, target)?;
     let changed = put(tx, landing.rid, field)?;
     ensure_root(tx, landing.rid)?;
@@ -220,7 +232,11 @@ pub fn set_field(tx: &mut Tx<'_>, target: &Target, field: &CheckedField) -> Resu
 }
 
 /// Deletes one field; the root leaves the index with its last field.
-pub fn delete_field(tx: &mut Tx<'_>, target: &Target, field: &FieldName) -> Result<FieldDelete> {
+pub(crate) fn delete_field(
+    tx: &mut Tx<'_>,
+    target: &Target,
+    field: &FieldName,
+) -> Result<FieldDelete> {
     let rid = resolve_existing(tx, target)?;
     let existed = delete_field_row(tx, rid, field.as_str())? > 0;
     drop_root_if_empty(tx, rid)?;
@@ -232,7 +248,7 @@ pub fn delete_field(tx: &mut Tx<'_>, target: &Target, field: &FieldName) -> Resu
 }
 
 /// Adds a member to the pipe-delimited set held by one field.
-pub fn set_add(tx: &mut Tx<'_>, target: &Target, member: &SetMember) -> Result<SetAdd> {
+pub(crate) fn set_add(tx: &mut Tx<'_>, target: &Target, member: &SetMember) -> Result<SetAdd> {
     let rid = resolve_for_write(tx, target)?.rid;
     let key = field_key(rid, member.field());
     let current = tx.get(&key)?.unwrap_or_default();
@@ -252,7 +268,7 @@ pub fn set_add(tx: &mut Tx<'_>, target: &Target, member: &SetMember) -> Result<S
 
 /// Deletes a record: every field (each with its `del` event), the aliases
 /// it owns, its duplicates and its index entry.
-pub fn delete_root(tx: &mut Tx<'_>, target: &Target) -> Result<Deleted> {
+pub(crate) fn delete_root(tx: &mut Tx<'_>, target: &Target) -> Result<Deleted> {
     let rid = resolve_existing(tx, target)?;
     Ok(Deleted {
         rid,
@@ -272,7 +288,7 @@ pub(crate) fn delete_rid(tx: &mut Tx<'_>, rid: Rid) -> Result<u64> {
 
 /// A new record for a file: `filePath`, `sizeByte`, `mtimeNano` and its
 /// CIDs as members.
-pub fn mint(tx: &mut Tx<'_>, body: &MintBody) -> Result<Rid> {
+pub(crate) fn mint(tx: &mut Tx<'_>, body: &MintBody) -> Result<Rid> {
     let rid = Rid::mint();
     let prefix = record_start(rid);
     let size = body.size_byte.to_string();
@@ -292,7 +308,7 @@ pub fn mint(tx: &mut Tx<'_>, body: &MintBody) -> Result<Rid> {
 }
 
 /// Adds a CID to a record's key-set and reverse index.
-pub fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasResult> {
+pub(crate) fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasResult> {
     let rid = resolve_for_write(tx, target)?.rid;
     put(tx, rid, &CheckedField::member(cid))?;
     ensure_root(tx, rid)?;
@@ -305,7 +321,11 @@ pub fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasRes
 }
 
 /// Records another path holding the same content.
-pub fn add_duplicate(tx: &mut Tx<'_>, target: &Target, path: &FilePath) -> Result<DuplicateResult> {
+pub(crate) fn add_duplicate(
+    tx: &mut Tx<'_>,
+    target: &Target,
+    path: &FilePath,
+) -> Result<DuplicateResult> {
     let rid = resolve_existing(tx, target)?;
     let added = tx.insert_new(&format!("{}{path}", dup_start(rid)), "")?;
     Ok(DuplicateResult {
