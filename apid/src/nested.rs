@@ -124,10 +124,7 @@ mod tests {
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        metacore::record::fields_of(pairs)
     }
 
     #[test]

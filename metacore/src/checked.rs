@@ -242,10 +242,7 @@ mod tests {
     const CID: &str = "bafkreiaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaaa";
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        crate::record::fields_of(pairs)
     }
 
     #[test]

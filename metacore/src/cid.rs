@@ -14,8 +14,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 /// Multicodec and multihash codes the ladder looks at.
 pub mod code {
     pub const IDENTITY: u64 = 0x00;
@@ -204,18 +202,7 @@ impl FromStr for Cid {
     }
 }
 
-impl Serialize for Cid {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.serialize_str(&self.text)
-    }
-}
-
-impl<'de> Deserialize<'de> for Cid {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Self::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
+crate::serde_as_text!(Cid);
 
 const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 

@@ -3,6 +3,28 @@
 //! `StreamId`), the record model, the error table, the wire types of each
 //! daemon's socket API and the socket server/client helpers.
 
+/// Serializes a type as its `Display` text and deserializes it through its
+/// `FromStr`, so an identifier has one spelling on the wire and a bad one
+/// is refused as it is decoded.
+#[macro_export]
+#[doc(hidden)]
+macro_rules! serde_as_text {
+    ($t:ty) => {
+        impl serde::Serialize for $t {
+            fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+                s.collect_str(self)
+            }
+        }
+
+        impl<'de> serde::Deserialize<'de> for $t {
+            fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+                let s = <std::borrow::Cow<'de, str> as serde::Deserialize>::deserialize(d)?;
+                s.parse().map_err(serde::de::Error::custom)
+            }
+        }
+    };
+}
+
 pub mod api;
 pub mod checked;
 pub mod cid;

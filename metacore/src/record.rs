@@ -7,14 +7,20 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 use crate::cid::{Cid, CidError};
 use crate::error::{ApiError, ErrorCode};
 use crate::rid::Rid;
 
 /// A record's fields, flat: `fileinfo/duration` → `"8878.5"`.
 pub type Fields = BTreeMap<String, String>;
+
+/// Fields from `(name, value)` pairs (tests, tools, fixtures).
+pub fn fields_of(pairs: &[(&str, &str)]) -> Fields {
+    pairs
+        .iter()
+        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
+        .collect()
+}
 
 /// Longest field name accepted, in bytes.
 pub const MAX_FIELD_LEN: usize = 1024;
@@ -200,25 +206,7 @@ impl From<Cid> for Target {
     }
 }
 
-impl From<&Cid> for Target {
-    fn from(cid: &Cid) -> Self {
-        Target::Cid(cid.clone())
-    }
-}
-
-/// On the wire a target is its text: the RID or the CID as it is.
-impl Serialize for Target {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Target {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Self::parse(&s).map_err(|e| serde::de::Error::custom(e.message))
-    }
-}
+crate::serde_as_text!(Target);
 
 impl fmt::Display for Target {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {

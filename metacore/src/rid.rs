@@ -8,8 +8,6 @@
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
-
 /// The Crockford alphabet, in value order.
 const ALPHABET: &[u8; 32] = b"0123456789ABCDEFGHJKMNPQRSTVWXYZ";
 
@@ -89,18 +87,7 @@ impl FromStr for Rid {
     }
 }
 
-impl Serialize for Rid {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for Rid {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Self::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
+crate::serde_as_text!(Rid);
 
 #[cfg(test)]
 mod tests {

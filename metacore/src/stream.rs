@@ -9,7 +9,7 @@ use std::collections::BTreeMap;
 use std::fmt;
 use std::str::FromStr;
 
-use serde::{Deserialize, Deserializer, Serialize, Serializer};
+use serde::{Deserialize, Serialize};
 
 /// The streams kept in the store.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
@@ -170,18 +170,7 @@ impl FromStr for StreamId {
     }
 }
 
-impl Serialize for StreamId {
-    fn serialize<S: Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
-        s.collect_str(self)
-    }
-}
-
-impl<'de> Deserialize<'de> for StreamId {
-    fn deserialize<D: Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
-        let s = <std::borrow::Cow<'de, str>>::deserialize(d)?;
-        Self::parse(&s).map_err(serde::de::Error::custom)
-    }
-}
+crate::serde_as_text!(StreamId);
 
 /// The fields of an entry; every value is a string.
 pub type EntryFields = BTreeMap<String, String>;

@@ -235,7 +235,7 @@ async fn main() {
             let t = Instant::now();
             let doc = daemon
                 .client
-                .document(&Target::from(cid))
+                .document(&Target::Cid(cid.clone()))
                 .await
                 .expect("document by CID");
             by_cid.push(t.elapsed());

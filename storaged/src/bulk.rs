@@ -117,10 +117,7 @@ mod tests {
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        metacore::record::fields_of(pairs)
     }
 
     fn checked(pairs: &[(&str, &str)]) -> CheckedFields {

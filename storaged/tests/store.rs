@@ -11,13 +11,7 @@ use metacore::stream::{StreamId, StreamName};
 use storaged::{Options, PageStart, Store};
 
 fn fields(pairs: &[(&str, &str)]) -> CheckedFields {
-    CheckedFields::check(
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect(),
-    )
-    .unwrap()
+    CheckedFields::check(metacore::record::fields_of(pairs)).unwrap()
 }
 
 fn name(field: &str) -> FieldName {
@@ -317,12 +311,7 @@ async fn an_import_plans_each_record_where_it_writes_and_refuses_bad_ones_alone(
         .merge(Target::Rid(a), fields(&[("x", "ours"), ("y", "1")]))
         .await
         .unwrap();
-    let raw = |pairs: &[(&str, &str)]| -> metacore::record::Fields {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
-    };
+    let raw = metacore::record::fields_of;
     let body = |dry_run| ImportBody {
         mode: ImportMode::Merge,
         conflict: ImportConflict::Mine,

@@ -9,10 +9,7 @@ use serde_json::Value;
 
 /// A field map from pairs.
 pub fn fields(pairs: &[(&str, &str)]) -> Fields {
-    pairs
-        .iter()
-        .map(|(k, v)| ((*k).to_owned(), (*v).to_owned()))
-        .collect()
+    metacore::record::fields_of(pairs)
 }
 
 /// A RID no one has used: 128 random bits.

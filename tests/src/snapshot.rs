@@ -182,10 +182,7 @@ mod tests {
     use super::*;
 
     fn rows(pairs: &[(&str, &str)]) -> Rows {
-        pairs
-            .iter()
-            .map(|(k, v)| (k.to_string(), v.to_string()))
-            .collect()
+        metacore::record::fields_of(pairs)
     }
 
     const R: &str = "01JKR8XW5T4QMV7AHNJ2DEFGHK";

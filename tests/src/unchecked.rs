@@ -47,26 +47,13 @@ pub async fn kv_put(c: &StoragedClient, key: &str, value: &str) -> Result<KvWrit
 
 /// `DELETE /kv/value?key=`.
 pub async fn kv_delete(c: &StoragedClient, key: &str) -> Result<KvDeleted, ClientError> {
-    let q = serde_urlencoded_key(key);
+    let q = serde_urlencoded::to_string([("key", key)]).expect("a key encodes");
     c.socket()
-        .call::<(), _>(Method::DELETE, &format!("/kv/value?key={q}"), None)
+        .call::<(), _>(Method::DELETE, &format!("/kv/value?{q}"), None)
         .await
 }
 
 /// `GET /resolve/{hash}`.
 pub async fn resolve(c: &StoragedClient, hash: &str) -> Result<RidBody, ClientError> {
     c.socket().get(&format!("/resolve/{hash}")).await
-}
-
-/// A key percent-encoded for a query string.
-fn serde_urlencoded_key(key: &str) -> String {
-    let mut out = String::new();
-    for b in key.bytes() {
-        if b.is_ascii_alphanumeric() || b"-._~".contains(&b) {
-            out.push(b as char);
-        } else {
-            out.push_str(&format!("%{b:02X}"));
-        }
-    }
-    out
 }

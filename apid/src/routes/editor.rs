@@ -4,7 +4,7 @@
 //! of one record is one transaction.
 
 use axum::Json;
-use metacore::api::storaged::{FieldsPageQuery, MAX_PAGE, StoragedClient};
+use metacore::api::storaged::{FieldsPageQuery, MAX_PAGE, PageQuery, StoragedClient};
 use metacore::checked::{CheckedField, CheckedFields};
 use metacore::error::ApiError;
 use metacore::record::{Fields, Target};
@@ -21,7 +21,6 @@ const PROCESSING_STATUS: &str = "processingStatus";
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct TuplesQuery {
-    #[serde(default)]
     pub summary: Option<String>,
 }
 
@@ -84,9 +83,7 @@ pub(super) async fn tuples(
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct ListQuery {
-    #[serde(default)]
     pub offset: Option<u64>,
-    #[serde(default)]
     pub limit: Option<u32>,
 }
 
@@ -127,9 +124,11 @@ pub(super) async fn list(
         .store
         .fields_page(&FieldsPageQuery {
             names: LIST_FIELDS.join(","),
-            after: None,
-            offset: q.offset.filter(|o| *o > 0),
-            limit: Some(limit),
+            page: PageQuery {
+                after: None,
+                offset: q.offset.filter(|o| *o > 0),
+                limit: Some(limit),
+            },
         })
         .await?;
     let items: Vec<ListItem> = page
@@ -168,11 +167,8 @@ pub(crate) struct BatchBody {
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct BatchUpdate {
-    #[serde(default)]
     pub hash_id: Option<String>,
-    #[serde(default)]
     pub metadata: Option<Fields>,
-    #[serde(default)]
     pub properties: Option<Fields>,
 }
 

@@ -62,9 +62,7 @@ fn human_bytes(b: u64) -> String {
 
 #[derive(Debug, Deserialize)]
 pub(crate) struct KeysQuery {
-    #[serde(default)]
     pub cursor: Option<String>,
-    #[serde(default)]
     pub count: Option<u32>,
 }
 
@@ -110,11 +108,8 @@ pub(super) async fn keys(st: State, QueryParams(q): QueryParams<KeysQuery>) -> J
 pub(crate) struct TreeQuery {
     #[serde(default)]
     pub prefix: String,
-    #[serde(default)]
     pub delimiter: Option<String>,
-    #[serde(default)]
     pub cursor: Option<String>,
-    #[serde(default)]
     pub max: Option<u32>,
 }
 
@@ -239,7 +234,6 @@ fn tree_cursor(last: &str, delimiter: &str) -> String {
 pub(crate) struct SearchQuery {
     #[serde(default)]
     pub contains: String,
-    #[serde(default)]
     pub limit: Option<u32>,
 }
 
@@ -299,7 +293,6 @@ pub(crate) struct FindQuery {
     pub contains: String,
     #[serde(default)]
     pub fields: String,
-    #[serde(default)]
     pub limit: Option<u32>,
 }
 
@@ -386,18 +379,25 @@ pub(crate) struct KvValue {
     pub exists: bool,
 }
 
+impl KvValue {
+    /// A key and its value, if it has one.
+    pub(crate) fn of(key: String, value: Option<String>) -> Self {
+        Self {
+            key,
+            kind: if value.is_some() { "string" } else { "" },
+            exists: value.is_some(),
+            value: value.unwrap_or_default(),
+        }
+    }
+}
+
 /// `GET /api/kv/value?key=`.
 pub(super) async fn get_value(
     st: State,
     QueryParams(q): QueryParams<KeyQuery>,
 ) -> JsonReply<KvValue> {
     let value = st.store.kv_get(&q.key).await?;
-    Ok(Json(KvValue {
-        key: q.key,
-        kind: if value.is_some() { "string" } else { "" },
-        exists: value.is_some(),
-        value: value.unwrap_or_default(),
-    }))
+    Ok(Json(KvValue::of(q.key, value)))
 }
 
 #[derive(Debug, Deserialize)]
@@ -412,12 +412,7 @@ pub(crate) struct PutValue {
 pub(super) async fn put_value(st: State, JsonBody(b): JsonBody<PutValue>) -> JsonReply<KvValue> {
     let write = KeyWrite::new(&b.key, b.value)?;
     st.store.kv_put(&write).await?;
-    Ok(Json(KvValue {
-        key: b.key,
-        kind: "string",
-        value: write.value().to_owned(),
-        exists: true,
-    }))
+    Ok(Json(KvValue::of(b.key, Some(write.value().to_owned()))))
 }
 
 /// `DELETE /api/kv/value`.

@@ -18,8 +18,10 @@ pub(crate) async fn each_root(
 ) -> Result<(), ApiError> {
     let mut q = FieldsPageQuery {
         names: names.join(","),
-        limit: Some(PAGE),
-        ..FieldsPageQuery::default()
+        page: PageQuery {
+            limit: Some(PAGE),
+            ..PageQuery::default()
+        },
     };
     loop {
         let page = store.fields_page(&q).await?;
@@ -29,7 +31,7 @@ pub(crate) async fn each_root(
             }
         }
         match page.next {
-            Some(next) => q.after = Some(next),
+            Some(next) => q.page.after = Some(next),
             None => return Ok(()),
         }
     }

@@ -22,27 +22,24 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::listing::all_roots;
+use crate::http::choice;
 use crate::state::State;
 
 /// `?shape=flat|nested` on record reads.
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct ShapeQuery {
-    #[serde(default)]
     pub shape: Option<String>,
 }
 
 impl ShapeQuery {
     /// The asked shape, checked before the store is asked.
     pub(crate) fn shape(&self) -> Result<Shape, ApiError> {
-        match self.shape.as_deref() {
-            None | Some("") | Some("flat") => Ok(Shape::Flat),
-            Some("nested") => Ok(Shape::Nested),
-            Some(other) => Err(ApiError::bad_request(format!(
-                "shape must be flat or nested, not {other:?}"
-            ))),
-        }
+        choice("shape", self.shape.as_deref(), SHAPES)
     }
 }
+
+/// `?shape=`, the first is the default.
+const SHAPES: &[(&str, Shape)] = &[("flat", Shape::Flat), ("nested", Shape::Nested)];
 
 /// How record fields go over the wire.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -321,7 +318,7 @@ pub(super) async fn by_cid(
         canonical_cid,
         duplicates,
         ..
-    } = st.store.document(&Target::from(&cid)).await?;
+    } = st.store.document(&Target::Cid(cid.clone())).await?;
     Ok(Json(CidDocument {
         cid,
         metadata: shape.render(fields),

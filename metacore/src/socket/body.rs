@@ -66,49 +66,47 @@ impl<S: Send + Sync> FromRequest<S> for RawBody {
     }
 }
 
-/// `Path<T>` whose rejection is the error envelope (400).
-#[derive(Debug, Clone)]
-pub struct PathParams<T>(pub T);
+/// An axum extractor of request parts whose rejection becomes the error
+/// envelope (400 `bad_request`, `what` naming the part).
+macro_rules! enveloped_extractor {
+    ($(#[$doc:meta])* $name:ident, $inner:ident, $what:literal) => {
+        $(#[$doc])*
+        #[derive(Debug, Clone)]
+        pub struct $name<T>(pub T);
 
-impl<T, S> axum::extract::FromRequestParts<S> for PathParams<T>
-where
-    T: DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
+        impl<T, S> axum::extract::FromRequestParts<S> for $name<T>
+        where
+            T: DeserializeOwned + Send,
+            S: Send + Sync,
+        {
+            type Rejection = ApiError;
 
-    async fn from_request_parts(
-        parts: &mut http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        axum::extract::Path::<T>::from_request_parts(parts, state)
-            .await
-            .map(|p| PathParams(p.0))
-            .map_err(|rej| ApiError::bad_request(format!("bad path: {rej}")))
-    }
+            async fn from_request_parts(
+                parts: &mut http::request::Parts,
+                state: &S,
+            ) -> Result<Self, Self::Rejection> {
+                axum::extract::$inner::<T>::from_request_parts(parts, state)
+                    .await
+                    .map(|v| $name(v.0))
+                    .map_err(|rej| ApiError::bad_request(format!(concat!($what, ": {}"), rej)))
+            }
+        }
+    };
 }
 
-/// `Query<T>` whose rejection is the error envelope (400).
-#[derive(Debug, Clone)]
-pub struct QueryParams<T>(pub T);
+enveloped_extractor!(
+    /// `Path<T>` whose rejection is the error envelope (400).
+    PathParams,
+    Path,
+    "bad path"
+);
 
-impl<T, S> axum::extract::FromRequestParts<S> for QueryParams<T>
-where
-    T: DeserializeOwned + Send,
-    S: Send + Sync,
-{
-    type Rejection = ApiError;
-
-    async fn from_request_parts(
-        parts: &mut http::request::Parts,
-        state: &S,
-    ) -> Result<Self, Self::Rejection> {
-        axum::extract::Query::<T>::from_request_parts(parts, state)
-            .await
-            .map(|q| QueryParams(q.0))
-            .map_err(|rej| ApiError::bad_request(format!("bad query string: {rej}")))
-    }
-}
+enveloped_extractor!(
+    /// `Query<T>` whose rejection is the error envelope (400).
+    QueryParams,
+    Query,
+    "bad query string"
+);
 
 /// Fallback for unknown routes: 404 with the envelope.
 pub async fn no_route(uri: http::Uri) -> ApiError {

@@ -7,9 +7,9 @@
 use axum::Json;
 use metacore::api::storaged::{
     AliasBody, AliasResult, Deleted, Document, DuplicateBody, DuplicateResult, FieldDelete,
-    FieldValue, FieldWrite, FieldsBody, FieldsPage, FieldsPageQuery, ImportBody, Imported,
-    MAX_FIELDS_PER_PAGE, MintBody, PageQuery, RecordFields, RidBody, RootPage, SetAdd, Totals,
-    ValueBody, Wiped, WriteResult,
+    FieldValue, FieldWrite, FieldsBody, FieldsPage, ImportBody, Imported, MAX_FIELDS_PER_PAGE,
+    MintBody, NamesQuery, PageQuery, RecordFields, RidBody, RootPage, SetAdd, Totals, ValueBody,
+    Wiped, WriteResult,
 };
 use metacore::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
 use metacore::error::ApiError;
@@ -43,7 +43,8 @@ pub(super) async fn list(st: State, QueryParams(q): QueryParams<PageQuery>) -> J
 
 pub(super) async fn fields_page(
     st: State,
-    QueryParams(q): QueryParams<FieldsPageQuery>,
+    QueryParams(q): QueryParams<NamesQuery>,
+    QueryParams(p): QueryParams<PageQuery>,
 ) -> JsonReply<FieldsPage> {
     let names = q
         .names
@@ -56,10 +57,10 @@ pub(super) async fn fields_page(
             "names: give 1 to {MAX_FIELDS_PER_PAGE} comma-separated field names"
         )));
     }
-    let from = start(q.after, q.offset);
+    let from = start(p.after, p.offset);
     Ok(Json(
         st.store
-            .fields_page(names, from, page(q.limit, 1000))
+            .fields_page(names, from, page(p.limit, 1000))
             .await?,
     ))
 }

@@ -28,6 +28,18 @@ struct Landing {
     changed: u64,
 }
 
+impl Landing {
+    /// The answer of a bulk write that left the record existing or not and
+    /// changed `changed` rows.
+    fn result(&self, exists: bool, changed: u64) -> WriteResult {
+        WriteResult {
+            rid: self.rid,
+            created: exists && !self.existed,
+            changed,
+        }
+    }
+}
+
 /// The root a write lands on. A valid CID nobody registered gets a new
 /// root whose first field is that CID's member (so it becomes the root's
 /// alias); a RID without a record is used as it is.
@@ -110,6 +122,16 @@ fn put_field_at(
     Ok(changed)
 }
 
+/// Writes every field of a checked bulk write; returns how many changed.
+fn put_all(tx: &mut Tx<'_>, rid: Rid, fields: &CheckedFields) -> Result<u64> {
+    let prefix = record_start(rid);
+    let mut changed = 0;
+    for (f, v, cid) in fields.iter() {
+        changed += u64::from(put_field_at(tx, &prefix, rid, f, v, cid)?);
+    }
+    Ok(changed)
+}
+
 /// Deletes one field, retracting the alias of a member this root owns.
 /// Returns the rows removed (0, 1, or 2 with the alias).
 fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<u64> {
@@ -172,18 +194,9 @@ pub(crate) fn replace(
             changed += 1;
         }
     }
-    let prefix = record_start(rid);
-    for (f, v, cid) in fields.iter() {
-        if put_field_at(tx, &prefix, rid, f, v, cid)? {
-            changed += 1;
-        }
-    }
+    changed += put_all(tx, rid, fields)?;
     let exists = settle_root(tx, rid)?;
-    Ok(WriteResult {
-        rid,
-        created: exists && !landing.existed,
-        changed,
-    })
+    Ok(landing.result(exists, changed))
 }
 
 /// `PATCH`: the fields are set, the others kept.
@@ -195,23 +208,14 @@ pub(crate) fn merge(
     let landing = resolve_for_write(tx, target)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
-    let prefix = record_start(rid);
-    for (f, v, cid) in fields.iter() {
-        if put_field_at(tx, &prefix, rid, f, v, cid)? {
-            changed += 1;
-        }
-    }
+    changed += put_all(tx, rid, fields)?;
     // A merge only adds: a record that existed still does, and one that
     // got a field now exists.
     let exists = landing.existed || landing.changed > 0 || !fields.is_empty();
     if exists && !landing.existed {
         ensure_root(tx, rid)?;
     }
-    Ok(WriteResult {
-        rid,
-        created: exists && !landing.existed,
-        changed,
-    })
+    Ok(landing.result(exists, changed))
 }
 
 /// Sets one field.
@@ -232,12 +236,8 @@ pub(crate) fn set_field(
 }
 
 /// Deletes one field; the root leaves the index with its last field.
-pub(crate) fn delete_field(
-    tx: &mut Tx<'_>,
-    target: &Target,
-    field: &FieldName,
-) -> Result<FieldDelete> {
-    let rid = resolve_existing(tx, target)?;
+pub(crate) fn delete_field(tx: &mut Tx<'_>, at: &Target, field: &FieldName) -> Result<FieldDelete> {
+    let rid = resolve_existing(tx, at)?;
     let existed = delete_field_row(tx, rid, field.as_str())? > 0;
     drop_root_if_empty(tx, rid)?;
     Ok(FieldDelete {
@@ -323,10 +323,10 @@ pub(crate) fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<A
 /// Records another path holding the same content.
 pub(crate) fn add_duplicate(
     tx: &mut Tx<'_>,
-    target: &Target,
+    at: &Target,
     path: &FilePath,
 ) -> Result<DuplicateResult> {
-    let rid = resolve_existing(tx, target)?;
+    let rid = resolve_existing(tx, at)?;
     let added = tx.insert_new(&format!("{}{path}", dup_start(rid)), "")?;
     Ok(DuplicateResult {
         rid,

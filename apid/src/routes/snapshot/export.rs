@@ -48,7 +48,6 @@ pub struct ExportOptions {
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ExportQuery {
-    #[serde(default)]
     pub include: Option<String>,
 }
 

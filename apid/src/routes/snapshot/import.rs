@@ -32,6 +32,7 @@ use super::archive::{
     MAX_MANIFEST_BYTES, METADATA_PREFIX, PLUGIN_PREFIX, check_manifest, read_record,
     write_plugin_file,
 };
+use crate::http::choice;
 use crate::state::State;
 
 /// Largest upload `POST /api/snapshot/import` takes (413 above it).
@@ -92,45 +93,31 @@ impl ImportReport {
     }
 }
 
+/// `?mode=`, the first is the default.
+const MODES: &[(&str, ImportMode)] = &[
+    ("merge", ImportMode::Merge),
+    ("replace", ImportMode::Replace),
+];
+/// `?conflict=`, the first is the default.
+const CONFLICTS: &[(&str, ImportConflict)] = &[
+    ("source", ImportConflict::Source),
+    ("mine", ImportConflict::Mine),
+];
+/// `?dry_run=`, the first is the default.
+const DRY_RUN: &[(&str, bool)] = &[("false", false), ("true", true), ("0", false), ("1", true)];
+
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct ImportQuery {
-    #[serde(default)]
     pub mode: Option<String>,
-    #[serde(default)]
     pub conflict: Option<String>,
-    #[serde(default)]
     pub dry_run: Option<String>,
 }
 
 impl ImportQuery {
     fn options(&self, plugin_dir: PathBuf) -> Result<ImportOptions, ApiError> {
-        let mode = match self.mode.as_deref() {
-            None | Some("") | Some("merge") => ImportMode::Merge,
-            Some("replace") => ImportMode::Replace,
-            Some(o) => {
-                return Err(ApiError::bad_request(format!(
-                    "mode must be replace or merge, not {o:?}"
-                )));
-            }
-        };
-        let conflict = match self.conflict.as_deref() {
-            None | Some("") | Some("source") => ImportConflict::Source,
-            Some("mine") => ImportConflict::Mine,
-            Some(o) => {
-                return Err(ApiError::bad_request(format!(
-                    "conflict must be mine or source, not {o:?}"
-                )));
-            }
-        };
-        let dry_run = match self.dry_run.as_deref() {
-            None | Some("") | Some("false") | Some("0") => false,
-            Some("true") | Some("1") => true,
-            Some(o) => {
-                return Err(ApiError::bad_request(format!(
-                    "dry_run must be true or false, not {o:?}"
-                )));
-            }
-        };
+        let mode = choice("mode", self.mode.as_deref(), MODES)?;
+        let conflict = choice("conflict", self.conflict.as_deref(), CONFLICTS)?;
+        let dry_run = choice("dry_run", self.dry_run.as_deref(), DRY_RUN)?;
         Ok(ImportOptions {
             mode,
             conflict,

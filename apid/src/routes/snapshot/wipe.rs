@@ -11,7 +11,6 @@ use crate::state::State;
 
 #[derive(Debug, Default, Deserialize)]
 pub(super) struct WipeQuery {
-    #[serde(default)]
     pub scope: Option<String>,
 }
 

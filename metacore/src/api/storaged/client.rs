@@ -23,13 +23,11 @@ use crate::socket::Health;
 use crate::socket::client::{ClientError, SocketClient};
 use crate::stream::{Entry, EntryFields, StreamId, StreamName};
 
-/// Percent-encodes a field path for the URL, keeping `/` as separators.
-fn field_path(field: &str) -> String {
-    field
-        .split('/')
-        .map(encode_component)
-        .collect::<Vec<_>>()
-        .join("/")
+/// `/records/{target}/{kind}/{field}`, the field percent-encoded segment by
+/// segment (its `/` stay separators).
+fn field_route(target: &Target, kind: &str, field: &str) -> String {
+    let field: Vec<String> = field.split('/').map(encode_component).collect();
+    format!("/records/{target}/{kind}/{}", field.join("/"))
 }
 
 fn encode_component(s: &str) -> String {
@@ -132,10 +130,7 @@ impl StoragedClient {
         target: &Target,
         fields: &CheckedFields,
     ) -> Result<WriteResult, ClientError> {
-        let path = format!("/records/{target}");
-        self.inner
-            .call(Method::PUT, &path, Some(&FieldsOf { fields }))
-            .await
+        self.write_fields(Method::PUT, target, fields).await
     }
 
     /// Merges `fields` into the record.
@@ -144,10 +139,7 @@ impl StoragedClient {
         target: &Target,
         fields: &CheckedFields,
     ) -> Result<WriteResult, ClientError> {
-        let path = format!("/records/{target}");
-        self.inner
-            .call(Method::PATCH, &path, Some(&FieldsOf { fields }))
-            .await
+        self.write_fields(Method::PATCH, target, fields).await
     }
 
     pub async fn delete_record(&self, target: &Target) -> Result<Deleted, ClientError> {
@@ -157,10 +149,10 @@ impl StoragedClient {
 
     pub async fn get_field(
         &self,
-        target: &Target,
+        at: &Target,
         field: &FieldName,
     ) -> Result<FieldValue, ClientError> {
-        let path = format!("/records/{target}/fields/{}", field_path(field.as_str()));
+        let path = field_route(at, "fields", field.as_str());
         self.inner.get(&path).await
     }
 
@@ -169,19 +161,16 @@ impl StoragedClient {
         target: &Target,
         field: &CheckedField,
     ) -> Result<FieldWrite, ClientError> {
-        let body = ValueBody {
-            value: field.value().to_owned(),
-        };
-        let path = format!("/records/{target}/fields/{}", field_path(field.name()));
-        self.inner.call(Method::PUT, &path, Some(&body)).await
+        let path = field_route(target, "fields", field.name());
+        self.send_value(Method::PUT, &path, field.value()).await
     }
 
     pub async fn delete_field(
         &self,
-        target: &Target,
+        at: &Target,
         field: &FieldName,
     ) -> Result<FieldDelete, ClientError> {
-        let path = format!("/records/{target}/fields/{}", field_path(field.as_str()));
+        let path = field_route(at, "fields", field.as_str());
         self.inner.call::<(), _>(Method::DELETE, &path, None).await
     }
 
@@ -190,11 +179,8 @@ impl StoragedClient {
         target: &Target,
         member: &SetMember,
     ) -> Result<SetAdd, ClientError> {
-        let body = ValueBody {
-            value: member.value().to_owned(),
-        };
-        let path = format!("/records/{target}/set-add/{}", field_path(member.field()));
-        self.inner.call(Method::POST, &path, Some(&body)).await
+        let path = field_route(target, "set-add", member.field());
+        self.send_value(Method::POST, &path, member.value()).await
     }
 
     pub async fn add_alias(&self, target: &Target, cid: &Cid) -> Result<AliasResult, ClientError> {
@@ -233,6 +219,32 @@ impl StoragedClient {
         self.inner
             .call::<(), _>(Method::POST, "/records/wipe", None)
             .await
+    }
+
+    /// Sends `{"fields": ...}` to `/records/{target}`.
+    async fn write_fields(
+        &self,
+        method: Method,
+        target: &Target,
+        fields: &CheckedFields,
+    ) -> Result<WriteResult, ClientError> {
+        let path = format!("/records/{target}");
+        self.inner
+            .call(method, &path, Some(&FieldsOf { fields }))
+            .await
+    }
+
+    /// Sends `{"value": value}` to a single-field route.
+    async fn send_value<T: serde::de::DeserializeOwned>(
+        &self,
+        method: Method,
+        path: &str,
+        value: &str,
+    ) -> Result<T, ClientError> {
+        let body = ValueBody {
+            value: value.to_owned(),
+        };
+        self.inner.call(method, path, Some(&body)).await
     }
 
     pub async fn kv_get(&self, key: &str) -> Result<Option<String>, ClientError> {

@@ -97,21 +97,20 @@ pub struct RootPage {
 
 /// `GET /records/fields?names=a,b&after=&offset=&limit=`: chosen fields
 /// of a page of roots (the page of [`PageQuery`]), for listings that need a
-/// few fields of every record.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+/// few fields of every record. storaged decodes it as [`NamesQuery`] and
+/// [`PageQuery`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
 pub struct FieldsPageQuery {
     /// Comma-separated field names (at most [`MAX_FIELDS_PER_PAGE`]).
     pub names: String,
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "empty_is_none"
-    )]
-    pub after: Option<Rid>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub offset: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
-    pub limit: Option<u32>,
+    #[serde(flatten)]
+    pub page: PageQuery,
+}
+
+/// The `names` of a [`FieldsPageQuery`].
+#[derive(Debug, Clone, Default, PartialEq, Eq, Deserialize)]
+pub struct NamesQuery {
+    pub names: String,
 }
 
 /// Most field names one `GET /records/fields` may ask for.
