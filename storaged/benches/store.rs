@@ -252,6 +252,9 @@ async fn main() {
         }
         reads.push(("socket  document by CID".into(), fmt_lat(by_cid)));
         reads.push(("socket  record by RID".into(), fmt_lat(by_rid)));
+        let (totals, sweep) = file_totals_both_ways(&daemon.client).await;
+        reads.push(("socket  file totals, one call".into(), totals));
+        reads.push(("socket  file totals, paged sweep (peer)".into(), sweep));
         let (peak, now) = rss_mib(pid);
         let stats = daemon.client.stats().await.expect("stats");
         notes.push(format!(
@@ -345,7 +348,7 @@ async fn main() {
     println!();
     println!("reads (one client, sequential)");
     for (label, lat) in &reads {
-        println!("  {label:<26} {lat}");
+        println!("  {label:<40} {lat}");
     }
     println!(
         "  {:<26} p50 ~10 µs (key), p99 ~200 µs (record)",
@@ -360,6 +363,58 @@ async fn main() {
     if failed > 0 {
         println!("WARNING: {failed} socket writes failed");
     }
+}
+
+/// The figures behind `/api/stats`, three times each way: one
+/// `GET /records/totals` (one read transaction in storaged), and the sweep
+/// apid ran before, pages of 2,000 roots with `filePath` and `sizeByte`
+/// through the socket. Both must count the same.
+async fn file_totals_both_ways(client: &StoragedClient) -> (String, String) {
+    use metacore::api::storaged::{FieldsPageQuery, PageQuery};
+    let (mut one, mut paged) = (Vec::new(), Vec::new());
+    for _ in 0..3 {
+        let t = Instant::now();
+        let totals = client.totals().await.expect("totals");
+        one.push(t.elapsed());
+        let t = Instant::now();
+        let mut q = FieldsPageQuery {
+            names: "filePath,sizeByte".into(),
+            page: PageQuery {
+                limit: Some(2000),
+                ..PageQuery::default()
+            },
+        };
+        let (mut files, mut bytes) = (0u64, 0u64);
+        loop {
+            let page = client.fields_page(&q).await.expect("fields page");
+            for row in page.rows {
+                if row.fields.contains_key("filePath") {
+                    files += 1;
+                    bytes += row
+                        .fields
+                        .get("sizeByte")
+                        .and_then(|v| v.parse::<u64>().ok())
+                        .unwrap_or(0);
+                }
+            }
+            match page.next {
+                Some(next) => q.page.after = Some(next),
+                None => break,
+            }
+        }
+        paged.push(t.elapsed());
+        assert_eq!(
+            (files, bytes),
+            (totals.files, totals.file_bytes),
+            "both ways count alike"
+        );
+    }
+    let ms = |d: &[Duration]| {
+        let mut v: Vec<f64> = d.iter().map(|d| d.as_secs_f64() * 1e3).collect();
+        v.sort_by(f64::total_cmp);
+        format!("median {:.0} ms (of {})", v[v.len() / 2], v.len())
+    };
+    (ms(&one), ms(&paged))
 }
 
 /// SIGTERM without `unsafe`: the `kill` command.
