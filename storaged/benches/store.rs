@@ -351,7 +351,7 @@ async fn main() {
         println!("  {label:<40} {lat}");
     }
     println!(
-        "  {:<26} p50 ~10 µs (key), p99 ~200 µs (record)",
+        "  {:<40} p50 ~10 µs (key), p99 ~200 µs (record)",
         "bare simulation reference"
     );
     println!();
