@@ -85,24 +85,19 @@ fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
 }
 
 /// A query parameter that names one of a few choices: absent or empty is
-/// the first choice; a value not among them is a 400 that lists them.
+/// the first choice; another value is a 400 saying what is `expected`.
 pub(crate) fn choice<T: Copy>(
     param: &str,
     given: Option<&str>,
     choices: &[(&str, T)],
+    expected: &str,
 ) -> Result<T, ApiError> {
     let given = given.filter(|v| !v.is_empty()).unwrap_or(choices[0].0);
     choices
         .iter()
         .find(|(name, _)| *name == given)
         .map(|(_, t)| *t)
-        .ok_or_else(|| {
-            let names: Vec<&str> = choices.iter().map(|(n, _)| *n).collect();
-            ApiError::bad_request(format!(
-                "{param} must be one of {}, not {given:?}",
-                names.join(", ")
-            ))
-        })
+        .ok_or_else(|| ApiError::bad_request(format!("{param} must be {expected}, not {given:?}")))
 }
 
 #[cfg(test)]

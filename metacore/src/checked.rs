@@ -101,6 +101,29 @@ impl CheckedFields {
         Ok(Self { fields, cids })
     }
 
+    /// Checks every field once, keeping those that pass and, for each that
+    /// does not, its value and why (in name order). For a caller that
+    /// decides later which fields it writes (a snapshot import, whose plan
+    /// leaves unchanged fields alone).
+    pub fn partition(fields: Fields) -> (Self, Vec<Refused>) {
+        let mut ok = Self::default();
+        let mut refused = Vec::new();
+        for (f, v) in fields {
+            match check_write(&f, &v) {
+                Ok(cid) => {
+                    ok.fields.insert(f, v);
+                    ok.cids.push(cid);
+                }
+                Err(e) => refused.push(Refused {
+                    field: f,
+                    value: v,
+                    why: e.into(),
+                }),
+            }
+        }
+        (ok, refused)
+    }
+
     /// Checks `fields` plus, for a write addressed by CID, that CID's
     /// member (a replace keeps the address it was made through).
     pub fn check_for(target: &Target, mut fields: Fields) -> Result<Self, ApiError> {
@@ -132,10 +155,6 @@ impl CheckedFields {
         self.fields.is_empty()
     }
 
-    pub fn fields(&self) -> &Fields {
-        &self.fields
-    }
-
     /// The fields `keep` says yes to, still checked.
     pub fn subset(&self, mut keep: impl FnMut(&str, &str) -> bool) -> CheckedFields {
         let (fields, cids) = self
@@ -147,6 +166,14 @@ impl CheckedFields {
             .unzip();
         CheckedFields { fields, cids }
     }
+}
+
+/// A field that failed the write checks, with its value and the reason.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Refused {
+    pub field: String,
+    pub value: String,
+    pub why: ApiError,
 }
 
 impl Serialize for CheckedFields {
@@ -285,6 +312,24 @@ mod tests {
         assert_eq!(
             serde_json::to_value(&ok).unwrap(),
             serde_json::json!({"a": "1", format!("cids/{CID}"): "true"})
+        );
+    }
+
+    #[test]
+    fn a_partition_keeps_the_good_fields_and_says_why_of_the_others() {
+        let (ok, refused) =
+            CheckedFields::partition(fields(&[("a", "1"), ("midhash256", "x"), ("b//c", "2")]));
+        assert_eq!(ok, CheckedFields::check(fields(&[("a", "1")])).unwrap());
+        let why: Vec<_> = refused
+            .iter()
+            .map(|r| (r.field.as_str(), r.why.code))
+            .collect();
+        assert_eq!(
+            why,
+            [
+                ("b//c", ErrorCode::SchemaViolation),
+                ("midhash256", ErrorCode::DeprecatedField)
+            ]
         );
     }
 

@@ -256,6 +256,14 @@ impl axum::response::IntoResponse for ApiError {
     fn into_response(self) -> axum::response::Response {
         let status = self.code.status();
         let mut resp = (status, axum::Json(self.envelope())).into_response();
+        if status == StatusCode::PAYLOAD_TOO_LARGE {
+            // The body was not read to its end, so the connection cannot carry
+            // another request: say so, or a pooled client would reuse it.
+            resp.headers_mut().insert(
+                http::header::CONNECTION,
+                http::HeaderValue::from_static("close"),
+            );
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(
                 http::header::RETRY_AFTER,

@@ -8,18 +8,102 @@
 //! - **wipe**: every record deleted, a chunk of roots per write, until the
 //!   root index is empty.
 
-use metacore::api::storaged::{ImportConflict, ImportCounts, ImportMode};
-use metacore::checked::CheckedFields;
+use metacore::api::storaged::{
+    ImportBody, ImportConflict, ImportCounts, ImportMode, MAX_IMPORT_GROUP,
+};
+use metacore::checked::{CheckedFields, Refused};
+use metacore::error::ApiError;
 use metacore::record::{Fields, Target};
 use metacore::rid::Rid;
 
 use crate::engine::tx::Tx;
-use crate::error::Result;
+use crate::error::{Result, schema};
 use crate::records::{self, PageStart};
 
-/// Roots deleted by one write of a wipe: large enough to keep the commits
-/// few, small enough that other writes wait a few milliseconds at most.
-pub const WIPE_CHUNK: u32 = 500;
+/// Roots a wipe looks at in one write.
+pub const WIPE_CHUNK: u32 = 256;
+/// Rows a wipe deletes in one write, about: a write holds every other
+/// write until it commits, so a chunk stops once it has deleted this many
+/// (a few milliseconds' work), whatever the size of its records.
+const WIPE_ROWS: u64 = 4096;
+
+/// One snapshot record, checked before it is queued: the fields that pass
+/// the write checks and those that do not, with why. A refused field the
+/// plan leaves alone (an old store's retired field, unchanged or kept)
+/// does no harm; a write that would set one fails with its reason.
+#[derive(Debug, Clone)]
+pub(crate) struct Incoming {
+    rid: Rid,
+    ok: CheckedFields,
+    refused: Vec<Refused>,
+}
+
+impl Incoming {
+    pub(crate) fn check(rid: Rid, fields: Fields) -> Self {
+        let (ok, refused) = CheckedFields::partition(fields);
+        Self { rid, ok, refused }
+    }
+
+    pub(crate) fn rid(&self) -> Rid {
+        self.rid
+    }
+
+    /// Every field as the snapshot has it, refused ones too.
+    fn all(&self) -> impl Iterator<Item = (&str, &str)> {
+        let ok = self.ok.iter().map(|(f, v, _)| (f.as_str(), v.as_str()));
+        ok.chain(
+            self.refused
+                .iter()
+                .map(|r| (r.field.as_str(), r.value.as_str())),
+        )
+    }
+
+    fn contains(&self, field: &str) -> bool {
+        self.ok.contains(field) || self.refused.iter().any(|r| r.field == field)
+    }
+
+    fn is_empty(&self) -> bool {
+        self.ok.is_empty() && self.refused.is_empty()
+    }
+
+    /// The refusal of the first field (in name order) `writes` says yes to.
+    fn refusal(&self, mut writes: impl FnMut(&str) -> bool) -> Option<ApiError> {
+        self.refused
+            .iter()
+            .find(|r| writes(&r.field))
+            .map(|r| r.why.clone())
+    }
+}
+
+/// An import group, every record checked, ready for the writer.
+#[derive(Debug, Clone)]
+pub struct ImportGroup {
+    pub(crate) mode: ImportMode,
+    pub(crate) conflict: ImportConflict,
+    pub(crate) dry_run: bool,
+    pub(crate) records: Vec<Incoming>,
+}
+
+impl ImportGroup {
+    /// Checks every record of `body` (a group too large is refused whole).
+    pub fn check(body: ImportBody) -> Result<Self> {
+        if body.records.len() > MAX_IMPORT_GROUP {
+            return Err(schema(format!(
+                "an import group is at most {MAX_IMPORT_GROUP} records"
+            )));
+        }
+        Ok(Self {
+            mode: body.mode,
+            conflict: body.conflict,
+            dry_run: body.dry_run,
+            records: body
+                .records
+                .into_iter()
+                .map(|r| Incoming::check(r.rid, r.fields))
+                .collect(),
+        })
+    }
+}
 
 /// What one record's import writes.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -27,22 +111,25 @@ pub(crate) enum RecordWrite {
     Nothing,
     /// These fields set, the others kept.
     Merge(CheckedFields),
-    /// The record's fields become these.
+    /// The record's fields become the snapshot's.
     Replace,
     /// Replaced by nothing: the record goes.
     Delete,
 }
 
 /// The counts and the write of one record, from our fields and the
-/// snapshot's. Pure, so a dry run computes exactly what a run does.
+/// snapshot's; a refusal when the write would set a field that failed its
+/// checks. Pure, so a dry run computes exactly what a run does.
 pub(crate) fn plan(
     current: &Fields,
-    incoming: &CheckedFields,
+    incoming: &Incoming,
     mode: ImportMode,
     conflict: ImportConflict,
-) -> (ImportCounts, RecordWrite) {
+) -> std::result::Result<(ImportCounts, RecordWrite), ApiError> {
     let mut c = ImportCounts::default();
-    let merge = incoming.subset(|k, v| match current.get(k) {
+    // The fields a merge sets: those we lack, and those that differ when
+    // the snapshot's value wins.
+    let mut sets = |k: &str, v: &str| match current.get(k) {
         None => {
             c.added += 1;
             true
@@ -59,34 +146,46 @@ pub(crate) fn plan(
             c.kept += 1;
             false
         }
-    });
+    };
+    let set: Vec<&str> = incoming
+        .all()
+        .filter(|(k, v)| sets(k, v))
+        .map(|(k, _)| k)
+        .collect();
     let write = match mode {
-        ImportMode::Merge if merge.is_empty() => RecordWrite::Nothing,
-        ImportMode::Merge => RecordWrite::Merge(merge),
+        ImportMode::Merge if set.is_empty() => RecordWrite::Nothing,
+        ImportMode::Merge => {
+            if let Some(why) = incoming.refusal(|f| set.contains(&f)) {
+                return Err(why);
+            }
+            RecordWrite::Merge(incoming.ok.subset(|k, _| set.contains(&k)))
+        }
         ImportMode::Replace => {
             c.deleted = current.keys().filter(|k| !incoming.contains(k)).count() as u64;
             if c.added + c.updated + c.deleted == 0 {
                 RecordWrite::Nothing
             } else if incoming.is_empty() {
                 RecordWrite::Delete
+            } else if let Some(why) = incoming.refusal(|_| true) {
+                return Err(why);
             } else {
                 RecordWrite::Replace
             }
         }
     };
-    (c, write)
+    Ok((c, write))
 }
 
 /// Imports one record, reading it inside the write that applies the plan.
 pub(crate) fn import_record(
     tx: &mut Tx<'_>,
-    rid: Rid,
-    incoming: &CheckedFields,
+    incoming: &Incoming,
     mode: ImportMode,
     conflict: ImportConflict,
 ) -> Result<ImportCounts> {
+    let rid = incoming.rid;
     let current = records::fields(tx.conn, rid)?;
-    let (counts, write) = plan(&current, incoming, mode, conflict);
+    let (counts, write) = plan(&current, incoming, mode, conflict)?;
     let target = Target::Rid(rid);
     match write {
         RecordWrite::Nothing => {}
@@ -94,7 +193,7 @@ pub(crate) fn import_record(
             records::merge(tx, &target, &fields)?;
         }
         RecordWrite::Replace => {
-            records::replace(tx, &target, incoming)?;
+            records::replace(tx, &target, &incoming.ok)?;
         }
         RecordWrite::Delete => {
             records::delete_rid(tx, rid)?;
@@ -103,17 +202,26 @@ pub(crate) fn import_record(
     Ok(counts)
 }
 
-/// Deletes up to [`WIPE_CHUNK`] records; returns how many (0: none left).
-pub(crate) fn wipe_chunk(tx: &mut Tx<'_>) -> Result<u64> {
+/// Deletes records, up to [`WIPE_CHUNK`] of them or about [`WIPE_ROWS`]
+/// rows; returns how many, and whether any is left.
+pub(crate) fn wipe_chunk(tx: &mut Tx<'_>) -> Result<(u64, bool)> {
     let page = records::list_roots(tx.conn, PageStart::default(), WIPE_CHUNK)?;
+    let (mut roots, mut rows) = (0u64, 0u64);
     for rid in &page.rids {
-        records::delete_rid(tx, *rid)?;
+        rows += records::delete_rid(tx, *rid)?;
+        roots += 1;
+        if rows >= WIPE_ROWS {
+            break;
+        }
     }
-    Ok(page.rids.len() as u64)
+    let left = roots < page.rids.len() as u64 || page.next.is_some();
+    Ok((roots, left))
 }
 
 #[cfg(test)]
 mod tests {
+    use metacore::error::ErrorCode;
+
     use super::*;
 
     fn fields(pairs: &[(&str, &str)]) -> Fields {
@@ -122,6 +230,10 @@ mod tests {
 
     fn checked(pairs: &[(&str, &str)]) -> CheckedFields {
         CheckedFields::check(fields(pairs)).unwrap()
+    }
+
+    fn incoming(pairs: &[(&str, &str)]) -> Incoming {
+        Incoming::check(Rid::mint(), fields(pairs))
     }
 
     fn counts(added: u64, updated: u64, unchanged: u64, kept: u64, deleted: u64) -> ImportCounts {
@@ -137,8 +249,8 @@ mod tests {
     #[test]
     fn merge_source_adds_and_updates() {
         let ours = fields(&[("a", "1"), ("b", "2"), ("c", "3")]);
-        let theirs = checked(&[("a", "1"), ("b", "X"), ("d", "4")]);
-        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Source);
+        let theirs = incoming(&[("a", "1"), ("b", "X"), ("d", "4")]);
+        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Source).unwrap();
         assert_eq!(c, counts(1, 1, 1, 0, 0));
         assert_eq!(w, RecordWrite::Merge(checked(&[("b", "X"), ("d", "4")])));
     }
@@ -146,33 +258,50 @@ mod tests {
     #[test]
     fn merge_mine_keeps_ours() {
         let ours = fields(&[("a", "1"), ("b", "2")]);
-        let theirs = checked(&[("a", "1"), ("b", "X"), ("d", "4")]);
-        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Mine);
+        let theirs = incoming(&[("a", "1"), ("b", "X"), ("d", "4")]);
+        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Mine).unwrap();
         assert_eq!(c, counts(1, 0, 1, 1, 0));
         assert_eq!(w, RecordWrite::Merge(checked(&[("d", "4")])));
-        let (_, w) = plan(
-            &ours,
-            &checked(&[("b", "X")]),
-            ImportMode::Merge,
-            ImportConflict::Mine,
-        );
+        let only_b = incoming(&[("b", "X")]);
+        let (_, w) = plan(&ours, &only_b, ImportMode::Merge, ImportConflict::Mine).unwrap();
         assert_eq!(w, RecordWrite::Nothing, "nothing to write is no write");
     }
 
     #[test]
     fn replace_counts_deletions_and_ignores_conflict() {
         let ours = fields(&[("a", "1"), ("b", "2"), ("c", "3")]);
-        let theirs = checked(&[("a", "1"), ("b", "X"), ("d", "4")]);
+        let theirs = incoming(&[("a", "1"), ("b", "X"), ("d", "4")]);
         for conflict in [ImportConflict::Mine, ImportConflict::Source] {
-            let (c, w) = plan(&ours, &theirs, ImportMode::Replace, conflict);
+            let (c, w) = plan(&ours, &theirs, ImportMode::Replace, conflict).unwrap();
             assert_eq!(c, counts(1, 1, 1, 0, 1));
             assert_eq!(w, RecordWrite::Replace);
         }
-        let same = CheckedFields::check(ours.clone()).unwrap();
-        let (c, w) = plan(&ours, &same, ImportMode::Replace, ImportConflict::Source);
+        let same = Incoming::check(Rid::mint(), ours.clone());
+        let (c, w) = plan(&ours, &same, ImportMode::Replace, ImportConflict::Source).unwrap();
         assert_eq!((c.unchanged, w), (3, RecordWrite::Nothing));
-        let empty = CheckedFields::default();
-        let (c, w) = plan(&ours, &empty, ImportMode::Replace, ImportConflict::Source);
+        let empty = incoming(&[]);
+        let (c, w) = plan(&ours, &empty, ImportMode::Replace, ImportConflict::Source).unwrap();
         assert_eq!((c.deleted, w), (3, RecordWrite::Delete));
+    }
+
+    #[test]
+    fn a_refused_field_fails_the_record_only_when_the_write_would_set_it() {
+        // An old store's retired field, the same in the snapshot: a merge
+        // leaves it alone, so the record imports.
+        let ours = fields(&[("midhash256", "old"), ("title", "T")]);
+        let theirs = incoming(&[("midhash256", "old"), ("title", "T"), ("year", "2001")]);
+        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Mine).unwrap();
+        assert_eq!(c, counts(1, 0, 2, 0, 0));
+        assert_eq!(w, RecordWrite::Merge(checked(&[("year", "2001")])));
+        // A merge that would set it, and any replace that writes, refuse.
+        let changed = incoming(&[("midhash256", "new")]);
+        let e = plan(&ours, &changed, ImportMode::Merge, ImportConflict::Source).unwrap_err();
+        assert_eq!(e.code, ErrorCode::DeprecatedField);
+        let e = plan(&ours, &theirs, ImportMode::Replace, ImportConflict::Source).unwrap_err();
+        assert_eq!(e.code, ErrorCode::DeprecatedField);
+        // A replace that changes nothing writes nothing, so refuses nothing.
+        let same = incoming(&[("midhash256", "old"), ("title", "T")]);
+        let (_, w) = plan(&ours, &same, ImportMode::Replace, ImportConflict::Source).unwrap();
+        assert_eq!(w, RecordWrite::Nothing);
     }
 }

@@ -22,7 +22,7 @@ use metacore::Config;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
-pub use bulk::WIPE_CHUNK;
+pub use bulk::{ImportGroup, WIPE_CHUNK};
 pub use engine::Options;
 pub use error::StoreError;
 pub use records::PageStart;

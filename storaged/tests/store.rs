@@ -327,7 +327,8 @@ async fn an_import_plans_each_record_where_it_writes_and_refuses_bad_ones_alone(
             },
         ],
     };
-    let dry = store.import(body(true)).await.unwrap().records;
+    let group = |dry_run| storaged::ImportGroup::check(body(dry_run)).unwrap();
+    let dry = store.import(group(true)).await.unwrap().records;
     assert_eq!((dry[0].counts.added, dry[0].counts.kept), (1, 1));
     assert!(
         dry[1]
@@ -342,7 +343,7 @@ async fn an_import_plans_each_record_where_it_writes_and_refuses_bad_ones_alone(
         2,
         "a dry run writes nothing"
     );
-    let done = store.import(body(false)).await.unwrap().records;
+    let done = store.import(group(false)).await.unwrap().records;
     assert_eq!(
         done[0].counts, dry[0].counts,
         "a dry run counts what a run does"

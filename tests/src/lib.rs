@@ -26,6 +26,7 @@
 //!   seeing the error envelope byte for byte.
 //! - [`supervisor`]: [`supervisor::MetaCore`], one real `meta-core`
 //!   supervisor running the daemons, its control socket and its CLI.
+//! - [`openapi`]: a checker of answers against `docs/openapi.json`.
 //! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
 //! - [`unchecked`]: writes sent to storaged as given, without the checks
 //!   of the typed client's inputs, to see storaged's own refusals.
@@ -34,6 +35,7 @@
 pub mod apid;
 pub mod daemon;
 pub mod fixtures;
+pub mod openapi;
 pub mod process;
 pub mod raw_http;
 pub mod snapshot;

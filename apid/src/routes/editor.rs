@@ -33,9 +33,6 @@ pub(crate) struct Tuple {
     pub mtime_nano: u64,
 }
 
-/// `GET /api/files/tuples[?summary=1]`: the roots that have `filePath`,
-/// `sizeByte` and `mtimeNano` (the numbers must parse), with their count
-/// and total size; `summary` leaves the list out.
 /// `GET /api/files/tuples`: `files` is left out with `summary`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -46,6 +43,9 @@ pub(crate) struct Tuples {
     pub total_size: u64,
 }
 
+/// `GET /api/files/tuples[?summary=1]`: the roots that have `filePath`,
+/// `sizeByte` and `mtimeNano` (the numbers must parse), with their count
+/// and total size; `summary` leaves the list out.
 pub(super) async fn tuples(
     st: State,
     QueryParams(q): QueryParams<TuplesQuery>,

@@ -66,8 +66,6 @@ pub(crate) struct KeysQuery {
     pub count: Option<u32>,
 }
 
-/// `GET /api/kv/keys?cursor=&count=`: `file:<root>` names a page at a time.
-/// The cursor is opaque (the last root of the page); `"0"` means done.
 /// `GET /api/kv/keys`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -78,6 +76,8 @@ pub(crate) struct KvKeys {
     pub cursor: String,
 }
 
+/// `GET /api/kv/keys?cursor=&count=`: `file:<root>` names a page at a time.
+/// The cursor is opaque (the last root of the page); `"0"` means done.
 pub(super) async fn keys(st: State, QueryParams(q): QueryParams<KeysQuery>) -> JsonReply<KvKeys> {
     let after = match q.cursor.as_deref() {
         None | Some("" | "0") => None,
@@ -237,8 +237,6 @@ pub(crate) struct SearchQuery {
     pub limit: Option<u32>,
 }
 
-/// `GET /api/kv/search?contains=&limit=`: keys containing a substring (a
-/// scan of the key column, stopping at `limit`).
 /// `GET /api/kv/search`.
 #[derive(Debug, Serialize)]
 pub(crate) struct KvSearch {
@@ -247,6 +245,8 @@ pub(crate) struct KvSearch {
     pub truncated: bool,
 }
 
+/// `GET /api/kv/search?contains=&limit=`: keys containing a substring (a
+/// scan of the key column, stopping at `limit`).
 pub(super) async fn search(
     st: State,
     QueryParams(q): QueryParams<SearchQuery>,
@@ -296,8 +296,6 @@ pub(crate) struct FindQuery {
     pub limit: Option<u32>,
 }
 
-/// `GET /api/kv/find?contains=&fields=a,b&limit=`: records whose field
-/// (one of `fields`) contains `contains`, case-insensitively, sorted by key.
 /// One field of `GET /api/kv/find`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -317,6 +315,8 @@ pub(crate) struct KvFind {
     pub truncated: bool,
 }
 
+/// `GET /api/kv/find?contains=&fields=a,b&limit=`: records whose field
+/// (one of `fields`) contains `contains`, case-insensitively, sorted by key.
 pub(super) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> JsonReply<KvFind> {
     let fields: Vec<String> = q
         .fields

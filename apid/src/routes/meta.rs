@@ -34,7 +34,7 @@ pub(crate) struct ShapeQuery {
 impl ShapeQuery {
     /// The asked shape, checked before the store is asked.
     pub(crate) fn shape(&self) -> Result<Shape, ApiError> {
-        choice("shape", self.shape.as_deref(), SHAPES)
+        choice("shape", self.shape.as_deref(), SHAPES, "flat or nested")
     }
 }
 
@@ -258,8 +258,10 @@ pub(super) async fn put_property(
     PathParams((raw, key)): PathParams<(String, String)>,
     RawBody(body): RawBody,
 ) -> JsonReply<PropertyWritten> {
+    // The body is read before the address, as the original did.
+    let value = property_value(&body)?;
     let target: Target = raw.parse()?;
-    let field = CheckedField::new(key.clone(), property_value(&body)?)?;
+    let field = CheckedField::new(key.clone(), value)?;
     let w = st.store.set_field(&target, &field).await?;
     Ok(Json(PropertyWritten {
         success: true,
@@ -288,11 +290,11 @@ pub(super) async fn add_to_set(
     PathParams((raw, key)): PathParams<(String, String)>,
     RawBody(body): RawBody,
 ) -> JsonReply<SetAdded> {
-    let target: Target = raw.parse()?;
     let value = property_value(&body)?;
     if value.is_empty() {
         return Err(ApiError::schema("a value to add is required"));
     }
+    let target: Target = raw.parse()?;
     let member = SetMember::new(key.clone(), value)?;
     let a = st.store.set_add(&target, &member).await?;
     Ok(Json(SetAdded {

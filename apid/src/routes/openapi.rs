@@ -14,10 +14,6 @@ pub(super) async fn document() -> impl IntoResponse {
 }
 
 #[cfg(test)]
-#[path = "openapi_test.rs"]
-mod answers_test;
-
-#[cfg(test)]
 mod tests {
     use std::sync::Arc;
 

@@ -13,14 +13,11 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::routing::{get, post};
+use metacore::api::storaged::MAX_BODY;
 use metacore::shutdown::Shutdown;
 use metacore::socket::body::{no_method, no_route};
 
 use crate::store::Store;
-
-/// Largest body the socket accepts (a 40-field record is a few KiB; apid
-/// enforces the public 8 MiB limit before calling).
-pub(crate) const MAX_BODY: usize = 16 * 1024 * 1024;
 
 /// What every handler gets.
 #[derive(Debug)]

@@ -18,6 +18,7 @@ use metacore::rid::Rid;
 use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
 
 use super::{State, page};
+use crate::bulk::ImportGroup;
 use crate::records::PageStart;
 
 fn start(after: Option<Rid>, offset: Option<u64>) -> PageStart {
@@ -170,7 +171,7 @@ pub(super) async fn mint(st: State, JsonBody(body): JsonBody<MintBody>) -> JsonR
 }
 
 pub(super) async fn import(st: State, JsonBody(body): JsonBody<ImportBody>) -> JsonReply<Imported> {
-    Ok(Json(st.store.import(body).await?))
+    Ok(Json(st.store.import(ImportGroup::check(body)?).await?))
 }
 
 pub(super) async fn wipe(st: State) -> JsonReply<Wiped> {

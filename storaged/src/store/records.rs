@@ -5,8 +5,8 @@
 
 use metacore::api::storaged::{
     AliasResult, Deleted, Document, DuplicateResult, FieldDelete, FieldValue, FieldWrite,
-    FieldsPage, ImportBody, ImportCounts, ImportOutcome, Imported, MAX_IMPORT_GROUP, MintBody,
-    RecordFields, RootPage, SetAdd, Totals, WriteResult,
+    FieldsPage, ImportCounts, ImportOutcome, Imported, MintBody, RecordFields, RootPage, SetAdd,
+    Totals, WriteResult,
 };
 use metacore::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
 use metacore::cid::Cid;
@@ -16,9 +16,9 @@ use metacore::rid::Rid;
 use rusqlite::Connection;
 
 use super::{Store, in_read_tx};
-use crate::bulk::{self, WIPE_CHUNK};
+use crate::bulk::{self, ImportGroup, Incoming};
 use crate::engine::tx::Tx;
-use crate::error::{Result, schema};
+use crate::error::{Result, StoreError};
 use crate::records::{self, PageStart};
 
 impl Store {
@@ -147,78 +147,72 @@ impl Store {
         self.readers.read(|c| in_read_tx(c, records::totals)).await
     }
 
-    /// Imports a group of records. Each record's fields are checked before
-    /// anything is queued (a bad one fails alone, with its reason); each
-    /// good one is planned and applied by one write of its own, which reads
-    /// the record it meets in the same savepoint, so one failing record
-    /// leaves the others be and no write can slip in between the read and
-    /// the write. A dry run plans against one read transaction.
-    pub async fn import(&self, body: ImportBody) -> Result<Imported> {
-        if body.records.len() > MAX_IMPORT_GROUP {
-            return Err(schema(format!(
-                "an import group is at most {MAX_IMPORT_GROUP} records"
-            )));
-        }
-        let (mode, conflict) = (body.mode, body.conflict);
-        let mut outcomes = Vec::with_capacity(body.records.len());
-        // The records that passed their checks, and where each stands.
-        let (mut at, mut good) = (Vec::new(), Vec::new());
-        for (i, r) in body.records.into_iter().enumerate() {
-            let mut outcome = ImportOutcome {
-                rid: r.rid,
-                counts: ImportCounts::default(),
-                error: None,
-            };
-            match CheckedFields::check(r.fields) {
-                Ok(fields) => {
-                    at.push(i);
-                    good.push((r.rid, fields));
-                }
-                Err(e) => outcome.error = Some(e.to_string()),
-            }
-            outcomes.push(outcome);
-        }
-        let results: Vec<Result<ImportCounts>> = if body.dry_run {
-            let planned = self
-                .readers
+    /// Imports a group of records, each checked before it was queued
+    /// ([`ImportGroup::check`]). Each record is planned and applied by one
+    /// write of its own, which reads the record it meets in the same
+    /// savepoint, so one failing record leaves the others be and no write
+    /// can slip in between the read and the write; the writes are queued
+    /// together and share groups. A dry run plans against one read
+    /// transaction. One outcome a record, in order.
+    pub async fn import(&self, group: ImportGroup) -> Result<Imported> {
+        let ImportGroup {
+            mode,
+            conflict,
+            dry_run,
+            records: incoming,
+        } = group;
+        let rids: Vec<Rid> = incoming.iter().map(Incoming::rid).collect();
+        let results: Vec<Result<ImportCounts>> = if dry_run {
+            self.readers
                 .read(move |c| {
                     in_read_tx(c, |c| {
-                        good.iter()
-                            .map(|(rid, fields)| {
-                                let current = records::fields(c, *rid)?;
-                                Ok(bulk::plan(&current, fields, mode, conflict).0)
+                        incoming
+                            .iter()
+                            .map(|r| {
+                                let current = records::fields(c, r.rid())?;
+                                Ok(bulk::plan(&current, r, mode, conflict).map(|(n, _)| n))
                             })
                             .collect::<Result<Vec<_>>>()
                     })
                 })
-                .await?;
-            planned.into_iter().map(Ok).collect()
-        } else {
-            let ops = good
+                .await?
                 .into_iter()
-                .map(|(rid, fields)| {
-                    move |tx: &mut Tx<'_>| bulk::import_record(tx, rid, &fields, mode, conflict)
-                })
+                .map(|r| r.map_err(StoreError::from))
+                .collect()
+        } else {
+            let ops = incoming
+                .into_iter()
+                .map(|r| move |tx: &mut Tx<'_>| bulk::import_record(tx, &r, mode, conflict))
                 .collect();
             self.writer.write_all(ops).await
         };
-        for (i, result) in at.into_iter().zip(results) {
-            match result {
-                Ok(counts) => outcomes[i].counts = counts,
-                Err(e) => outcomes[i].error = Some(ApiError::from(e).to_string()),
-            }
-        }
-        Ok(Imported { records: outcomes })
+        let records = rids
+            .into_iter()
+            .zip(results)
+            .map(|(rid, result)| match result {
+                Ok(counts) => ImportOutcome {
+                    rid,
+                    counts,
+                    error: None,
+                },
+                Err(e) => ImportOutcome {
+                    rid,
+                    counts: ImportCounts::default(),
+                    error: Some(ApiError::from(e).to_string()),
+                },
+            })
+            .collect();
+        Ok(Imported { records })
     }
 
-    /// Deletes every record, [`WIPE_CHUNK`] roots a write, until a write
-    /// finds fewer than a chunk left; returns the records deleted.
+    /// Deletes every record, a chunk a write ([`bulk::wipe_chunk`]), until
+    /// none is left; returns the records deleted.
     pub async fn wipe(&self) -> Result<u64> {
         let mut deleted = 0;
         loop {
-            let n = self.writer.write(bulk::wipe_chunk).await?;
+            let (n, left) = self.writer.write(bulk::wipe_chunk).await?;
             deleted += n;
-            if n < u64::from(WIPE_CHUNK) {
+            if !left {
                 return Ok(deleted);
             }
         }

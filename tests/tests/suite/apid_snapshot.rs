@@ -586,3 +586,46 @@ async fn a_refused_record_fails_alone_within_its_group() {
     );
     assert_eq!(record(&rows, &rids[4]), fields(&[("title", "four")]));
 }
+
+/// Records go to storaged in groups of at most 256 records and about
+/// 4 MiB: a record larger than a group goes alone and imports; one larger
+/// than storaged's 16 MiB body limit fails alone; the records around them
+/// import, and the answer keeps the archive's order.
+#[tokio::test]
+async fn large_records_go_alone_and_one_too_large_fails_alone() {
+    let s = Storaged::start().await;
+    let c = s.client();
+    let work = tempfile::tempdir().unwrap();
+    let mut rids: Vec<String> = (0..4).map(|_| random_rid().to_string()).collect();
+    rids.sort();
+    let big = format!(r#"{{"blob":"{}"}}"#, "b".repeat(5 << 20));
+    let huge = format!(r#"{{"blob":"{}"}}"#, "h".repeat(17 << 20));
+    let names: Vec<String> = rids.iter().map(|r| format!("metadata/{r}.json")).collect();
+    let zip = work.path().join("large.zip");
+    make_zip(
+        &zip,
+        &[
+            ("manifest.json", br#"{"schemaVersion":2,"fileCount":4}"#),
+            (&names[0], br#"{"title":"small"}"#),
+            (&names[1], big.as_bytes()),
+            (&names[2], huge.as_bytes()),
+            (&names[3], br#"{"title":"after"}"#),
+        ],
+    );
+    let opts = import_options(
+        ImportMode::Merge,
+        ImportConflict::Source,
+        false,
+        &work.path().join("plugin"),
+    );
+    let r = snapshot::import_file(c, &zip, &opts).await.unwrap();
+    let order: Vec<&str> = r.files.iter().map(|f| f.hash_id.as_str()).collect();
+    assert_eq!(order, rids.iter().map(String::as_str).collect::<Vec<_>>());
+    assert_eq!((r.files_ok, r.files_failed), (3, 1), "{:?}", r.files);
+    let err = r.files[2].error.clone().unwrap_or_default();
+    assert!(err.starts_with("payload_too_large"), "{err}");
+    let rows = dump(&s.db_path());
+    assert_eq!(record(&rows, &rids[1])["blob"].len(), 5 << 20);
+    assert!(record(&rows, &rids[2]).is_empty());
+    assert_eq!(record(&rows, &rids[3]), fields(&[("title", "after")]));
+}

@@ -7,6 +7,7 @@ mod apid_bad_input;
 mod apid_editor_kv;
 mod apid_lifecycle;
 mod apid_meta;
+mod apid_openapi;
 mod apid_snapshot;
 mod apid_snapshot_http;
 mod storaged_bad_input;

@@ -3,7 +3,8 @@
 //! database as it was.
 
 use e2e::fixtures::{
-    checked, field_name, field_write, fields, file_path, member, random_midhash, random_rid, target,
+    checked, field_name, field_write, fields, file_path, key_write, member, random_midhash,
+    random_rid, target,
 };
 use e2e::raw_http::{self, RawResponse};
 use e2e::snapshot::{assert_same, dump};
@@ -666,6 +667,10 @@ async fn oversized_names_keys_paths_and_entries_are_400() {
         .unwrap();
 }
 
+/// 64 concurrent writes: good merges, merges storaged refuses as it
+/// decodes them (a retired field), and writes that fail inside the writer,
+/// in their own savepoint of a shared group (a duplicate path for a record
+/// that does not exist). Only the good ones leave rows.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn bad_writes_among_good_ones_fail_alone() {
     let f = Fixture::new().await;
@@ -674,21 +679,38 @@ async fn bad_writes_among_good_ones_fail_alone() {
         let c = f.s.client().clone();
         tasks.push(tokio::spawn(async move {
             let r = random_rid().to_string();
-            let good = i % 2 == 0;
-            let name = if good { "title" } else { "canonical_cid" };
-            let res = unchecked::merge(&c, &r, fields(&[("n", &i.to_string()), (name, "v")])).await;
-            (r, good, res)
+            let n = i.to_string();
+            let res = match i % 3 {
+                0 => unchecked::merge(&c, &r, fields(&[("n", &n), ("title", "v")]))
+                    .await
+                    .map(drop),
+                1 => unchecked::merge(&c, &r, fields(&[("n", &n), ("canonical_cid", "v")]))
+                    .await
+                    .map(drop),
+                _ => c
+                    .add_duplicate(&target(&r), &file_path("/files/copy.mkv"))
+                    .await
+                    .map(drop),
+            };
+            (r, i % 3, res)
         }));
     }
     let mut good_rids = Vec::new();
     for t in tasks {
-        let (r, good, res) = t.await.unwrap();
-        match (good, res) {
-            (true, Ok(_)) => good_rids.push(r),
-            (false, Err(metacore::socket::client::ClientError::Api(e))) => {
+        let (r, kind, res) = t.await.unwrap();
+        match (kind, res) {
+            (0, Ok(())) => good_rids.push(r),
+            (1, Err(metacore::socket::client::ClientError::Api(e))) => {
                 assert_eq!(e.code, metacore::ErrorCode::DeprecatedField)
             }
-            (good, res) => panic!("good={good}: {res:?}"),
+            (2, Err(metacore::socket::client::ClientError::Api(e))) => {
+                assert_eq!(
+                    e.code,
+                    metacore::ErrorCode::UnknownRoot,
+                    "refused in the writer"
+                )
+            }
+            (kind, res) => panic!("kind {kind}: {res:?}"),
         }
     }
     let rows = f.rows();
@@ -700,5 +722,41 @@ async fn bad_writes_among_good_ones_fail_alone() {
     );
     for r in &good_rids {
         assert_eq!(e2e::snapshot::record(&rows, r).len(), 2, "{r}");
+    }
+    let w = f.s.client().status().await.unwrap().writer;
+    assert!(
+        w.failed_writes >= 21,
+        "the writer itself refused {} writes",
+        w.failed_writes
+    );
+}
+
+/// A body over the limit is refused before it is read, so the connection
+/// cannot carry another request: the answer says `Connection: close`, and
+/// the pooled client's next call gets a fresh connection instead of a dead
+/// one (each round would otherwise fail now and then).
+#[tokio::test]
+async fn a_refused_oversized_body_does_not_poison_the_pooled_connection() {
+    let f = Fixture::new().await;
+    let c = f.s.client();
+    let big = bytes::Bytes::from(vec![b'x'; metacore::api::storaged::MAX_BODY + (2 << 20)]);
+    for round in 0..30 {
+        let refused = c
+            .socket()
+            .send(http::Method::PUT, "/kv/value", Some(big.clone()))
+            .await;
+        match refused {
+            Err(metacore::socket::client::ClientError::Api(e)) => {
+                assert_eq!(
+                    e.code,
+                    metacore::ErrorCode::PayloadTooLarge,
+                    "round {round}"
+                )
+            }
+            other => panic!("round {round}: {other:?}"),
+        }
+        c.kv_put(&key_write("udl:u/pool", &round.to_string()))
+            .await
+            .unwrap_or_else(|e| panic!("round {round}: the next call failed: {e:?}"));
     }
 }

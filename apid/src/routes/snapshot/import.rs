@@ -16,13 +16,14 @@ use axum::extract::{FromRequest, Multipart, Request};
 use futures_util::{Stream, StreamExt};
 use http::header;
 use metacore::api::storaged::{
-    ImportBody, ImportConflict, ImportCounts, ImportMode, ImportRecord, MAX_IMPORT_GROUP,
+    ImportBody, ImportConflict, ImportCounts, ImportMode, ImportRecord, MAX_BODY, MAX_IMPORT_GROUP,
     StoragedClient,
 };
 use metacore::error::{ApiError, ErrorCode};
 use metacore::record::Fields;
 use metacore::rid::Rid;
 use metacore::socket::body::QueryParams;
+use metacore::socket::client::ClientError;
 use serde::{Deserialize, Serialize};
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
@@ -115,9 +116,14 @@ pub(super) struct ImportQuery {
 
 impl ImportQuery {
     fn options(&self, plugin_dir: PathBuf) -> Result<ImportOptions, ApiError> {
-        let mode = choice("mode", self.mode.as_deref(), MODES)?;
-        let conflict = choice("conflict", self.conflict.as_deref(), CONFLICTS)?;
-        let dry_run = choice("dry_run", self.dry_run.as_deref(), DRY_RUN)?;
+        let mode = choice("mode", self.mode.as_deref(), MODES, "replace or merge")?;
+        let conflict = choice(
+            "conflict",
+            self.conflict.as_deref(),
+            CONFLICTS,
+            "mine or source",
+        )?;
+        let dry_run = choice("dry_run", self.dry_run.as_deref(), DRY_RUN, "true or false")?;
         Ok(ImportOptions {
             mode,
             conflict,
@@ -270,16 +276,24 @@ impl Group {
             };
             match store.import(&body).await {
                 Ok(done) => Ok(done.records),
-                Err(e) => Err(ApiError::from(e).to_string()),
+                // Refused as a whole before anything was queued.
+                Err(ClientError::Api(e)) if e.code.status().is_client_error() => Err(e.to_string()),
+                // Each record of a group is a write of its own: when the call
+                // fails otherwise, some of them may have been applied.
+                Err(e) => Err(format!(
+                    "outcome unknown, the group of {} records may be partly imported (import again): {}",
+                    rids.len(),
+                    ApiError::from(e)
+                )),
             }
         };
         let mut outcomes = rids.into_iter().enumerate().map(|(i, rid)| {
             let (counts, error) = match &answer {
                 Ok(list) => match list.get(i) {
-                    Some(o) => (o.counts, o.error.clone()),
-                    None => (
+                    Some(o) if o.rid == rid => (o.counts, o.error.clone()),
+                    _ => (
                         ImportCounts::default(),
-                        Some("storaged answered fewer outcomes than records".to_owned()),
+                        Some("storaged's answer does not match the records sent".to_owned()),
                     ),
                 },
                 Err(why) => (ImportCounts::default(), Some(why.clone())),
@@ -301,6 +315,48 @@ impl Group {
             }
         }
     }
+}
+
+/// At least the bytes of `fields` as JSON: each name and value with its
+/// quotes and separators, a byte JSON escapes counted as the 6 of `\u00XX`.
+fn json_bytes(fields: &Fields) -> usize {
+    let text = |s: &str| {
+        2 + s
+            .bytes()
+            .map(|b| {
+                if b < 0x20 || b == b'"' || b == b'\\' {
+                    6
+                } else {
+                    1
+                }
+            })
+            .sum::<usize>()
+    };
+    2 + fields
+        .iter()
+        .map(|(k, v)| text(k) + text(v) + 2)
+        .sum::<usize>()
+}
+
+/// Why a record cannot go to storaged at all: its JSON, alone in a group,
+/// is over the socket's body limit (measured exactly only when the
+/// estimate says it might be).
+fn too_large(fields: &Fields, estimate: usize) -> Option<String> {
+    // The group's envelope around one record, generously.
+    const ENVELOPE: usize = 256;
+    if estimate + ENVELOPE <= MAX_BODY {
+        return None;
+    }
+    let exact = serde_json::to_vec(fields).map_or(usize::MAX, |j| j.len());
+    (exact + ENVELOPE > MAX_BODY).then(|| {
+        ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "the record is {exact} bytes of JSON; storaged takes at most {MAX_BODY} a request"
+            ),
+        )
+        .to_string()
+    })
 }
 
 /// Imports the snapshot in `file` (a ZIP, read from the start).
@@ -326,7 +382,15 @@ pub async fn import_from(
     while let Some(item) = rx.recv().await {
         match item.parsed {
             Ok((rid, fields)) => {
-                let bytes = serde_json::to_vec(&fields).map_or(0, |j| j.len());
+                let bytes = json_bytes(&fields);
+                if let Some(why) = too_large(&fields, bytes) {
+                    group.slots.push(Slot::Failed(FileReport {
+                        hash_id: rid.to_string(),
+                        counts: ImportCounts::default(),
+                        error: Some(why),
+                    }));
+                    continue;
+                }
                 if !group.records.is_empty()
                     && (group.records.len() == MAX_IMPORT_GROUP
                         || group.bytes + bytes > GROUP_BYTES)
@@ -429,6 +493,23 @@ mod tests {
     use std::io;
 
     use super::*;
+
+    #[test]
+    fn the_json_size_estimate_is_never_short() {
+        for pairs in [
+            &[][..],
+            &[("a", "1")][..],
+            &[("title", "say \"hi\"\n"), ("path", "C:\\x"), ("ü", "\u{1}")][..],
+        ] {
+            let f = metacore::record::fields_of(pairs);
+            let exact = serde_json::to_vec(&f).unwrap().len();
+            assert!(
+                json_bytes(&f) >= exact,
+                "{pairs:?}: {} < {exact}",
+                json_bytes(&f)
+            );
+        }
+    }
 
     #[tokio::test]
     async fn spooling_stops_over_the_limit() {

@@ -11,6 +11,10 @@ use crate::record::Fields;
 use crate::rid::Rid;
 use crate::stream::{Entry, EntryFields, StreamId};
 
+/// Largest request body storaged's socket accepts (a 40-field record is a
+/// few KiB; apid enforces its public limits before calling).
+pub const MAX_BODY: usize = 16 * 1024 * 1024;
+
 /// Largest page any listing returns.
 pub const MAX_PAGE: u32 = 10_000;
 

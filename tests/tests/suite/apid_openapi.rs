@@ -1,0 +1,282 @@
+//! What apid really answers, held against `docs/openapi.json`: one real
+//! request for every operation the document says answers JSON, under the
+//! real supervisor (so `/status` carries its table), each 200 body checked
+//! strictly against the documented schema; the snapshot's `manifest.json`
+//! against its schema too.
+
+use std::collections::BTreeSet;
+use std::io::Read;
+
+use e2e::fixtures::{random_midhash, random_rid};
+use e2e::openapi::{check_answer, check_component, document, json_operations};
+use e2e::supervisor::{Launch, MetaCore};
+use e2e::wait::{DAEMON_DEADLINE, until};
+use serde_json::{Value, json};
+
+/// One request: the documented path and method, the concrete path, a body.
+struct Call {
+    doc_path: &'static str,
+    method: &'static str,
+    path: String,
+    body: Body,
+}
+
+enum Body {
+    None,
+    Json(Value),
+    Raw(Vec<u8>, &'static str),
+}
+
+fn call(doc_path: &'static str, method: &'static str, path: String, body: Body) -> Call {
+    Call {
+        doc_path,
+        method,
+        path,
+        body,
+    }
+}
+
+fn get(doc_path: &'static str, path: impl Into<String>) -> Call {
+    call(doc_path, "get", path.into(), Body::None)
+}
+
+/// Sends the call, which must answer 200 with JSON; the JSON.
+async fn send(mc: &MetaCore, c: &Call) -> Value {
+    let method = c.method.to_uppercase();
+    let r = match &c.body {
+        Body::None => mc.send(&method, &c.path, Vec::new(), &[]).await,
+        Body::Json(v) => mc.send_json(&method, &c.path, v).await,
+        Body::Raw(bytes, ctype) => {
+            mc.send(&method, &c.path, bytes.clone(), &[("content-type", ctype)])
+                .await
+        }
+    };
+    assert_eq!(r.status, 200, "{method} {}: {}", c.path, r.text());
+    r.json()
+}
+
+fn zip_entry(zip: &[u8], name: &str) -> Value {
+    let mut archive = zip::ZipArchive::new(std::io::Cursor::new(zip)).unwrap();
+    let mut text = String::new();
+    archive
+        .by_name(name)
+        .unwrap()
+        .read_to_string(&mut text)
+        .unwrap();
+    serde_json::from_str(&text).unwrap()
+}
+
+/// A snapshot to import: one good record, one refused, one plugin file.
+fn snapshot_zip() -> Vec<u8> {
+    use std::io::Write;
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    let options = zip::write::SimpleFileOptions::default();
+    let entries: [(String, &[u8]); 4] = [
+        (
+            "manifest.json".into(),
+            br#"{"schemaVersion":2,"fileCount":2}"#,
+        ),
+        (
+            format!("metadata/{}.json", random_rid()),
+            br#"{"title":"imported"}"#,
+        ),
+        (
+            format!("metadata/{}.json", random_rid()),
+            br#"{"midhash256":"retired"}"#,
+        ),
+        ("cache/plugin-output/p/x.txt".into(), b"plugin"),
+    ];
+    for (name, bytes) in entries {
+        zip.start_file(name, options).unwrap();
+        zip.write_all(bytes).unwrap();
+    }
+    zip.finish().unwrap().into_inner()
+}
+
+#[tokio::test]
+async fn every_json_answer_matches_the_openapi_document() {
+    let dir = e2e::daemon::test_dir();
+    let mut mc = Launch::in_dir(dir.path(), "run").start().await;
+    mc.wait_all_ready().await;
+    let doc = document();
+
+    // A record addressed by CID, with what the listings and totals read.
+    let cid = random_midhash();
+    let fields = json!({
+        "filePath": "/files/watch/a.mkv", "fileName": "a.mkv", "sizeByte": "10",
+        "mtimeNano": "1", "title": "A", "year": "2001", "fileinfo/duration": "5.5"
+    });
+    let made = send(
+        &mc,
+        &call(
+            "/meta/{hash}",
+            "patch",
+            format!("/meta/{cid}"),
+            Body::Json(fields),
+        ),
+    )
+    .await;
+    let rid = made["hashId"].as_str().unwrap().to_owned();
+    let (other, third) = (random_rid(), random_rid());
+    let zip = mc.get("/api/snapshot/export").await.body;
+    check_component(&doc, "SnapshotManifest", &zip_entry(&zip, "manifest.json"))
+        .unwrap_or_else(|why| panic!("{why}"));
+    let raw = |text: &str| Body::Raw(text.as_bytes().to_vec(), "text/plain");
+
+    let calls = vec![
+        get("/health", "/health"),
+        get("/status", "/status"),
+        get("/leader", "/leader"),
+        get("/urls", "/urls"),
+        get("/api/stats", "/api/stats"),
+        get("/meta", "/meta"),
+        get("/meta/{hash}", format!("/meta/{rid}")),
+        get("/meta/{hash}", format!("/meta/{cid}?shape=nested")),
+        call(
+            "/meta/{hash}",
+            "put",
+            format!("/meta/{other}"),
+            Body::Json(json!({"title": "other"})),
+        ),
+        call(
+            "/meta/{hash}",
+            "patch",
+            format!("/meta/{cid}"),
+            Body::Json(json!({"genre": "drama"})),
+        ),
+        call(
+            "/meta/{hash}/{key}",
+            "put",
+            format!("/meta/{rid}/note"),
+            raw("hello"),
+        ),
+        call(
+            "/meta/{hash}/_add/{key}",
+            "post",
+            format!("/meta/{rid}/_add/tags"),
+            raw("x"),
+        ),
+        call(
+            "/meta/{hash}/{key}",
+            "delete",
+            format!("/meta/{rid}/note"),
+            Body::None,
+        ),
+        get("/api/meta/{cid}", format!("/api/meta/{cid}")),
+        get("/api/meta/{cid}", format!("/api/meta/{cid}?shape=nested")),
+        get("/data/{hash}/path", format!("/data/{rid}/path")),
+        get("/api/metadata/hash-ids", "/api/metadata/hash-ids"),
+        get("/api/files/tuples", "/api/files/tuples"),
+        get("/api/files/tuples", "/api/files/tuples?summary=1"),
+        get("/api/metadata/list", "/api/metadata/list?offset=1&limit=5"),
+        call(
+            "/api/metadata/batch",
+            "post",
+            "/api/metadata/batch".into(),
+            Body::Json(json!({"updates": [{"hashId": rid, "properties": {"x": "1"}}, {}]})),
+        ),
+        get("/api/metadata/{hashId}", format!("/api/metadata/{rid}")),
+        call(
+            "/api/metadata/{hashId}",
+            "put",
+            format!("/api/metadata/{third}"),
+            Body::Json(json!({"title": "third", "processingStatus": "done"})),
+        ),
+        get(
+            "/api/metadata/{hashId}/property",
+            format!("/api/metadata/{rid}/property?property=title"),
+        ),
+        call(
+            "/api/metadata/{hashId}/property",
+            "put",
+            format!("/api/metadata/{rid}/property"),
+            Body::Json(json!({"property": "title", "value": "B"})),
+        ),
+        call(
+            "/api/metadata/{hashId}",
+            "delete",
+            format!("/api/metadata/{third}"),
+            Body::None,
+        ),
+        get("/api/kv/info", "/api/kv/info"),
+        get("/api/kv/keys", "/api/kv/keys?count=1"),
+        get("/api/kv/tree", "/api/kv/tree?prefix=file:&max=1"),
+        get("/api/kv/search", "/api/kv/search?contains=title"),
+        get("/api/kv/find", "/api/kv/find?contains=b&fields=title"),
+        get("/api/kv/key/{key}", format!("/api/kv/key/file:{rid}")),
+        call(
+            "/api/kv/value",
+            "put",
+            "/api/kv/value".into(),
+            Body::Json(json!({"key": "udl:u/x", "value": "v"})),
+        ),
+        get("/api/kv/value", "/api/kv/value?key=udl:u/x"),
+        get("/api/kv/value", "/api/kv/value?key=udl:nobody"),
+        call(
+            "/api/kv/value",
+            "delete",
+            "/api/kv/value?key=udl:u/x".into(),
+            Body::None,
+        ),
+        call(
+            "/api/snapshot/import",
+            "post",
+            "/api/snapshot/import?mode=merge".into(),
+            Body::Raw(zip, "application/zip"),
+        ),
+        call(
+            "/api/snapshot/import",
+            "post",
+            "/api/snapshot/import?mode=replace&dry_run=true".into(),
+            Body::Raw(snapshot_zip(), "application/zip"),
+        ),
+        call(
+            "/meta/{hash}",
+            "delete",
+            format!("/meta/{other}"),
+            Body::None,
+        ),
+        call(
+            "/api/metadata/clear",
+            "post",
+            "/api/metadata/clear".into(),
+            Body::None,
+        ),
+        call(
+            "/api/snapshot/wipe",
+            "post",
+            "/api/snapshot/wipe?scope=metadata".into(),
+            Body::None,
+        ),
+    ];
+    for c in &calls {
+        let answer = send(&mc, c).await;
+        if let Err(why) = check_answer(&doc, c.doc_path, c.method, &answer) {
+            panic!("{why}");
+        }
+    }
+
+    // The stats once the background sweep has run carry the file totals.
+    let stats = until("the stats sweep", DAEMON_DEADLINE, || async {
+        let s = mc.get_ok("/api/stats").await;
+        s["files"].is_object().then_some(s)
+    })
+    .await;
+    check_answer(&doc, "/api/stats", "get", &stats).unwrap_or_else(|why| panic!("{why}"));
+
+    let called: BTreeSet<(String, String)> = calls
+        .iter()
+        .map(|c| (c.doc_path.to_owned(), c.method.to_owned()))
+        .collect();
+    let documented = json_operations(&doc);
+    let missing: Vec<_> = documented.difference(&called).collect();
+    assert!(
+        missing.is_empty(),
+        "documented JSON answers not checked: {missing:?}"
+    );
+    let undocumented: Vec<_> = called.difference(&documented).collect();
+    assert!(
+        undocumented.is_empty(),
+        "checked but not documented: {undocumented:?}"
+    );
+}
