@@ -17,6 +17,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::cid::Cid;
 use crate::error::ApiError;
 use crate::record::{CIDS_PREFIX, FieldError, Fields, Target, check_shape, check_write};
+use crate::stream::{EntryFields, StreamName};
 
 /// A field name whose shape is checked: what a read or a delete names.
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -261,6 +262,68 @@ impl fmt::Display for FilePath {
     }
 }
 
+/// Largest stream entry accepted, in bytes of JSON.
+pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
+
+/// An entry a client appends to a stream, checked: not to `meta:events`
+/// (storaged writes it itself, in the transaction of each change), a
+/// non-empty `type`, non-empty names, no NUL, at most [`MAX_ENTRY_BYTES`]
+/// of JSON, which it holds ready to store.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct CheckedEntry {
+    stream: StreamName,
+    fields: EntryFields,
+    json: String,
+}
+
+impl CheckedEntry {
+    pub fn new(stream: StreamName, fields: EntryFields) -> Result<Self, ApiError> {
+        if stream == StreamName::Meta {
+            return Err(ApiError::schema(
+                "meta:events is written by storaged itself, in the transaction of each change",
+            ));
+        }
+        if fields.get("type").is_none_or(|t| t.is_empty()) {
+            return Err(ApiError::schema(
+                "an entry needs a non-empty \"type\" field",
+            ));
+        }
+        if fields
+            .iter()
+            .any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0'))
+        {
+            return Err(ApiError::schema(
+                "entry field names are non-empty and no name or value contains NUL",
+            ));
+        }
+        let json = serde_json::to_string(&fields)
+            .map_err(|e| ApiError::internal(format!("an entry does not serialize: {e}")))?;
+        if json.len() > MAX_ENTRY_BYTES {
+            return Err(ApiError::schema(format!(
+                "an entry is at most {MAX_ENTRY_BYTES} bytes of JSON"
+            )));
+        }
+        Ok(Self {
+            stream,
+            fields,
+            json,
+        })
+    }
+
+    pub fn stream(&self) -> StreamName {
+        self.stream
+    }
+
+    pub fn fields(&self) -> &EntryFields {
+        &self.fields
+    }
+
+    /// The entry as stored: its JSON object.
+    pub fn json(&self) -> &str {
+        &self.json
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -352,6 +415,28 @@ mod tests {
         ] {
             assert!(SetMember::new(field, value).is_err(), "{field} {value}");
         }
+    }
+
+    #[test]
+    fn entries_are_checked_for_their_stream() {
+        let entry = |pairs: &[(&str, &str)]| fields(pairs);
+        let ok =
+            CheckedEntry::new(StreamName::Files, entry(&[("type", "add"), ("path", "a")])).unwrap();
+        assert_eq!(ok.json(), r#"{"path":"a","type":"add"}"#);
+        for (stream, pairs) in [
+            (StreamName::Meta, &[("type", "set")][..]),
+            (StreamName::Files, &[("path", "a")][..]),
+            (StreamName::Files, &[("type", "")][..]),
+            (StreamName::Files, &[("type", "add"), ("", "x")][..]),
+            (StreamName::Files, &[("type", "a\0")][..]),
+        ] {
+            let e = CheckedEntry::new(stream, entry(pairs)).unwrap_err();
+            assert_eq!(e.code, ErrorCode::SchemaViolation, "{pairs:?}");
+        }
+        let long = "x".repeat(MAX_ENTRY_BYTES);
+        assert!(
+            CheckedEntry::new(StreamName::Files, entry(&[("type", "add"), ("p", &long)])).is_err()
+        );
     }
 
     #[test]

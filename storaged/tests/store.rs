@@ -4,7 +4,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use metacore::checked::{CheckedFields, FieldName};
+use metacore::checked::{CheckedEntry, CheckedFields, FieldName};
 use metacore::record::Target;
 use metacore::rid::Rid;
 use metacore::stream::{StreamId, StreamName};
@@ -16,6 +16,10 @@ fn fields(pairs: &[(&str, &str)]) -> CheckedFields {
 
 fn name(field: &str) -> FieldName {
     FieldName::new(field).unwrap()
+}
+
+fn files_entry(fields: BTreeMap<String, String>) -> CheckedEntry {
+    CheckedEntry::new(StreamName::Files, fields).unwrap()
 }
 
 fn entry(t: &str) -> BTreeMap<String, String> {
@@ -37,10 +41,11 @@ async fn streams_are_trimmed_to_their_retention_and_ids_only_grow() {
     for i in 0..500 {
         ids.push(
             store
-                .append(
-                    StreamName::Files,
-                    entry(if i % 2 == 0 { "add" } else { "change" }),
-                )
+                .append(files_entry(entry(if i % 2 == 0 {
+                    "add"
+                } else {
+                    "change"
+                })))
                 .await
                 .unwrap(),
         );
@@ -64,7 +69,7 @@ async fn streams_are_trimmed_to_their_retention_and_ids_only_grow() {
 
     // After a restart, new IDs continue after the last one ever issued.
     let store = Store::open(&opts).unwrap();
-    let next = store.append(StreamName::Files, entry("add")).await.unwrap();
+    let next = store.append(files_entry(entry("add"))).await.unwrap();
     assert!(next > *ids.last().unwrap());
     store.close().await;
 }
@@ -189,8 +194,7 @@ async fn subscribers_wake_on_commit() {
     let mut heads = store.subscribe();
     heads.borrow_and_update();
     let s = store.clone();
-    let writer =
-        tokio::spawn(async move { s.append(StreamName::Files, entry("add")).await.unwrap() });
+    let writer = tokio::spawn(async move { s.append(files_entry(entry("add"))).await.unwrap() });
     tokio::time::timeout(std::time::Duration::from_secs(10), heads.changed())
         .await
         .unwrap()

@@ -2,9 +2,12 @@
 //! from the golden vectors (`metacore/tests/data/cid-rank-vectors.json`,
 //! the vendored copy of `shared/data/cid-rank-vectors.json`).
 
-use metacore::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
+use metacore::checked::{
+    CheckedEntry, CheckedField, CheckedFields, FieldName, FilePath, SetMember,
+};
 use metacore::key::{KeyWrite, WritableKey};
-use metacore::{Cid, Fields, Rid, Target};
+use metacore::stream::EntryFields;
+use metacore::{Cid, Fields, Rid, StreamName, Target};
 use serde_json::Value;
 
 /// A field map from pairs.
@@ -117,4 +120,9 @@ pub fn key_write(key: &str, value: &str) -> KeyWrite {
 /// A raw key a test deletes.
 pub fn writable(key: &str) -> WritableKey {
     WritableKey::parse(key).unwrap_or_else(|e| panic!("{key:?} is refused: {e}"))
+}
+
+/// An entry a test appends to `stream`.
+pub fn stream_entry(stream: StreamName, fields: EntryFields) -> CheckedEntry {
+    CheckedEntry::new(stream, fields).unwrap_or_else(|e| panic!("the entry is refused: {e}"))
 }

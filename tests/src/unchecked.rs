@@ -5,10 +5,12 @@
 
 use http::Method;
 use metacore::api::storaged::{
-    FieldsBody, KvDeleted, KvPut, KvWrite, RidBody, SetAdd, StoragedClient, ValueBody, WriteResult,
+    AppendBody, Appended, FieldsBody, KvDeleted, KvPut, KvWrite, RidBody, SetAdd, StoragedClient,
+    ValueBody, WriteResult,
 };
 use metacore::record::Fields;
 use metacore::socket::client::ClientError;
+use metacore::stream::{EntryFields, StreamId, StreamName};
 
 /// `PATCH /records/{hash}` with these fields.
 pub async fn merge(
@@ -51,6 +53,18 @@ pub async fn kv_delete(c: &StoragedClient, key: &str) -> Result<KvDeleted, Clien
     c.socket()
         .call::<(), _>(Method::DELETE, &format!("/kv/value?{q}"), None)
         .await
+}
+
+/// `POST /streams/{stream}/entries`.
+pub async fn append(
+    c: &StoragedClient,
+    stream: StreamName,
+    fields: EntryFields,
+) -> Result<StreamId, ClientError> {
+    let body = AppendBody { fields };
+    let path = format!("/streams/{stream}/entries");
+    let r: Appended = c.socket().call(Method::POST, &path, Some(&body)).await?;
+    Ok(r.id)
 }
 
 /// `GET /resolve/{hash}`.

@@ -11,6 +11,7 @@ use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use metacore::api::storaged::{AppendBody, Appended, Entries, EntriesQuery, StreamInfo, TailQuery};
+use metacore::checked::CheckedEntry;
 use metacore::error::ApiError;
 use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
 use metacore::stream::{Entry, StreamId, StreamName};
@@ -33,7 +34,8 @@ pub(super) async fn append(
     PathParams(stream): PathParams<String>,
     JsonBody(body): JsonBody<AppendBody>,
 ) -> JsonReply<Appended> {
-    let id = st.store.append(stream_name(&stream)?, body.fields).await?;
+    let entry = CheckedEntry::new(stream_name(&stream)?, body.fields)?;
+    let id = st.store.append(entry).await?;
     Ok(Json(Appended { id }))
 }
 

@@ -4,10 +4,12 @@
 
 use std::collections::BTreeMap;
 
-use e2e::Storaged;
-use e2e::fixtures::{api_error, checked, field_name, field_write, fields, random_rid, target};
+use e2e::fixtures::{
+    api_error, checked, field_name, field_write, fields, random_rid, stream_entry, target,
+};
 use e2e::raw_http;
 use e2e::wait::{IO_DEADLINE, within};
+use e2e::{Storaged, unchecked};
 use futures_util::{Stream, StreamExt};
 use metacore::api::storaged::{EntriesQuery, StoragedClient};
 use metacore::socket::client::ClientError;
@@ -288,10 +290,10 @@ async fn a_tail_resumes_after_a_given_id() {
             .unwrap(),
     );
     let id = c
-        .append(
+        .append(&stream_entry(
             StreamName::Files,
             [("type".to_string(), "add".to_string())].into(),
-        )
+        ))
         .await
         .unwrap();
     assert_eq!(next_entry(&mut files).await.id, id);
@@ -314,12 +316,15 @@ async fn clients_append_to_file_events_but_not_to_meta_events() {
     .into_iter()
     .map(|(k, v)| (k.to_string(), v.to_string()))
     .collect();
-    let first = c.append(StreamName::Files, entry.clone()).await.unwrap();
+    let first = c
+        .append(&stream_entry(StreamName::Files, entry.clone()))
+        .await
+        .unwrap();
     let second = c
-        .append(
+        .append(&stream_entry(
             StreamName::Files,
             [("type".to_string(), "delete".to_string())].into(),
-        )
+        ))
         .await
         .unwrap();
     assert!(first < second);
@@ -337,7 +342,8 @@ async fn clients_append_to_file_events_but_not_to_meta_events() {
 
     let before = e2e::snapshot::dump(&s.db_path());
     let meta = api_error(
-        c.append(
+        unchecked::append(
+            c,
             StreamName::Meta,
             [("type".to_string(), "set".to_string())].into(),
         )
@@ -349,7 +355,8 @@ async fn clients_append_to_file_events_but_not_to_meta_events() {
         "meta:events is storaged's own"
     );
     let untyped = api_error(
-        c.append(
+        unchecked::append(
+            c,
             StreamName::Files,
             [("path".to_string(), "a".to_string())].into(),
         )
@@ -357,7 +364,8 @@ async fn clients_append_to_file_events_but_not_to_meta_events() {
     );
     assert_eq!(untyped.code, ErrorCode::SchemaViolation);
     let empty_type = api_error(
-        c.append(
+        unchecked::append(
+            c,
             StreamName::Files,
             [("type".to_string(), String::new())].into(),
         )

@@ -6,7 +6,9 @@ use std::os::unix::fs::PermissionsExt;
 use std::sync::{Arc, Mutex};
 
 use e2e::daemon::test_dir;
-use e2e::fixtures::{checked, field_write, fields, random_midhash, random_rid, target};
+use e2e::fixtures::{
+    checked, field_write, fields, random_midhash, random_rid, stream_entry, target,
+};
 use e2e::snapshot::{self, assert_same, assert_sound, dump, record};
 use e2e::wait::{self, DAEMON_DEADLINE};
 use e2e::{Launch, Storaged};
@@ -249,10 +251,10 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
         .await
         .unwrap();
     let file_id = c
-        .append(
+        .append(&stream_entry(
             StreamName::Files,
             [("type".to_string(), "add".to_string())].into(),
-        )
+        ))
         .await
         .unwrap();
     let meta_last = c.stream_info(StreamName::Meta).await.unwrap().last.unwrap();
@@ -279,10 +281,10 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
         .await
         .unwrap();
     let new_file_id = c
-        .append(
+        .append(&stream_entry(
             StreamName::Files,
             [("type".to_string(), "change".to_string())].into(),
-        )
+        ))
         .await
         .unwrap();
     assert!(new_file_id > file_id, "{new_file_id:?} after {file_id:?}");
@@ -310,10 +312,10 @@ async fn a_restart_keeps_the_data_and_stream_ids_keep_increasing() {
     s.restart().await;
     let next = s
         .client()
-        .append(
+        .append(&stream_entry(
             StreamName::Files,
             [("type".to_string(), "x".to_string())].into(),
-        )
+        ))
         .await
         .unwrap();
     assert!(next > last, "{next:?} after {last:?}");

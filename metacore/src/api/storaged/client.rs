@@ -12,7 +12,7 @@ use http_body_util::BodyExt;
 use serde::Serialize;
 
 use super::wire::*;
-use crate::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
+use crate::checked::{CheckedEntry, CheckedField, CheckedFields, FieldName, FilePath, SetMember};
 use crate::cid::Cid;
 use crate::error::ApiError;
 use crate::key::{KeyWrite, WritableKey};
@@ -21,7 +21,7 @@ use crate::record::Target;
 use crate::rid::Rid;
 use crate::socket::Health;
 use crate::socket::client::{ClientError, SocketClient};
-use crate::stream::{Entry, EntryFields, StreamId, StreamName};
+use crate::stream::{Entry, StreamId, StreamName};
 
 /// `/records/{target}/{kind}/{field}`, the field percent-encoded segment by
 /// segment (its `/` stay separators).
@@ -274,13 +274,11 @@ impl StoragedClient {
         self.inner.get(&format!("/kv/range?{}", query(q)?)).await
     }
 
-    pub async fn append(
-        &self,
-        stream: StreamName,
-        fields: EntryFields,
-    ) -> Result<StreamId, ClientError> {
-        let body = AppendBody { fields };
-        let path = format!("/streams/{stream}/entries");
+    pub async fn append(&self, entry: &CheckedEntry) -> Result<StreamId, ClientError> {
+        let body = AppendBody {
+            fields: entry.fields().clone(),
+        };
+        let path = format!("/streams/{}/entries", entry.stream());
         let r: Appended = self.inner.call(Method::POST, &path, Some(&body)).await?;
         Ok(r.id)
     }
