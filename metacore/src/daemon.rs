@@ -37,8 +37,15 @@ where
     };
     telemetry::init(config.log_format);
     let (trigger, shutdown) = shutdown::channel();
+    let signals = match shutdown::on_signals() {
+        Ok(signals) => signals,
+        Err(e) => {
+            tracing::error!("cannot watch SIGTERM and SIGINT: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tokio::spawn(async move {
-        shutdown::on_signals().await;
+        signals.await;
         tracing::info!("stop requested; finishing in-flight work");
         trigger.fire();
         // Keep the trigger alive: dropping it is also a shutdown, already fired.

@@ -20,11 +20,11 @@ use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
 /// A line longer than this is cut into pieces of this size.
-pub const MAX_LINE: usize = 16 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024;
 
 /// One daemon's log file.
 #[derive(Debug)]
-pub struct LogFile {
+pub(crate) struct LogFile {
     path: PathBuf,
     file: Option<File>,
     size: u64,
@@ -33,7 +33,7 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    pub fn open(dir: &Path, daemon: Daemon, max_bytes: u64, keep: u32) -> io::Result<Self> {
+    pub(crate) fn open(dir: &Path, daemon: Daemon, max_bytes: u64, keep: u32) -> io::Result<Self> {
         let mut log = Self {
             path: path_of(dir, daemon),
             file: None,
@@ -46,7 +46,7 @@ impl LogFile {
     }
 
     /// Closes and opens the file again (append), wherever it went.
-    pub fn reopen(&mut self) -> io::Result<()> {
+    pub(crate) fn reopen(&mut self) -> io::Result<()> {
         self.file = None;
         let file = OpenOptions::new()
             .create(true)
@@ -58,7 +58,7 @@ impl LogFile {
     }
 
     /// Appends one line (without its newline), rotating first when needed.
-    pub fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
         let len = line.len() as u64 + 1;
         if self.size > 0 && self.size + len > self.max_bytes {
             self.rotate()?;
@@ -100,13 +100,13 @@ impl LogFile {
 }
 
 /// `<dir>/<daemon>.log`.
-pub fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
+pub(crate) fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
     dir.join(format!("{}.log", daemon.name()))
 }
 
 /// Lines waiting for a writer thread; past this, lines are dropped (and
 /// counted) rather than stalling the supervisor or the daemons.
-pub const QUEUE_LINES: usize = 2048;
+pub(crate) const QUEUE_LINES: usize = 2048;
 
 enum FileMsg {
     Line(Daemon, Vec<u8>),
@@ -121,7 +121,7 @@ enum FileMsg {
 /// What does not fit in a queue is dropped, and the count is written in
 /// its place once the writer catches up.
 #[derive(Debug, Clone)]
-pub struct Logs {
+pub(crate) struct Logs {
     files: SyncSender<FileMsg>,
     echo: (SyncSender<Vec<u8>>, Echo),
     dropped_file: Arc<AtomicU64>,
@@ -140,7 +140,7 @@ impl std::fmt::Debug for FileMsg {
 
 impl Logs {
     /// Opens (creates) every daemon's file and starts the writer threads.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         daemons: &[Daemon],
         max_bytes: u64,
@@ -175,7 +175,7 @@ impl Logs {
     }
 
     /// Closes and opens every file again (SIGHUP).
-    pub fn reopen_all(&self) {
+    pub(crate) fn reopen_all(&self) {
         // A flag, not a message that could be dropped or wait for room: the
         // writer looks at it before every line, and the wake-up only makes
         // an idle writer look now.
@@ -184,7 +184,7 @@ impl Logs {
     }
 
     /// Queues one line of `daemon`'s for its file and for stdout.
-    pub fn line(&self, daemon: Daemon, line: &[u8]) {
+    pub(crate) fn line(&self, daemon: Daemon, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if self
             .files
@@ -201,7 +201,7 @@ impl Logs {
 
     /// Copies `output` to the log line by line until the pipe closes (the
     /// process and everything it started have exited).
-    pub fn pump(&self, daemon: Daemon, mut output: pipe::Receiver) {
+    pub(crate) fn pump(&self, daemon: Daemon, mut output: pipe::Receiver) {
         let logs = self.clone();
         tokio::spawn(async move {
             let mut pending: Vec<u8> = Vec::new();
@@ -224,7 +224,7 @@ impl Logs {
 /// Takes the complete lines out of `pending` (without their newline),
 /// cutting a line longer than [`MAX_LINE`] into pieces of that size; what
 /// is left is the start of a line still to come.
-pub fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
+pub(crate) fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
     let mut start = 0;
     loop {
         let rest = &pending[start..];
@@ -245,7 +245,7 @@ pub fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
 
 /// How a daemon's line is echoed on the supervisor's stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Echo {
+pub(crate) enum Echo {
     /// `storaged | <line>`.
     Prefixed,
     /// One JSON object a line, for log shippers (`LOG_FORMAT=json`): a
@@ -256,7 +256,7 @@ pub enum Echo {
 
 impl Echo {
     /// The echoed line, newline included.
-    pub fn line(self, daemon: Daemon, line: &[u8]) -> Vec<u8> {
+    pub(crate) fn line(self, daemon: Daemon, line: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(line.len() + 32);
         match self {
             Echo::Prefixed => {
