@@ -12,8 +12,9 @@ use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
+use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
+use std::sync::mpsc;
 
 use metacore::layout::Daemon;
 use tokio::io::AsyncReadExt;
@@ -66,7 +67,9 @@ impl LogFile {
         if self.file.is_none() {
             self.reopen()?;
         }
-        let file = self.file.as_mut().expect("opened above");
+        let Some(file) = self.file.as_mut() else {
+            return Err(io::Error::other("the log file is not open"));
+        };
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line);
         buf.push(b'\n');
@@ -108,6 +111,68 @@ pub(crate) fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
 /// counted) rather than stalling the supervisor or the daemons.
 pub(crate) const QUEUE_LINES: usize = 2048;
 
+/// A queue of at most [`QUEUE_LINES`] items to a writer thread: std's
+/// unbounded channel, which allocates as items come and frees them as they
+/// go, with a count that refuses what would pass the bound. (std's bounded
+/// channel allocates and touches all its slots up front: 140 KiB for the
+/// two queues, resident for the supervisor's whole life, for queues that
+/// are empty nearly always.)
+#[derive(Debug)]
+struct Queue<T> {
+    tx: mpsc::Sender<T>,
+    /// Items sent and not yet taken by the writer.
+    queued: Arc<AtomicUsize>,
+}
+
+impl<T> Clone for Queue<T> {
+    fn clone(&self) -> Self {
+        Self {
+            tx: self.tx.clone(),
+            queued: self.queued.clone(),
+        }
+    }
+}
+
+/// The writer's end of a [`Queue`].
+struct Dequeue<T> {
+    rx: mpsc::Receiver<T>,
+    queued: Arc<AtomicUsize>,
+}
+
+fn queue<T>() -> (Queue<T>, Dequeue<T>) {
+    let (tx, rx) = mpsc::channel();
+    let queued = Arc::new(AtomicUsize::new(0));
+    let dequeue = Dequeue {
+        rx,
+        queued: queued.clone(),
+    };
+    (Queue { tx, queued }, dequeue)
+}
+
+impl<T> Queue<T> {
+    /// Queues `item`, or gives it back when the queue is full or its
+    /// writer is gone.
+    fn try_send(&self, item: T) -> Result<(), T> {
+        if self.queued.fetch_add(1, Ordering::AcqRel) >= QUEUE_LINES {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            return Err(item);
+        }
+        self.tx.send(item).map_err(|e| {
+            self.queued.fetch_sub(1, Ordering::AcqRel);
+            e.0
+        })
+    }
+}
+
+impl<T> Dequeue<T> {
+    /// The next item; None once every sender is gone.
+    fn recv(&self) -> Option<T> {
+        let item = self.rx.recv().ok()?;
+        self.queued.fetch_sub(1, Ordering::AcqRel);
+        Some(item)
+    }
+}
+
 enum FileMsg {
     Line(Daemon, Vec<u8>),
     /// Look at the reopen flag now.
@@ -122,8 +187,8 @@ enum FileMsg {
 /// its place once the writer catches up.
 #[derive(Debug, Clone)]
 pub(crate) struct Logs {
-    files: SyncSender<FileMsg>,
-    echo: (SyncSender<Vec<u8>>, Echo),
+    files: Queue<FileMsg>,
+    echo: (Queue<Vec<u8>>, Echo),
     dropped_file: Arc<AtomicU64>,
     dropped_echo: Arc<AtomicU64>,
     reopen: Arc<AtomicBool>,
@@ -153,14 +218,14 @@ impl Logs {
             files.push((d, LogFile::open(dir, d, max_bytes, keep)?));
         }
         let dropped_file = Arc::new(AtomicU64::new(0));
-        let (files_tx, files_rx) = sync_channel(QUEUE_LINES);
+        let (files_tx, files_rx) = queue();
         let (dropped, reopen) = (dropped_file.clone(), Arc::new(AtomicBool::new(false)));
         let flag = reopen.clone();
         std::thread::Builder::new()
             .name("log-files".into())
             .spawn(move || write_files(files, files_rx, &dropped, &flag))?;
         let dropped_echo = Arc::new(AtomicU64::new(0));
-        let (echo_tx, echo_rx) = sync_channel(QUEUE_LINES);
+        let (echo_tx, echo_rx) = queue();
         let dropped = dropped_echo.clone();
         std::thread::Builder::new()
             .name("log-echo".into())
@@ -267,7 +332,7 @@ impl Echo {
             Echo::Json => match line.strip_prefix(b"{") {
                 Some(members)
                     if line.ends_with(b"}")
-                        && serde_json::from_slice::<serde_json::Value>(line).is_ok() =>
+                        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() =>
                 {
                     out.extend_from_slice(format!("{{\"daemon\":\"{}\"", daemon.name()).as_bytes());
                     if members.trim_ascii_start() != b"}" {
@@ -277,8 +342,17 @@ impl Echo {
                 }
                 _ => {
                     let message = String::from_utf8_lossy(line);
-                    let obj = serde_json::json!({ "daemon": daemon.name(), "message": message });
-                    out.extend_from_slice(obj.to_string().as_bytes());
+                    #[derive(serde::Serialize)]
+                    struct Plain<'a> {
+                        daemon: Daemon,
+                        message: &'a str,
+                    }
+                    let plain = Plain {
+                        daemon,
+                        message: &message,
+                    };
+                    // Two strings: serializing them cannot fail.
+                    let _ = serde_json::to_writer(&mut out, &plain);
                 }
             },
         }
@@ -290,11 +364,11 @@ impl Echo {
 /// The file writer thread: until every sender is gone.
 fn write_files(
     mut files: Vec<(Daemon, LogFile)>,
-    rx: Receiver<FileMsg>,
+    rx: Dequeue<FileMsg>,
     dropped: &AtomicU64,
     reopen: &AtomicBool,
 ) {
-    while let Ok(msg) = rx.recv() {
+    while let Some(msg) = rx.recv() {
         if reopen.swap(false, Ordering::SeqCst) {
             for (d, f) in &mut files {
                 if let Err(e) = f.reopen() {
@@ -324,9 +398,9 @@ fn write_files(
 }
 
 /// The stdout writer thread: blocking writes are its whole job.
-fn write_echo(rx: Receiver<Vec<u8>>, dropped: &AtomicU64) {
+fn write_echo(rx: Dequeue<Vec<u8>>, dropped: &AtomicU64) {
     let mut out = io::stdout();
-    while let Ok(line) = rx.recv() {
+    while let Some(line) = rx.recv() {
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             let _ = writeln!(
@@ -427,6 +501,19 @@ mod tests {
         );
         let plain = String::from_utf8(Echo::Prefixed.line(Daemon::Apid, b"hello")).unwrap();
         assert_eq!(plain, "apid | hello\n");
+    }
+
+    #[test]
+    fn a_full_queue_refuses_until_its_writer_takes_some() {
+        let (q, rx) = queue::<usize>();
+        for i in 0..QUEUE_LINES {
+            assert!(q.try_send(i).is_ok());
+        }
+        assert_eq!(q.clone().try_send(QUEUE_LINES), Err(QUEUE_LINES));
+        assert_eq!(rx.recv(), Some(0));
+        assert!(q.try_send(QUEUE_LINES).is_ok(), "room again");
+        drop(rx);
+        assert_eq!(q.try_send(1), Err(1), "no writer");
     }
 
     #[test]
