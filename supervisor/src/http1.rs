@@ -26,7 +26,9 @@ pub(crate) fn request(method: &str, path: &str, host: &str) -> Vec<u8> {
 pub(crate) fn exchange(socket: &Path, request: &[u8]) -> io::Result<Vec<u8>> {
     let mut stream = UnixStream::connect(socket)?;
     stream.write_all(request)?;
-    let mut answer = Vec::new();
+    // Room for a status table at once: one read instead of a doubling
+    // series of small ones.
+    let mut answer = Vec::with_capacity(16 * 1024);
     stream.take(MAX_ANSWER + 1).read_to_end(&mut answer)?;
     too_long(&answer)?;
     Ok(answer)
@@ -36,7 +38,7 @@ pub(crate) fn exchange(socket: &Path, request: &[u8]) -> io::Result<Vec<u8>> {
 pub(crate) async fn exchange_async(socket: &Path, request: &[u8]) -> io::Result<Vec<u8>> {
     let mut stream = tokio::net::UnixStream::connect(socket).await?;
     stream.write_all(request).await?;
-    let mut answer = Vec::new();
+    let mut answer = Vec::with_capacity(1024);
     stream.take(MAX_ANSWER + 1).read_to_end(&mut answer).await?;
     too_long(&answer)?;
     Ok(answer)
