@@ -48,6 +48,7 @@ pub(crate) async fn acquire(
                 "standby: another meta-core holds {}; taking over as soon as it is released",
                 lock_path.display()
             );
+            // The blocking lock's outcome, from its thread to this task.
             let (tx, mut rx) = oneshot::channel();
             // A plain thread, not the blocking pool: the runtime would wait
             // for it at exit, and a standby may be asked to stop while it waits.

@@ -85,7 +85,10 @@ fn io_err(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let prepared = prepare(&config, shutdown).await?;
     let result = match elect(&config, &prepared).await {
-        Ok(Some(lock)) => lead(&config, &prepared, lock).await,
+        Ok(Some(lock)) => match lead(&config, &prepared).await {
+            Ok(led) => stop(&config, &prepared, led, lock).await,
+            Err(e) => Err(e),
+        },
         Ok(None) => {
             tracing::info!("stopped while standby");
             Ok(())
@@ -202,8 +205,16 @@ async fn elect(config: &Config, p: &Prepared) -> Result<Option<LeaderLock>, RunE
     .map_err(io_err("take the leader lock", layout.leader_lock()))
 }
 
-/// Stage 3: lead until stopped or given up on, then stage 4: stop.
-async fn lead(config: &Config, p: &Prepared, lock: LeaderLock) -> Result<(), RunError> {
+/// What leading leaves for the stop.
+struct Led {
+    tree: Tree,
+    url: String,
+    gave_up: Option<GiveUp>,
+}
+
+/// Stage 3: `kv-leader.info`, the logs, the tree started and supervised
+/// until a stop is asked or a daemon is given up on.
+async fn lead(config: &Config, p: &Prepared) -> Result<Led, RunError> {
     let layout = config.layout();
     let url = Urls::from_config(config).api_url;
     leader::write_info(&layout.leader_info(), &url)
@@ -236,16 +247,22 @@ async fn lead(config: &Config, p: &Prepared, lock: LeaderLock) -> Result<(), Run
     let mut tree = Tree::new(&ctx);
     let _ = p.control.runners.set(tree.requests());
     let gave_up = tree.supervise(&p.stopping).await;
+    Ok(Led { tree, url, gave_up })
+}
 
-    // Stage 4.
+/// Stage 4: the daemons stopped in reverse order, the info file removed;
+/// Err when the tree stopped because a daemon was given up on.
+async fn stop(config: &Config, p: &Prepared, led: Led, lock: LeaderLock) -> Result<(), RunError> {
+    let Led { tree, url, gave_up } = led;
     p.control.set_role(Role::Stopping);
     match &gave_up {
         Some(why) => tracing::error!("{why}: stopping the tree"),
         None => tracing::info!("stopping the daemons in reverse order"),
     }
     tree.stop().await;
-    leader::remove_info(&layout.leader_info(), &url);
-    // The lock is released when the last process holding it has exited.
+    leader::remove_info(&config.layout().leader_info(), &url);
+    // The lock itself is released when the last process holding its
+    // inherited descriptor has exited.
     drop(lock);
     match gave_up {
         Some(why) => Err(RunError::GaveUp(why)),

@@ -136,6 +136,7 @@ impl<T> Clone for Queue<T> {
 /// The writer's end of a [`Queue`].
 struct Dequeue<T> {
     rx: mpsc::Receiver<T>,
+    /// The count the senders keep, lowered as items are taken.
     queued: Arc<AtomicUsize>,
 }
 
@@ -187,10 +188,15 @@ enum FileMsg {
 /// its place once the writer catches up.
 #[derive(Debug, Clone)]
 pub(crate) struct Logs {
+    /// To the file writer thread: every daemon's lines, in order.
     files: Queue<FileMsg>,
+    /// To the stdout writer thread, and how lines are echoed.
     echo: (Queue<Vec<u8>>, Echo),
+    /// Lines dropped since the file writer last caught up.
     dropped_file: Arc<AtomicU64>,
+    /// Lines dropped since the stdout writer last caught up.
     dropped_echo: Arc<AtomicU64>,
+    /// Set by SIGHUP, read by the file writer before each line.
     reopen: Arc<AtomicBool>,
 }
 

@@ -96,6 +96,7 @@ struct Runner {
     /// reached it.
     gave_up: mpsc::UnboundedSender<GiveUp>,
     state: State,
+    /// The tree's and the operators' requests (see [`Handle::requests`]).
     requests: mpsc::Receiver<Request>,
     /// The operators waiting for a restart (the lifecycle says when and
     /// what to answer them).
@@ -105,6 +106,7 @@ struct Runner {
     process: Option<Process>,
     timer: Option<(Timer, Pin<Box<Sleep>>)>,
     health: Option<HealthWatch>,
+    /// Set once the daemon is first ready (see [`Handle::ready_once`]).
     ready_once: watch::Sender<bool>,
     finished: bool,
 }
