@@ -8,17 +8,19 @@
 //! older ones shift up to `META_CORE_LOG_KEEP`, and the oldest is removed.
 //! SIGHUP reopens every file (for an external logrotate that moved them).
 
+mod queue;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::AtomicUsize;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc;
 
 use metacore::layout::Daemon;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
+
+use self::queue::{Dequeue, Queue, queue};
 
 /// A line longer than this is cut into pieces of this size.
 pub(crate) const MAX_LINE: usize = 16 * 1024;
@@ -110,69 +112,6 @@ pub(crate) fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
 /// Lines waiting for a writer thread; past this, lines are dropped (and
 /// counted) rather than stalling the supervisor or the daemons.
 pub(crate) const QUEUE_LINES: usize = 2048;
-
-/// A queue of at most [`QUEUE_LINES`] items to a writer thread: std's
-/// unbounded channel, which allocates as items come and frees them as they
-/// go, with a count that refuses what would pass the bound. (std's bounded
-/// channel allocates and touches all its slots up front: 140 KiB for the
-/// two queues, resident for the supervisor's whole life, for queues that
-/// are empty nearly always.)
-#[derive(Debug)]
-struct Queue<T> {
-    tx: mpsc::Sender<T>,
-    /// Items sent and not yet taken by the writer.
-    queued: Arc<AtomicUsize>,
-}
-
-impl<T> Clone for Queue<T> {
-    fn clone(&self) -> Self {
-        Self {
-            tx: self.tx.clone(),
-            queued: self.queued.clone(),
-        }
-    }
-}
-
-/// The writer's end of a [`Queue`].
-struct Dequeue<T> {
-    rx: mpsc::Receiver<T>,
-    /// The count the senders keep, lowered as items are taken.
-    queued: Arc<AtomicUsize>,
-}
-
-fn queue<T>() -> (Queue<T>, Dequeue<T>) {
-    let (tx, rx) = mpsc::channel();
-    let queued = Arc::new(AtomicUsize::new(0));
-    let dequeue = Dequeue {
-        rx,
-        queued: queued.clone(),
-    };
-    (Queue { tx, queued }, dequeue)
-}
-
-impl<T> Queue<T> {
-    /// Queues `item`, or gives it back when the queue is full or its
-    /// writer is gone.
-    fn try_send(&self, item: T) -> Result<(), T> {
-        if self.queued.fetch_add(1, Ordering::AcqRel) >= QUEUE_LINES {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            return Err(item);
-        }
-        self.tx.send(item).map_err(|e| {
-            self.queued.fetch_sub(1, Ordering::AcqRel);
-            e.0
-        })
-    }
-}
-
-impl<T> Dequeue<T> {
-    /// The next item; None once every sender is gone.
-    fn recv(&self) -> Option<T> {
-        let item = self.rx.recv().ok()?;
-        self.queued.fetch_sub(1, Ordering::AcqRel);
-        Some(item)
-    }
-}
 
 enum FileMsg {
     Line(Daemon, Vec<u8>),
@@ -507,19 +446,6 @@ mod tests {
         );
         let plain = String::from_utf8(Echo::Prefixed.line(Daemon::Apid, b"hello")).unwrap();
         assert_eq!(plain, "apid | hello\n");
-    }
-
-    #[test]
-    fn a_full_queue_refuses_until_its_writer_takes_some() {
-        let (q, rx) = queue::<usize>();
-        for i in 0..QUEUE_LINES {
-            assert!(q.try_send(i).is_ok());
-        }
-        assert_eq!(q.clone().try_send(QUEUE_LINES), Err(QUEUE_LINES));
-        assert_eq!(rx.recv(), Some(0));
-        assert!(q.try_send(QUEUE_LINES).is_ok(), "room again");
-        drop(rx);
-        assert_eq!(q.try_send(1), Err(1), "no writer");
     }
 
     #[test]
