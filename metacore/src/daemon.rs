@@ -1,7 +1,8 @@
 //! What every daemon binary's `main` does, once: read the configuration
 //! (a malformed value exits 2 naming it), set up tracing, turn SIGTERM and
 //! SIGINT into the shutdown signal, run the daemon, and map its result to
-//! the exit status (an error is logged with its causes and exits 1).
+//! the exit status (an error is logged with its causes and exits 1), then
+//! exit at once.
 //!
 //! Under the `meta-core` supervisor a daemon also binds its life to the
 //! supervisor's (it is killed when the supervisor dies, even by SIGKILL, so
@@ -37,20 +38,40 @@ where
     };
     telemetry::init(config.log_format);
     let (trigger, shutdown) = shutdown::channel();
+    let signals = match shutdown::on_signals() {
+        Ok(signals) => signals,
+        Err(e) => {
+            tracing::error!("cannot watch SIGTERM and SIGINT: {e}");
+            return ExitCode::FAILURE;
+        }
+    };
     tokio::spawn(async move {
-        shutdown::on_signals().await;
+        signals.await;
         tracing::info!("stop requested; finishing in-flight work");
         trigger.fire();
         // Keep the trigger alive: dropping it is also a shutdown, already fired.
         std::future::pending::<()>().await;
     });
-    match run(config, shutdown).await {
-        Ok(()) => ExitCode::SUCCESS,
+    let code = match run(config, shutdown).await {
+        Ok(()) => 0,
         Err(e) => {
             tracing::error!("{}", telemetry::report(&e));
-            ExitCode::FAILURE
+            1
         }
-    }
+    };
+    exit_now(code)
+}
+
+/// Ends the process once `run` has returned. Its work is done by then:
+/// its servers have drained, storaged has committed and closed its store.
+/// What is left is winding down the async runtime (waking each idle
+/// worker and blocking thread and joining it), which a supervisor waiting
+/// to stop the next daemon would only wait for; the kernel ends those
+/// threads at once. stdout is flushed first (tracing writes stderr, which
+/// is unbuffered).
+fn exit_now(code: i32) -> ! {
+    let _ = std::io::stdout().flush();
+    std::process::exit(code)
 }
 
 /// The supervisor's pid, set in every daemon it starts.

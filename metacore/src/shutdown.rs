@@ -55,15 +55,18 @@ impl Shutdown {
     }
 }
 
-/// Resolves on the first SIGTERM or SIGINT.
-pub async fn on_signals() {
+/// Installs the SIGTERM and SIGINT handlers (an error if it cannot); the
+/// future resolves on the first of them.
+pub fn on_signals() -> std::io::Result<impl std::future::Future<Output = ()>> {
     use tokio::signal::unix::{SignalKind, signal};
-    let mut term = signal(SignalKind::terminate()).expect("install SIGTERM handler");
-    let mut int = signal(SignalKind::interrupt()).expect("install SIGINT handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = int.recv() => {}
-    }
+    let mut term = signal(SignalKind::terminate())?;
+    let mut int = signal(SignalKind::interrupt())?;
+    Ok(async move {
+        tokio::select! {
+            _ = term.recv() => {}
+            _ = int.recv() => {}
+        }
+    })
 }
 
 #[cfg(test)]

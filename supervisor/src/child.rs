@@ -19,82 +19,57 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use metacore::daemon::{READY_FD_ENV, SUPERVISOR_PID_ENV};
 use metacore::layout::Daemon;
 use rustix::io::{FdFlags, fcntl_setfd};
 use rustix::pipe::{PipeFlags, pipe_with};
 use rustix::process::{Pid, Signal, WaitOptions, WaitStatus};
-use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
-/// How a process ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Exit {
-    Code(i32),
-    Signal(i32),
-}
+use crate::reason::Exit;
 
-impl Exit {
-    fn from_wait(status: WaitStatus) -> Option<Self> {
-        if let Some(code) = status.exit_status() {
-            Some(Exit::Code(code))
-        } else {
-            status.terminating_signal().map(Exit::Signal)
-        }
+/// How a process ended, from what `wait` said (None: it only stopped or
+/// continued).
+fn exit_of(status: WaitStatus) -> Option<Exit> {
+    if let Some(code) = status.exit_status() {
+        Some(Exit::Code(code))
+    } else {
+        status.terminating_signal().map(Exit::Signal)
     }
-
-    pub fn describe(self) -> String {
-        match self {
-            Exit::Code(c) => format!("exited with status {c}"),
-            Exit::Signal(s) => format!("killed by {}", signal_name(s)),
-        }
-    }
-}
-
-pub fn signal_name(sig: i32) -> String {
-    let name = match sig {
-        1 => "SIGHUP",
-        2 => "SIGINT",
-        3 => "SIGQUIT",
-        4 => "SIGILL",
-        6 => "SIGABRT",
-        7 => "SIGBUS",
-        8 => "SIGFPE",
-        9 => "SIGKILL",
-        11 => "SIGSEGV",
-        13 => "SIGPIPE",
-        14 => "SIGALRM",
-        15 => "SIGTERM",
-        _ => return format!("signal {sig}"),
-    };
-    name.to_owned()
 }
 
 /// Collects the exit of every child and orphan.
 #[derive(Debug, Clone, Default)]
-pub struct Reaper {
+pub(crate) struct Reaper {
+    /// Where each child's exit goes, by pid: filled by `spawn` on the
+    /// supervisor's thread, emptied by the reaper on SIGCHLD.
     waiting: Arc<Mutex<HashMap<i32, oneshot::Sender<Exit>>>>,
 }
 
 impl Reaper {
     /// Reaps everything that has ended, delivering the exits of our own
     /// children. Called on SIGCHLD (and once at start for safety).
-    pub fn reap(&self) {
+    pub(crate) fn reap(&self) {
         loop {
             match rustix::process::wait(WaitOptions::NOHANG) {
                 Ok(Some((pid, status))) => {
-                    let Some(exit) = Exit::from_wait(status) else {
+                    let Some(exit) = exit_of(status) else {
                         continue;
                     };
                     let pid = pid.as_raw_nonzero().get();
-                    match self.waiting.lock().expect("reaper lock").remove(&pid) {
+                    let waiter = self
+                        .waiting
+                        .lock()
+                        .unwrap_or_else(PoisonError::into_inner)
+                        .remove(&pid);
+                    match waiter {
                         Some(tx) => {
                             let _ = tx.send(exit);
                         }
-                        None => tracing::debug!(pid, "reaped an orphan ({})", exit.describe()),
+                        None => tracing::debug!(pid, "reaped an orphan ({exit})"),
                     }
                 }
                 Ok(None) => return,
@@ -109,7 +84,7 @@ impl Reaper {
     }
 
     /// Reaps on every SIGCHLD, for the supervisor's whole life.
-    pub fn spawn_task(&self) -> io::Result<()> {
+    pub(crate) fn spawn_task(&self) -> io::Result<()> {
         let mut sigchld = tokio::signal::unix::signal(tokio::signal::unix::SignalKind::child())?;
         let reaper = self.clone();
         tokio::spawn(async move {
@@ -125,26 +100,29 @@ impl Reaper {
 
     fn watch(&self, pid: i32) -> oneshot::Receiver<Exit> {
         let (tx, rx) = oneshot::channel();
-        self.waiting.lock().expect("reaper lock").insert(pid, tx);
+        self.waiting
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .insert(pid, tx);
         rx
     }
 }
 
 /// A started daemon process.
 #[derive(Debug)]
-pub struct Child {
-    pub pid: i32,
+pub(crate) struct Child {
+    pub(crate) pid: i32,
     /// Resolves when the process has ended (and been reaped).
-    pub exit: oneshot::Receiver<Exit>,
+    pub(crate) exit: oneshot::Receiver<Exit>,
     /// Its stdout and stderr, one stream.
-    pub output: pipe::Receiver,
+    pub(crate) output: pipe::Receiver,
     /// Its readiness pipe.
-    pub ready: pipe::Receiver,
+    pub(crate) ready: pipe::Receiver,
 }
 
 /// Starts `daemon` from `bin_dir`. Must be called on the supervisor's main
 /// thread: the kernel's parent-death signal follows the thread that forked.
-pub fn spawn(daemon: Daemon, bin_dir: &Path, reaper: &Reaper) -> io::Result<Child> {
+pub(crate) fn spawn(daemon: Daemon, bin_dir: &Path, reaper: &Reaper) -> io::Result<Child> {
     let bin = bin_dir.join(daemon.name());
     let (out_r, out_w) = pipe_with(PipeFlags::CLOEXEC)?;
     let (ready_r, ready_w) = pipe_with(PipeFlags::CLOEXEC)?;
@@ -180,22 +158,9 @@ fn receiver(fd: OwnedFd) -> io::Result<pipe::Receiver> {
     pipe::Receiver::from_owned_fd(fd)
 }
 
-/// Waits for the readiness line; false when the pipe closes without it
-/// (the daemon exited before it was ready).
-pub async fn wait_ready(mut ready: pipe::Receiver) -> bool {
-    let mut buf = [0u8; 64];
-    loop {
-        match ready.read(&mut buf).await {
-            Ok(0) | Err(_) => return false,
-            Ok(n) if buf[..n].contains(&b'\n') => return true,
-            Ok(_) => continue,
-        }
-    }
-}
-
 /// Sends `sig` to the daemon's process group (the daemon and anything it
 /// started); a group already gone is not an error.
-pub fn signal_group(pid: i32, sig: Signal) {
+pub(crate) fn signal_group(pid: i32, sig: Signal) {
     let Some(pid) = Pid::from_raw(pid) else {
         return;
     };

@@ -22,13 +22,13 @@ use tokio::sync::oneshot;
 /// The held lock. Dropping it does not release it while a daemon still
 /// holds the inherited descriptor.
 #[derive(Debug)]
-pub struct LeaderLock {
+pub(crate) struct LeaderLock {
     _file: File,
 }
 
 /// Takes the lock, waiting as long as another holds it. Returns `None` if
 /// `give_up` resolves first (a stop while standby).
-pub async fn acquire(
+pub(crate) async fn acquire(
     lock_path: &Path,
     info_path: &Path,
     retry: Duration,
@@ -48,6 +48,7 @@ pub async fn acquire(
                 "standby: another meta-core holds {}; taking over as soon as it is released",
                 lock_path.display()
             );
+            // The blocking lock's outcome, from its thread to this task.
             let (tx, mut rx) = oneshot::channel();
             // A plain thread, not the blocking pool: the runtime would wait
             // for it at exit, and a standby may be asked to stop while it waits.
@@ -81,7 +82,7 @@ pub async fn acquire(
 }
 
 /// Writes `url` as the one line of the info file, atomically.
-pub fn write_info(path: &Path, url: &str) -> io::Result<()> {
+pub(crate) fn write_info(path: &Path, url: &str) -> io::Result<()> {
     let tmp = PathBuf::from(format!("{}.tmp.{}", path.display(), std::process::id()));
     let mut f = File::create(&tmp)?;
     f.write_all(format!("{url}\n").as_bytes())?;
@@ -91,7 +92,7 @@ pub fn write_info(path: &Path, url: &str) -> io::Result<()> {
 }
 
 /// The URL in the info file, if there is one.
-pub fn read_info(path: &Path) -> Option<String> {
+pub(crate) fn read_info(path: &Path) -> Option<String> {
     std::fs::read_to_string(path)
         .ok()
         .map(|s| s.trim().to_owned())
@@ -100,7 +101,7 @@ pub fn read_info(path: &Path) -> Option<String> {
 
 /// Removes the info file if it still names `url` (a new leader may have
 /// written its own already).
-pub fn remove_info(path: &Path, url: &str) {
+pub(crate) fn remove_info(path: &Path, url: &str) {
     if read_info(path).as_deref() == Some(url)
         && let Err(e) = std::fs::remove_file(path)
     {

@@ -1,40 +1,63 @@
 //! `meta-core`: the container's entrypoint and the operator's CLI.
 //!
-//! `meta-core run` takes the leader lock (or waits as standby), writes
-//! `kv-leader.info`, starts the daemons of the policy table in dependency
-//! order (each up only once it signals readiness), restarts them by the
-//! table, reaps every zombie, writes each daemon's output to its own log,
-//! serves the control socket, and on SIGTERM/SIGINT (or `meta-core stop`)
-//! stops the daemons in reverse order and exits 0. The other subcommands
-//! talk to a running supervisor: see [`cli`].
+//! [`run`] goes through four stages: **prepare** (directories, subreaper,
+//! reaper, the control socket), **elect** (the leader lock, or standby until
+//! it frees), **lead** (`kv-leader.info`, the logs, the tree of daemons
+//! started in dependency order and supervised by the policy table) and
+//! **stop** (the daemons in reverse order, the info file, the socket). The
+//! other subcommands talk to a running supervisor: see [`cli`].
+//!
+//! ```text
+//! cli          run | status | logs | restart | stop; only run has a runtime
+//! tree         the runners in table order: start after dependencies, stop in reverse
+//! runner       one task per daemon: events in, lifecycle::next, actions out
+//! lifecycle    the pure state machine of one daemon (tested case by case)
+//! policy       the restart policy table: one row per daemon
+//! reason       exits, causes, health misses, give-ups, and their words
+//! table        the status table the runners publish to
+//! health       /health of a ready daemon, decoded, version-checked
+//! child        spawn, the reaper (the only caller of wait), group signals
+//! control      the control socket, one file per operation; the CLI's client
+//! http1        one HTTP/1.1 exchange over a Unix socket, for one-shot callers
+//! leader       the leader lock and kv-leader.info
+//! logs         per-daemon log files with rotation, the stdout echo
+//! ```
 
-pub mod child;
+mod child;
 pub mod cli;
-pub mod control;
-pub mod leader;
-pub mod logs;
-pub mod policy;
-pub mod tree;
+mod control;
+mod health;
+mod http1;
+mod leader;
+mod lifecycle;
+mod logs;
+mod policy;
+mod reason;
+mod runner;
+mod table;
+mod tree;
 
-use std::path::PathBuf;
-use std::sync::{Arc, Mutex};
-use std::time::Instant;
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use metacore::Config;
 use metacore::api::supervisor::Role;
 use metacore::config::LogFormat;
-use metacore::shutdown::Shutdown;
+use metacore::shutdown::{self, Shutdown};
 use metacore::urls::Urls;
 use tokio::signal::unix::{SignalKind, signal};
-use tokio::sync::mpsc;
+use tokio::task::JoinHandle;
 
 use crate::child::Reaper;
 use crate::control::Control;
+use crate::leader::LeaderLock;
 use crate::logs::{Echo, Logs};
 use crate::policy::TABLE;
-use crate::tree::{Command, Ctx, Handle, Table};
+pub use crate::reason::GiveUp;
+use crate::runner::Ctx;
+use crate::tree::Tree;
 
-/// Why the supervisor could not run.
+/// Why the supervisor could not run, or stopped on its own.
 #[derive(Debug, thiserror::Error)]
 pub enum RunError {
     #[error("cannot {what} {path}")]
@@ -49,7 +72,7 @@ pub enum RunError {
     #[error("cannot find the daemon binaries beside {0}: set META_CORE_BIN_DIR")]
     NoBinDir(String),
     #[error("{0}; the tree was stopped")]
-    GaveUp(String),
+    GaveUp(GiveUp),
 }
 
 fn io_err(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> RunError {
@@ -57,31 +80,58 @@ fn io_err(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::
     move |source| RunError::Io { what, path, source }
 }
 
-/// The directory the daemon binaries are taken from.
-fn bin_dir(config: &Config) -> Result<PathBuf, RunError> {
-    if let Some(dir) = &config.bin_dir {
-        return Ok(dir.clone());
-    }
-    let exe = std::env::current_exe().map_err(|e| RunError::NoBinDir(e.to_string()))?;
-    exe.parent()
-        .map(|p| p.to_path_buf())
-        .ok_or_else(|| RunError::NoBinDir(exe.display().to_string()))
+/// Runs the supervisor until `shutdown` fires or `meta-core stop` asks
+/// (Ok), or a daemon is given up on (Err, after the tree was stopped).
+pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
+    let prepared = prepare(&config, shutdown).await?;
+    let result = match elect(&config, &prepared).await {
+        Ok(Some(lock)) => match lead(&config, &prepared).await {
+            Ok(led) => stop(&config, &prepared, led, lock).await,
+            Err(e) => Err(e),
+        },
+        Ok(None) => {
+            tracing::info!("stopped while standby");
+            Ok(())
+        }
+        Err(e) => Err(e),
+    };
+    prepared.close();
+    result
 }
 
-/// Runs the supervisor until it is stopped (Ok) or gives up (Err).
-pub async fn run(config: Config) -> Result<(), RunError> {
+/// What the first stage leaves for the others.
+struct Prepared {
+    bin_dir: PathBuf,
+    reaper: Reaper,
+    control: Arc<Control>,
+    /// Fires on the given shutdown or on `POST /stop`.
+    stopping: Shutdown,
+    socket: PathBuf,
+    served: JoinHandle<std::io::Result<()>>,
+}
+
+impl Prepared {
+    /// Stops serving the control socket and removes it.
+    fn close(self) {
+        self.served.abort();
+        let _ = std::fs::remove_file(&self.socket);
+    }
+}
+
+/// Stage 1: the directories, the subreaper and the reaper, the control
+/// socket (served from now on, standby included).
+async fn prepare(config: &Config, shutdown: Shutdown) -> Result<Prepared, RunError> {
     let layout = config.layout();
-    let bin_dir = bin_dir(&config)?;
-    for dir in [
+    let bin_dir = bin_dir(config)?;
+    let mut dirs = vec![
         layout.locks_dir(),
         layout.run_dir.clone(),
         config.log_dir.clone(),
         layout.files.clone(),
-    ] {
+    ];
+    dirs.extend(layout.db.parent().map(Path::to_path_buf));
+    for dir in dirs {
         std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
-    }
-    if let Some(db_dir) = layout.db.parent() {
-        std::fs::create_dir_all(db_dir).map_err(io_err("create", db_dir))?;
     }
     // As PID 1 we inherit orphans anyway; otherwise ask for them, so that
     // nothing a daemon started outlives the tree unreaped.
@@ -95,18 +145,20 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         .spawn_task()
         .map_err(io_err("watch SIGCHLD for", "meta-core"))?;
 
-    let (stop, stopped) = metacore::shutdown::channel();
-    let control = Arc::new(Control {
-        started: Instant::now(),
-        role: Mutex::new(Role::Standby),
-        table: Table::new(TABLE),
-        info_path: layout.leader_info(),
-        log_dir: config.log_dir.clone(),
-        commands: Mutex::new(Default::default()),
-        logs: Mutex::new(None),
+    let (stop, stopping) = shutdown::channel();
+    let control = Arc::new(Control::new(
+        layout.leader_info(),
+        config.log_dir.clone(),
         stop,
+    ));
+    tokio::spawn({
+        let control = control.clone();
+        async move {
+            shutdown.wait().await;
+            control.stop.fire();
+        }
     });
-    watch_signals(control.clone()).map_err(io_err("watch the signals of", "meta-core"))?;
+    reopen_logs_on_sighup(control.clone()).map_err(io_err("watch SIGHUP for", "meta-core"))?;
     let socket = layout.supervisor_socket();
     let listener = metacore::socket::server::bind(&socket)
         .await
@@ -117,28 +169,57 @@ pub async fn run(config: Config) -> Result<(), RunError> {
             metacore::socket::server::serve(listener, &socket, router, Shutdown::never()).await
         }
     });
+    Ok(Prepared {
+        bin_dir,
+        reaper,
+        control,
+        stopping,
+        socket,
+        served,
+    })
+}
 
-    let lock = leader::acquire(
+/// The directory the daemon binaries are taken from.
+fn bin_dir(config: &Config) -> Result<PathBuf, RunError> {
+    if let Some(dir) = &config.bin_dir {
+        return Ok(dir.clone());
+    }
+    let exe = std::env::current_exe().map_err(|e| RunError::NoBinDir(e.to_string()))?;
+    exe.parent()
+        .map(Path::to_path_buf)
+        .ok_or_else(|| RunError::NoBinDir(exe.display().to_string()))
+}
+
+/// Stage 2: the leader lock, waiting as standby while another holds it.
+/// None: stopped while standby.
+async fn elect(config: &Config, p: &Prepared) -> Result<Option<LeaderLock>, RunError> {
+    let layout = config.layout();
+    let stopping = p.stopping.clone();
+    leader::acquire(
         &layout.leader_lock(),
         &layout.leader_info(),
         config.election_retry,
-        {
-            let stopped = stopped.clone();
-            async move { stopped.wait().await }
-        },
+        async move { stopping.wait().await },
     )
     .await
-    .map_err(io_err("take the leader lock", layout.leader_lock()))?;
-    let Some(_lock) = lock else {
-        tracing::info!("stopped while standby");
-        served.abort();
-        let _ = std::fs::remove_file(&socket);
-        return Ok(());
-    };
-    let url = Urls::from_config(&config).api_url;
+    .map_err(io_err("take the leader lock", layout.leader_lock()))
+}
+
+/// What leading leaves for the stop.
+struct Led {
+    tree: Tree,
+    url: String,
+    gave_up: Option<GiveUp>,
+}
+
+/// Stage 3: `kv-leader.info`, the logs, the tree started and supervised
+/// until a stop is asked or a daemon is given up on.
+async fn lead(config: &Config, p: &Prepared) -> Result<Led, RunError> {
+    let layout = config.layout();
+    let url = Urls::from_config(config).api_url;
     leader::write_info(&layout.leader_info(), &url)
         .map_err(io_err("write", layout.leader_info()))?;
-    control.set_role(Role::Leader);
+    p.control.set_role(Role::Leader);
     tracing::info!(%url, "leader: starting the daemons");
 
     let names: Vec<_> = TABLE.iter().map(|p| p.daemon).collect();
@@ -154,62 +235,35 @@ pub async fn run(config: Config) -> Result<(), RunError> {
         echo,
     )
     .map_err(io_err("open the logs in", &config.log_dir))?;
-    *control.logs.lock().expect("logs lock") = Some(logs.clone());
-    let (fatal_tx, mut fatal) = mpsc::unbounded_channel();
+    let _ = p.control.logs.set(logs.clone());
     let ctx = Ctx {
-        bin_dir,
+        bin_dir: p.bin_dir.clone(),
         layout: layout.clone(),
-        reaper,
+        reaper: p.reaper.clone(),
         logs,
         health_interval: config.health_check_interval,
-        table: control.table.clone(),
-        fatal: fatal_tx,
+        table: p.control.table.clone(),
     };
+    let mut tree = Tree::new(&ctx);
+    let _ = p.control.runners.set(tree.requests());
+    let gave_up = tree.supervise(&p.stopping).await;
+    Ok(Led { tree, url, gave_up })
+}
 
-    let mut handles: Vec<Handle> = Vec::new();
-    let mut gave_up: Option<String> = None;
-    'start: for policy in TABLE {
-        // Start only once what it depends on has been ready.
-        for dep in policy.after {
-            let Some(h) = handles.iter_mut().find(|h| h.daemon == *dep) else {
-                continue;
-            };
-            tokio::select! {
-                _ = h.ready_once.wait_for(|r| *r) => {}
-                () = stopped.wait() => break 'start,
-                why = fatal.recv() => { gave_up = why; break 'start }
-            }
-        }
-        let handle = tree::start(policy, ctx.clone());
-        control
-            .commands
-            .lock()
-            .expect("commands lock")
-            .insert(policy.daemon, handle.commands.clone());
-        handles.push(handle);
-    }
-    if gave_up.is_none() {
-        tokio::select! {
-            () = stopped.wait() => {}
-            why = fatal.recv() => gave_up = why,
-        }
-    }
-
-    control.set_role(Role::Stopping);
+/// Stage 4: the daemons stopped in reverse order, the info file removed;
+/// Err when the tree stopped because a daemon was given up on.
+async fn stop(config: &Config, p: &Prepared, led: Led, lock: LeaderLock) -> Result<(), RunError> {
+    let Led { tree, url, gave_up } = led;
+    p.control.set_role(Role::Stopping);
     match &gave_up {
         Some(why) => tracing::error!("{why}: stopping the tree"),
         None => tracing::info!("stopping the daemons in reverse order"),
     }
-    control.commands.lock().expect("commands lock").clear();
-    for h in handles.iter().rev() {
-        let (reply, done) = tokio::sync::oneshot::channel();
-        if h.commands.send(Command::Stop(reply)).await.is_ok() {
-            let _ = done.await;
-        }
-    }
-    leader::remove_info(&layout.leader_info(), &url);
-    served.abort();
-    let _ = std::fs::remove_file(&socket);
+    tree.stop().await;
+    leader::remove_info(&config.layout().leader_info(), &url);
+    // The lock itself is released when the last process holding its
+    // inherited descriptor has exited.
+    drop(lock);
     match gave_up {
         Some(why) => Err(RunError::GaveUp(why)),
         None => {
@@ -219,23 +273,16 @@ pub async fn run(config: Config) -> Result<(), RunError> {
     }
 }
 
-/// SIGTERM and SIGINT fire the orderly stop; SIGHUP reopens the log files.
-fn watch_signals(control: Arc<Control>) -> std::io::Result<()> {
-    let mut term = signal(SignalKind::terminate())?;
-    let mut int = signal(SignalKind::interrupt())?;
+/// SIGHUP reopens the log files once leader (for an external logrotate);
+/// a standby has none and ignores it. The handler only sets the writer's
+/// flag; the writer thread does the reopening.
+fn reopen_logs_on_sighup(control: Arc<Control>) -> std::io::Result<()> {
     let mut hup = signal(SignalKind::hangup())?;
     tokio::spawn(async move {
-        loop {
-            tokio::select! {
-                _ = term.recv() => { tracing::info!("SIGTERM"); control.stop.fire() }
-                _ = int.recv() => { tracing::info!("SIGINT"); control.stop.fire() }
-                _ = hup.recv() => {
-                    let logs = control.logs.lock().expect("logs lock").clone();
-                    if let Some(logs) = logs {
-                        tracing::info!("SIGHUP: reopening the log files");
-                        logs.reopen_all();
-                    }
-                }
+        while hup.recv().await.is_some() {
+            if let Some(logs) = control.logs.get() {
+                tracing::info!("SIGHUP: reopening the log files");
+                logs.reopen_all();
             }
         }
     });

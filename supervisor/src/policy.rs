@@ -1,6 +1,7 @@
 //! The restart policy, as one table: what each daemon needs before it
 //! starts, how long it may take to become ready and to stop, how restarts
-//! back off, and what a crash loop does. Adding a daemon is adding a row.
+//! back off, and what a crash loop does. Adding a daemon is adding a row:
+//! nothing else in the supervisor names a daemon.
 
 use std::time::Duration;
 
@@ -8,7 +9,7 @@ use metacore::layout::Daemon;
 
 /// What the supervisor does when a daemon keeps failing.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnCrashLoop {
+pub(crate) enum OnCrashLoop {
     /// Stop the whole tree and exit non-zero, so the container is restarted
     /// or a standby takes over (the store is not worth running half-broken).
     GiveUp,
@@ -19,36 +20,36 @@ pub enum OnCrashLoop {
 
 /// One row of the table.
 #[derive(Debug, Clone, Copy)]
-pub struct Policy {
-    pub daemon: Daemon,
+pub(crate) struct Policy {
+    pub(crate) daemon: Daemon,
     /// Started only once these have been ready (they are not restarted with it).
-    pub after: &'static [Daemon],
+    pub(crate) after: &'static [Daemon],
     /// Longer than this from start to readiness counts as a failed start.
-    pub ready_timeout: Duration,
+    pub(crate) ready_timeout: Duration,
     /// Time between SIGTERM and SIGKILL on an orderly stop.
-    pub stop_grace: Duration,
+    pub(crate) stop_grace: Duration,
     /// Delay before the first restart after a failure; each further failure
     /// in a row multiplies it by [`BACKOFF_FACTOR`], up to `max_backoff`.
-    pub first_backoff: Duration,
-    pub max_backoff: Duration,
+    pub(crate) first_backoff: Duration,
+    pub(crate) max_backoff: Duration,
     /// An uptime this long forgives the failures before it.
-    pub stable_after: Duration,
+    pub(crate) stable_after: Duration,
     /// This many failures in a row is a crash loop.
-    pub crash_loop_after: u32,
-    pub on_crash_loop: OnCrashLoop,
+    pub(crate) crash_loop_after: u32,
+    pub(crate) on_crash_loop: OnCrashLoop,
 }
 
-pub const BACKOFF_FACTOR: u32 = 4;
+pub(crate) const BACKOFF_FACTOR: u32 = 4;
 
 /// Health checks missed in a row before a daemon is declared hung and killed.
-pub const MISSED_HEALTH_CHECKS: u32 = 3;
+pub(crate) const MISSED_HEALTH_CHECKS: u32 = 3;
 
 /// The longest a health check may take.
-pub const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
+pub(crate) const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The table, in start order (stop order is the reverse). watcherd and
 /// mountd join it when they are built.
-pub const TABLE: &[Policy] = &[
+pub(crate) const TABLE: &[Policy] = &[
     Policy {
         daemon: Daemon::Storaged,
         after: &[],
@@ -78,7 +79,7 @@ pub const TABLE: &[Policy] = &[
 
 impl Policy {
     /// The row of `daemon`, if it is supervised.
-    pub fn of(daemon: Daemon) -> Option<&'static Policy> {
+    pub(crate) fn of(daemon: Daemon) -> Option<&'static Policy> {
         TABLE.iter().find(|p| p.daemon == daemon)
     }
 
@@ -86,7 +87,7 @@ impl Policy {
     /// in a row. `ready_for` is how long it had been ready (`None`: it never
     /// was): only a stable time *ready* forgives the failures before it; a
     /// start that hangs however long is one more failure.
-    pub fn count_failure(&self, before: u32, ready_for: Option<Duration>) -> u32 {
+    pub(crate) fn count_failure(&self, before: u32, ready_for: Option<Duration>) -> u32 {
         match ready_for {
             Some(d) if d >= self.stable_after => 1,
             _ => before + 1,
@@ -94,8 +95,27 @@ impl Policy {
     }
 
     /// The delay before the next start after `failures` failures in a row
-    /// (at least 1).
-    pub fn backoff(&self, failures: u32) -> Duration {
+    /// (at least 1), the last by a process that had been ready or not:
+    ///
+    /// - the first failure of a daemon that had been ready restarts it at
+    ///   once: a serving daemon that crashes once is not a loop yet, and
+    ///   each millisecond of delay is downtime for its clients;
+    /// - otherwise `first_backoff`, times [`BACKOFF_FACTOR`] for each
+    ///   further failure in a row, up to `max_backoff`;
+    /// - a crash loop (`crash_loop_after` failures) waits `max_backoff`.
+    pub(crate) fn restart_delay(&self, failures: u32, had_been_ready: bool) -> Duration {
+        if failures >= self.crash_loop_after {
+            self.max_backoff
+        } else if failures <= 1 && had_been_ready {
+            Duration::ZERO
+        } else {
+            self.backoff(failures)
+        }
+    }
+
+    /// The growing part of [`Policy::restart_delay`]: `first_backoff` times
+    /// [`BACKOFF_FACTOR`] for each failure after the first, capped.
+    pub(crate) fn backoff(&self, failures: u32) -> Duration {
         let mut d = self.first_backoff;
         for _ in 1..failures {
             d = d.saturating_mul(BACKOFF_FACTOR);
@@ -116,6 +136,23 @@ mod tests {
         let p = Policy::of(Daemon::Storaged).unwrap();
         let delays: Vec<u128> = (1..=8).map(|n| p.backoff(n).as_millis()).collect();
         assert_eq!(delays, [10, 40, 160, 640, 2560, 10_000, 10_000, 10_000]);
+    }
+
+    #[test]
+    fn a_serving_daemon_that_crashes_once_restarts_at_once() {
+        let p = Policy::of(Daemon::Apid).unwrap();
+        assert_eq!(p.restart_delay(1, true), Duration::ZERO);
+        assert_eq!(
+            p.restart_delay(1, false),
+            p.first_backoff,
+            "never ready: backoff"
+        );
+        assert_eq!(
+            p.restart_delay(2, true),
+            p.backoff(2),
+            "a second one in a row backs off"
+        );
+        assert_eq!(p.restart_delay(p.crash_loop_after, true), p.max_backoff);
     }
 
     #[test]

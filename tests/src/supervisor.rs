@@ -20,6 +20,7 @@ use std::process::Output;
 use metacore::api::supervisor::{
     DaemonState, DaemonStatus, Role, SupervisorClient, SupervisorStatus,
 };
+use metacore::layout::Daemon;
 
 use crate::apid::{Http, free_port};
 use crate::daemon::bin_dir;
@@ -169,12 +170,12 @@ impl MetaCore {
     }
 
     /// One daemon's row.
-    pub async fn daemon(&self, name: &str) -> DaemonStatus {
+    pub async fn daemon(&self, daemon: Daemon) -> DaemonStatus {
         self.status()
             .await
             .daemons
             .into_iter()
-            .find(|d| d.name == name)
+            .find(|d| d.name == daemon)
             .expect("a row per daemon")
     }
 

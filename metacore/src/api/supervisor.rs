@@ -8,6 +8,7 @@ use std::path::Path;
 use http::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::layout::Daemon;
 use crate::socket::client::{ClientError, SocketClient};
 
 /// What the supervisor is doing.
@@ -85,7 +86,8 @@ pub struct LastExit {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct DaemonStatus {
-    pub name: String,
+    /// On the wire, the daemon's name (`"storaged"`).
+    pub name: Daemon,
     pub pid: Option<u32>,
     pub state: DaemonState,
     /// Signalled readiness and has not failed a health check since.
@@ -150,7 +152,7 @@ impl SupervisorClient {
     }
 
     /// Restarts one daemon; answers once it is ready again.
-    pub async fn restart(&self, daemon: &str) -> Result<DaemonStatus, ClientError> {
+    pub async fn restart(&self, daemon: Daemon) -> Result<DaemonStatus, ClientError> {
         self.inner
             .call::<(), _>(Method::POST, &format!("/restart/{daemon}"), None)
             .await

@@ -1,9 +1,12 @@
-//! The reader pool: `META_CORE_DB_READERS` read-only connections. Each read
-//! borrows one for the duration of a closure run on the blocking pool, and
-//! sees the last committed state.
+//! The reader pool: up to `META_CORE_DB_READERS` read-only connections.
+//! Each read borrows one for the duration of a closure run on the blocking
+//! pool, and sees the last committed state. One connection is opened with
+//! the pool (so a database readers cannot open fails the start); the others
+//! when reads first need them, which keeps a restarting storaged's time to
+//! readiness short (each connection costs its open and its pragmas).
 
-use std::path::Path;
-use std::sync::{Arc, Mutex};
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex, PoisonError};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
@@ -16,31 +19,62 @@ use crate::error::{Result, StoreError};
 pub struct Readers {
     /// Idle connections. A plain mutex: it is held only to push or pop.
     idle: Mutex<Vec<Connection>>,
-    /// One permit per connection, so a borrower never finds the pool empty.
+    /// One permit per connection the pool may have, so a borrower finds
+    /// one idle or may open one, and never more than `size` are open.
     permits: Semaphore,
     size: u32,
+    path: PathBuf,
+    cache_mb: u32,
 }
 
 impl Readers {
     pub fn open(path: &Path, size: u32, cache_mb: u32) -> Result<Self> {
-        let mut idle = Vec::with_capacity(size as usize);
-        for _ in 0..size {
-            let conn = Connection::open_with_flags(
-                path,
-                OpenFlags::SQLITE_OPEN_READ_WRITE
-                    | OpenFlags::SQLITE_OPEN_NO_MUTEX
-                    | OpenFlags::SQLITE_OPEN_URI,
-            )?;
-            common_pragmas(&conn, cache_mb)?;
-            conn.pragma_update(None, "query_only", true)?;
-            conn.set_prepared_statement_cache_capacity(64);
-            idle.push(conn);
-        }
-        Ok(Self {
-            idle: Mutex::new(idle),
+        let pool = Self {
+            idle: Mutex::new(Vec::with_capacity(size as usize)),
             permits: Semaphore::new(size as usize),
             size,
-        })
+            path: path.to_owned(),
+            cache_mb,
+        };
+        if size > 0 {
+            let first = pool.connect()?;
+            pool.put_back(first);
+        }
+        Ok(pool)
+    }
+
+    /// A new reader connection.
+    fn connect(&self) -> Result<Connection> {
+        let conn = Connection::open_with_flags(
+            &self.path,
+            OpenFlags::SQLITE_OPEN_READ_WRITE
+                | OpenFlags::SQLITE_OPEN_NO_MUTEX
+                | OpenFlags::SQLITE_OPEN_URI,
+        )?;
+        common_pragmas(&conn, self.cache_mb)?;
+        conn.pragma_update(None, "query_only", true)?;
+        conn.set_prepared_statement_cache_capacity(64);
+        Ok(conn)
+    }
+
+    /// An idle connection, or a new one; the caller holds a permit.
+    fn take(&self) -> Result<Connection> {
+        let idle = self
+            .idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .pop();
+        match idle {
+            Some(conn) => Ok(conn),
+            None => self.connect(),
+        }
+    }
+
+    fn put_back(&self, conn: Connection) {
+        self.idle
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .push(conn);
     }
 
     pub fn size(&self) -> u32 {
@@ -60,17 +94,15 @@ impl Readers {
             .acquire()
             .await
             .map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
+        let conn = self.take()?;
         let lease = Lease {
             pool: self,
-            conn: Some(
-                self.idle
-                    .lock()
-                    .expect("reader pool lock")
-                    .pop()
-                    .expect("a permit guarantees a connection"),
-            ),
+            conn: Some(conn),
         };
-        f(lease.conn.as_ref().expect("leased"))
+        match lease.conn.as_ref() {
+            Some(conn) => f(conn),
+            None => Err(StoreError::Unavailable("the reader pool lost a connection")),
+        }
     }
 
     /// Runs `f` with a reader connection on the blocking pool: for scans.
@@ -84,16 +116,11 @@ impl Readers {
             .acquire()
             .await
             .map_err(|_| StoreError::Unavailable("the reader pool is closed"))?;
-        let conn = self
-            .idle
-            .lock()
-            .expect("reader pool lock")
-            .pop()
-            .expect("a permit guarantees a connection");
         let pool = self.clone();
         let out = tokio::task::spawn_blocking(move || {
+            let conn = pool.take()?;
             let r = f(&conn);
-            pool.idle.lock().expect("reader pool lock").push(conn);
+            pool.put_back(conn);
             r
         })
         .await;
@@ -119,7 +146,7 @@ struct Lease<'a> {
 impl Drop for Lease<'_> {
     fn drop(&mut self) {
         if let Some(c) = self.conn.take() {
-            self.pool.idle.lock().expect("reader pool lock").push(c);
+            self.pool.put_back(c);
         }
     }
 }

@@ -26,6 +26,7 @@ use e2e::fixtures::random_rid;
 use e2e::supervisor::{Launch, MetaCore, alive, children_of, holders_of};
 use e2e::wait::{DAEMON_DEADLINE, until, within};
 use metacore::api::supervisor::{DaemonState, Role};
+use metacore::layout::Daemon;
 use rustix::process::{Pid, Signal, kill_process};
 use serde_json::json;
 
@@ -92,8 +93,8 @@ async fn starts_in_order_reports_status_and_stops_in_reverse() {
     let mut mc = Launch::in_dir(dir.path(), "run").start().await;
     let status = mc.status().await;
     assert_eq!(status.role, Role::Leader);
-    let names: Vec<&str> = status.daemons.iter().map(|d| d.name.as_str()).collect();
-    assert_eq!(names, ["storaged", "apid"]);
+    let names: Vec<Daemon> = status.daemons.iter().map(|d| d.name).collect();
+    assert_eq!(names, [Daemon::Storaged, Daemon::Apid]);
     assert!(
         status
             .daemons
@@ -194,7 +195,7 @@ async fn kill_9_of_each_daemon_restarts_it_and_keeps_the_data() {
     let mut mc = Launch::in_dir(dir.path(), "run").start().await;
     let rid = write_record(&mc, "before the kills").await;
 
-    for (i, name) in ["storaged", "apid"].into_iter().enumerate() {
+    for (i, name) in [Daemon::Storaged, Daemon::Apid].into_iter().enumerate() {
         let old = mc.daemon(name).await.pid.expect("running");
         signal(old, Signal::KILL);
         let row = mc
@@ -303,7 +304,7 @@ async fn apid_that_always_crashes_keeps_retrying_in_a_visible_crash_loop() {
     drop(squatter);
     let out = mc.cli(&["restart", "apid"]);
     assert!(out.status.success(), "{}", text(&out));
-    let row = mc.daemon("apid").await;
+    let row = mc.daemon(Daemon::Apid).await;
     assert!(
         row.ready && row.state == DaemonState::Running && row.failures == 0,
         "{row:?}"
@@ -318,7 +319,7 @@ async fn a_hung_daemon_is_found_by_its_health_check_and_replaced() {
         .env("HEALTH_CHECK_INTERVAL_MS", "200")
         .start()
         .await;
-    let old = mc.daemon("storaged").await.pid.unwrap();
+    let old = mc.daemon(Daemon::Storaged).await.pid.unwrap();
     signal(old, Signal::STOP);
     let row = mc
         .wait_status("the hung storaged to be replaced", |s| {
@@ -355,10 +356,10 @@ async fn operator_commands_and_their_errors() {
         text(&out)
     );
 
-    let old = mc.daemon("apid").await.pid.unwrap();
+    let old = mc.daemon(Daemon::Apid).await.pid.unwrap();
     let out = mc.cli(&["restart", "apid"]);
     assert!(out.status.success(), "{}", text(&out));
-    let row = mc.daemon("apid").await;
+    let row = mc.daemon(Daemon::Apid).await;
     assert!(
         row.ready && row.pid != Some(old) && row.restarts == 1,
         "{row:?}"

@@ -8,23 +8,26 @@
 //! older ones shift up to `META_CORE_LOG_KEEP`, and the oldest is removed.
 //! SIGHUP reopens every file (for an external logrotate that moved them).
 
+mod queue;
+
 use std::fs::{File, OpenOptions};
 use std::io::{self, Write};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::mpsc::{Receiver, SyncSender, sync_channel};
 
 use metacore::layout::Daemon;
 use tokio::io::AsyncReadExt;
 use tokio::net::unix::pipe;
 
+use self::queue::{Dequeue, Queue, queue};
+
 /// A line longer than this is cut into pieces of this size.
-pub const MAX_LINE: usize = 16 * 1024;
+pub(crate) const MAX_LINE: usize = 16 * 1024;
 
 /// One daemon's log file.
 #[derive(Debug)]
-pub struct LogFile {
+pub(crate) struct LogFile {
     path: PathBuf,
     file: Option<File>,
     size: u64,
@@ -33,7 +36,7 @@ pub struct LogFile {
 }
 
 impl LogFile {
-    pub fn open(dir: &Path, daemon: Daemon, max_bytes: u64, keep: u32) -> io::Result<Self> {
+    pub(crate) fn open(dir: &Path, daemon: Daemon, max_bytes: u64, keep: u32) -> io::Result<Self> {
         let mut log = Self {
             path: path_of(dir, daemon),
             file: None,
@@ -46,7 +49,7 @@ impl LogFile {
     }
 
     /// Closes and opens the file again (append), wherever it went.
-    pub fn reopen(&mut self) -> io::Result<()> {
+    pub(crate) fn reopen(&mut self) -> io::Result<()> {
         self.file = None;
         let file = OpenOptions::new()
             .create(true)
@@ -58,7 +61,7 @@ impl LogFile {
     }
 
     /// Appends one line (without its newline), rotating first when needed.
-    pub fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
+    pub(crate) fn write_line(&mut self, line: &[u8]) -> io::Result<()> {
         let len = line.len() as u64 + 1;
         if self.size > 0 && self.size + len > self.max_bytes {
             self.rotate()?;
@@ -66,7 +69,9 @@ impl LogFile {
         if self.file.is_none() {
             self.reopen()?;
         }
-        let file = self.file.as_mut().expect("opened above");
+        let Some(file) = self.file.as_mut() else {
+            return Err(io::Error::other("the log file is not open"));
+        };
         let mut buf = Vec::with_capacity(line.len() + 1);
         buf.extend_from_slice(line);
         buf.push(b'\n');
@@ -100,13 +105,13 @@ impl LogFile {
 }
 
 /// `<dir>/<daemon>.log`.
-pub fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
+pub(crate) fn path_of(dir: &Path, daemon: Daemon) -> PathBuf {
     dir.join(format!("{}.log", daemon.name()))
 }
 
 /// Lines waiting for a writer thread; past this, lines are dropped (and
 /// counted) rather than stalling the supervisor or the daemons.
-pub const QUEUE_LINES: usize = 2048;
+pub(crate) const QUEUE_LINES: usize = 2048;
 
 enum FileMsg {
     Line(Daemon, Vec<u8>),
@@ -121,11 +126,16 @@ enum FileMsg {
 /// What does not fit in a queue is dropped, and the count is written in
 /// its place once the writer catches up.
 #[derive(Debug, Clone)]
-pub struct Logs {
-    files: SyncSender<FileMsg>,
-    echo: (SyncSender<Vec<u8>>, Echo),
+pub(crate) struct Logs {
+    /// To the file writer thread: every daemon's lines, in order.
+    files: Queue<FileMsg>,
+    /// To the stdout writer thread, and how lines are echoed.
+    echo: (Queue<Vec<u8>>, Echo),
+    /// Lines dropped since the file writer last caught up.
     dropped_file: Arc<AtomicU64>,
+    /// Lines dropped since the stdout writer last caught up.
     dropped_echo: Arc<AtomicU64>,
+    /// Set by SIGHUP, read by the file writer before each line.
     reopen: Arc<AtomicBool>,
 }
 
@@ -140,7 +150,7 @@ impl std::fmt::Debug for FileMsg {
 
 impl Logs {
     /// Opens (creates) every daemon's file and starts the writer threads.
-    pub fn open(
+    pub(crate) fn open(
         dir: &Path,
         daemons: &[Daemon],
         max_bytes: u64,
@@ -153,14 +163,14 @@ impl Logs {
             files.push((d, LogFile::open(dir, d, max_bytes, keep)?));
         }
         let dropped_file = Arc::new(AtomicU64::new(0));
-        let (files_tx, files_rx) = sync_channel(QUEUE_LINES);
+        let (files_tx, files_rx) = queue();
         let (dropped, reopen) = (dropped_file.clone(), Arc::new(AtomicBool::new(false)));
         let flag = reopen.clone();
         std::thread::Builder::new()
             .name("log-files".into())
             .spawn(move || write_files(files, files_rx, &dropped, &flag))?;
         let dropped_echo = Arc::new(AtomicU64::new(0));
-        let (echo_tx, echo_rx) = sync_channel(QUEUE_LINES);
+        let (echo_tx, echo_rx) = queue();
         let dropped = dropped_echo.clone();
         std::thread::Builder::new()
             .name("log-echo".into())
@@ -175,7 +185,7 @@ impl Logs {
     }
 
     /// Closes and opens every file again (SIGHUP).
-    pub fn reopen_all(&self) {
+    pub(crate) fn reopen_all(&self) {
         // A flag, not a message that could be dropped or wait for room: the
         // writer looks at it before every line, and the wake-up only makes
         // an idle writer look now.
@@ -184,7 +194,7 @@ impl Logs {
     }
 
     /// Queues one line of `daemon`'s for its file and for stdout.
-    pub fn line(&self, daemon: Daemon, line: &[u8]) {
+    pub(crate) fn line(&self, daemon: Daemon, line: &[u8]) {
         let line = line.strip_suffix(b"\r").unwrap_or(line);
         if self
             .files
@@ -201,7 +211,7 @@ impl Logs {
 
     /// Copies `output` to the log line by line until the pipe closes (the
     /// process and everything it started have exited).
-    pub fn pump(&self, daemon: Daemon, mut output: pipe::Receiver) {
+    pub(crate) fn pump(&self, daemon: Daemon, mut output: pipe::Receiver) {
         let logs = self.clone();
         tokio::spawn(async move {
             let mut pending: Vec<u8> = Vec::new();
@@ -224,7 +234,7 @@ impl Logs {
 /// Takes the complete lines out of `pending` (without their newline),
 /// cutting a line longer than [`MAX_LINE`] into pieces of that size; what
 /// is left is the start of a line still to come.
-pub fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
+pub(crate) fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
     let mut start = 0;
     loop {
         let rest = &pending[start..];
@@ -245,7 +255,7 @@ pub fn split_lines(pending: &mut Vec<u8>, mut emit: impl FnMut(&[u8])) {
 
 /// How a daemon's line is echoed on the supervisor's stdout.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Echo {
+pub(crate) enum Echo {
     /// `storaged | <line>`.
     Prefixed,
     /// One JSON object a line, for log shippers (`LOG_FORMAT=json`): a
@@ -256,7 +266,7 @@ pub enum Echo {
 
 impl Echo {
     /// The echoed line, newline included.
-    pub fn line(self, daemon: Daemon, line: &[u8]) -> Vec<u8> {
+    pub(crate) fn line(self, daemon: Daemon, line: &[u8]) -> Vec<u8> {
         let mut out = Vec::with_capacity(line.len() + 32);
         match self {
             Echo::Prefixed => {
@@ -267,7 +277,7 @@ impl Echo {
             Echo::Json => match line.strip_prefix(b"{") {
                 Some(members)
                     if line.ends_with(b"}")
-                        && serde_json::from_slice::<serde_json::Value>(line).is_ok() =>
+                        && serde_json::from_slice::<serde::de::IgnoredAny>(line).is_ok() =>
                 {
                     out.extend_from_slice(format!("{{\"daemon\":\"{}\"", daemon.name()).as_bytes());
                     if members.trim_ascii_start() != b"}" {
@@ -277,8 +287,17 @@ impl Echo {
                 }
                 _ => {
                     let message = String::from_utf8_lossy(line);
-                    let obj = serde_json::json!({ "daemon": daemon.name(), "message": message });
-                    out.extend_from_slice(obj.to_string().as_bytes());
+                    #[derive(serde::Serialize)]
+                    struct Plain<'a> {
+                        daemon: Daemon,
+                        message: &'a str,
+                    }
+                    let plain = Plain {
+                        daemon,
+                        message: &message,
+                    };
+                    // Two strings: serializing them cannot fail.
+                    let _ = serde_json::to_writer(&mut out, &plain);
                 }
             },
         }
@@ -290,11 +309,11 @@ impl Echo {
 /// The file writer thread: until every sender is gone.
 fn write_files(
     mut files: Vec<(Daemon, LogFile)>,
-    rx: Receiver<FileMsg>,
+    rx: Dequeue<FileMsg>,
     dropped: &AtomicU64,
     reopen: &AtomicBool,
 ) {
-    while let Ok(msg) = rx.recv() {
+    while let Some(msg) = rx.recv() {
         if reopen.swap(false, Ordering::SeqCst) {
             for (d, f) in &mut files {
                 if let Err(e) = f.reopen() {
@@ -324,9 +343,9 @@ fn write_files(
 }
 
 /// The stdout writer thread: blocking writes are its whole job.
-fn write_echo(rx: Receiver<Vec<u8>>, dropped: &AtomicU64) {
+fn write_echo(rx: Dequeue<Vec<u8>>, dropped: &AtomicU64) {
     let mut out = io::stdout();
-    while let Ok(line) = rx.recv() {
+    while let Some(line) = rx.recv() {
         let lost = dropped.swap(0, Ordering::Relaxed);
         if lost > 0 {
             let _ = writeln!(
