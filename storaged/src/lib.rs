@@ -9,7 +9,7 @@
 pub(crate) mod api;
 pub(crate) mod bulk;
 pub(crate) mod cid_index;
-pub mod engine;
+pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod kv;
 pub(crate) mod records;

@@ -37,7 +37,7 @@ pub fn head_of(heads: &Heads, s: StreamName) -> Option<StreamId> {
 
 /// The writer's view of the streams.
 #[derive(Debug)]
-pub struct StreamState {
+pub(crate) struct StreamState {
     /// Last ID issued per stream; never goes back, even if a transaction
     /// that used it rolls back.
     last: [Option<StreamId>; 2],
@@ -56,7 +56,7 @@ pub struct StreamState {
 
 impl StreamState {
     /// Loads each stream's high-water mark (or its newest row).
-    pub fn load(conn: &Connection, retention: u64, trim_every: u64) -> Result<Self> {
+    pub(crate) fn load(conn: &Connection, retention: u64, trim_every: u64) -> Result<Self> {
         let mut last = [None, None];
         let mut len = [0, 0];
         for s in StreamName::ALL {
@@ -74,12 +74,12 @@ impl StreamState {
     }
 
     /// The heads as last loaded or issued.
-    pub fn heads(&self) -> Heads {
+    pub(crate) fn heads(&self) -> Heads {
         self.last
     }
 
     /// Writes one entry in the current transaction and returns its ID.
-    pub fn append(
+    pub(crate) fn append(
         &mut self,
         conn: &Connection,
         stream: StreamName,
@@ -99,7 +99,7 @@ impl StreamState {
     }
 
     /// Called once per group before COMMIT: high-water marks and trims.
-    pub fn finish_group(&mut self, conn: &Connection) -> Result<()> {
+    pub(crate) fn finish_group(&mut self, conn: &Connection) -> Result<()> {
         for s in std::mem::take(&mut self.touched) {
             if let Some(id) = self.last[slot(s)] {
                 conn.prepare_cached(
@@ -218,10 +218,10 @@ pub(crate) fn length(conn: &Connection, stream: StreamName) -> Result<u64> {
 
 /// Publishes heads to tails; one sender, owned by the writer.
 #[derive(Debug)]
-pub struct HeadsPublisher(pub watch::Sender<Heads>);
+pub(crate) struct HeadsPublisher(pub watch::Sender<Heads>);
 
 impl HeadsPublisher {
-    pub fn publish(&self, heads: Heads) {
+    pub(crate) fn publish(&self, heads: Heads) {
         self.0.send_if_modified(|cur| {
             let changed = *cur != heads;
             *cur = heads;

@@ -75,7 +75,12 @@ impl Launch {
 
     /// Spawns the supervisor (ready or not).
     pub fn spawn(self) -> MetaCore {
-        let mut cmd = process::command("meta-core");
+        self.spawn_command(process::command("meta-core"))
+    }
+
+    /// Spawns `cmd`, which runs the supervisor, with this launch's
+    /// environment.
+    fn spawn_command(self, mut cmd: std::process::Command) -> MetaCore {
         self.apply(&mut cmd);
         let process = Process::spawn("meta-core", &self.dir, cmd);
         let control = SupervisorClient::new(&self.run_dir.join("meta-core.sock"));
@@ -98,15 +103,7 @@ impl Launch {
         cmd.args(["--pid", "--fork", "--mount-proc", "--kill-child"])
             .arg(crate::daemon::binary("meta-core"))
             .arg("run");
-        self.apply(&mut cmd);
-        let process = Process::spawn("meta-core", &self.dir, cmd);
-        let control = SupervisorClient::new(&self.run_dir.join("meta-core.sock"));
-        MetaCore {
-            http: Http::new(self.port),
-            launch: self,
-            process,
-            control,
-        }
+        self.spawn_command(cmd)
     }
 
     /// Spawns and waits until it leads with every daemon ready.

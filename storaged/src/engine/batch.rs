@@ -33,7 +33,7 @@ impl Default for BatchLimits {
 
 /// What to do next.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Next {
+pub(crate) enum Next {
     /// Take the next queued write into this group.
     Take,
     /// Wait (at most this long) for a write to be queued, then decide again.
@@ -43,7 +43,7 @@ pub enum Next {
 }
 
 /// The decision.
-pub fn next(
+pub(crate) fn next(
     limits: &BatchLimits,
     taken: usize,
     open_for: Duration,

@@ -23,31 +23,31 @@ use rusqlite::Connection;
 use crate::error::{Result, StoreError};
 
 /// WAL length (4 KiB frames) past which the writer closes the gap: 32 MiB.
-pub const WAL_BOUND_FRAMES: i64 = 8192;
+pub(crate) const WAL_BOUND_FRAMES: i64 = 8192;
 /// How often the checkpointer runs.
 const TICK: Duration = Duration::from_millis(200);
 
 /// Raised by the checkpointer when the writer should close the WAL's gap.
 #[derive(Debug, Clone, Default)]
-pub struct GapFlag(Arc<AtomicBool>);
+pub(crate) struct GapFlag(Arc<AtomicBool>);
 
 impl GapFlag {
-    pub fn raise(&self) {
+    pub(crate) fn raise(&self) {
         self.0.store(true, Ordering::Relaxed);
     }
 
-    pub fn is_raised(&self) -> bool {
+    pub(crate) fn is_raised(&self) -> bool {
         self.0.load(Ordering::Relaxed)
     }
 
-    pub fn lower(&self) {
+    pub(crate) fn lower(&self) {
         self.0.store(false, Ordering::Relaxed);
     }
 }
 
 /// Runs `PRAGMA wal_checkpoint(PASSIVE)`: (busy, frames in the WAL, frames
 /// copied).
-pub fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(bool, i64, i64)> {
+pub(crate) fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(bool, i64, i64)> {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
         Ok((
             r.get::<_, i64>(0)? != 0,
@@ -59,14 +59,14 @@ pub fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(bool, i64, i64
 
 /// The running checkpointer; stops when dropped.
 #[derive(Debug)]
-pub struct Checkpointer {
+pub(crate) struct Checkpointer {
     /// Dropping the sender wakes the thread and stops it.
     stop: Option<mpsc::Sender<()>>,
     thread: Option<JoinHandle<()>>,
 }
 
 impl Checkpointer {
-    pub fn start(db: &Path, gap: GapFlag) -> Result<Self> {
+    pub(crate) fn start(db: &Path, gap: GapFlag) -> Result<Self> {
         let conn = Connection::open(db)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         let (stop, rx) = mpsc::channel::<()>();

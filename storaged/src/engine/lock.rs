@@ -5,20 +5,19 @@
 
 use std::fs::{File, OpenOptions};
 use std::io::{Read, Seek, SeekFrom, Write};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use crate::error::{Result, StoreError};
 
 /// Held while the process has the database open.
 #[derive(Debug)]
-pub struct DbLock {
+pub(crate) struct DbLock {
     _file: File,
-    path: PathBuf,
 }
 
 impl DbLock {
     /// Takes the lock without waiting, or says who holds it.
-    pub fn acquire(lock_path: &Path, db_path: &Path) -> Result<Self> {
+    pub(crate) fn acquire(lock_path: &Path, db_path: &Path) -> Result<Self> {
         let io = |what, source| StoreError::Io {
             what,
             path: lock_path.to_owned(),
@@ -56,13 +55,6 @@ impl DbLock {
         let _ = file.set_len(0);
         let _ = file.seek(SeekFrom::Start(0));
         let _ = writeln!(file, "{}", std::process::id());
-        Ok(Self {
-            _file: file,
-            path: lock_path.to_owned(),
-        })
-    }
-
-    pub fn path(&self) -> &Path {
-        &self.path
+        Ok(Self { _file: file })
     }
 }

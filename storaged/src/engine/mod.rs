@@ -2,13 +2,13 @@
 //! commit, the reader pool, and opening a store (table, pragmas, schema
 //! gate, counters, stream marks).
 
-pub mod batch;
-pub mod checkpointer;
-pub mod lock;
-pub mod readers;
-pub mod schema;
-pub mod tx;
-pub mod writer;
+pub(crate) mod batch;
+pub(crate) mod checkpointer;
+pub(crate) mod lock;
+pub(crate) mod readers;
+pub(crate) mod schema;
+pub(crate) mod tx;
+pub(crate) mod writer;
 
 use std::path::PathBuf;
 

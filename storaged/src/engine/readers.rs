@@ -16,7 +16,7 @@ use crate::error::{Result, StoreError};
 
 /// A pool of reader connections.
 #[derive(Debug)]
-pub struct Readers {
+pub(crate) struct Readers {
     /// Idle connections. A plain mutex: it is held only to push or pop.
     idle: Mutex<Vec<Connection>>,
     /// One permit per connection the pool may have, so a borrower finds
@@ -28,7 +28,7 @@ pub struct Readers {
 }
 
 impl Readers {
-    pub fn open(path: &Path, size: u32, cache_mb: u32) -> Result<Self> {
+    pub(crate) fn open(path: &Path, size: u32, cache_mb: u32) -> Result<Self> {
         let pool = Self {
             idle: Mutex::new(Vec::with_capacity(size as usize)),
             permits: Semaphore::new(size as usize),
@@ -77,7 +77,7 @@ impl Readers {
             .push(conn);
     }
 
-    pub fn size(&self) -> u32 {
+    pub(crate) fn size(&self) -> u32 {
         self.size
     }
 
@@ -85,7 +85,7 @@ impl Readers {
     /// reads (a key, a record), which take tens of microseconds, so the hop
     /// to the blocking pool would cost more than the read. The connection
     /// goes back to the pool even if `f` panics.
-    pub async fn read_now<T, F>(&self, f: F) -> Result<T>
+    pub(crate) async fn read_now<T, F>(&self, f: F) -> Result<T>
     where
         F: FnOnce(&Connection) -> Result<T>,
     {
@@ -106,7 +106,7 @@ impl Readers {
     }
 
     /// Runs `f` with a reader connection on the blocking pool: for scans.
-    pub async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T>
+    pub(crate) async fn read<T, F>(self: &Arc<Self>, f: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnOnce(&Connection) -> Result<T> + Send + 'static,

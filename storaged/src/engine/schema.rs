@@ -6,13 +6,13 @@ use rusqlite::{Connection, OptionalExtension, params};
 use crate::error::{Result, StoreError};
 
 /// The layout this build reads and writes.
-pub const SCHEMA_VERSION: &str = "2";
-pub const SCHEMA_KEY: &str = "meta-core:schema-version";
-pub const COUNT_ROOTS_KEY: &str = "idx:count/roots";
-pub const COUNT_READY_KEY: &str = "idx:count/ready";
+pub(crate) const SCHEMA_VERSION: &str = "2";
+pub(crate) const SCHEMA_KEY: &str = "meta-core:schema-version";
+pub(crate) const COUNT_ROOTS_KEY: &str = "idx:count/roots";
+pub(crate) const COUNT_READY_KEY: &str = "idx:count/ready";
 
 /// Pragmas shared by the writer and the readers.
-pub fn common_pragmas(conn: &Connection, cache_mb: u32) -> Result<()> {
+pub(crate) fn common_pragmas(conn: &Connection, cache_mb: u32) -> Result<()> {
     conn.pragma_update(None, "cache_size", -(i64::from(cache_mb) * 1024))?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;
@@ -20,7 +20,7 @@ pub fn common_pragmas(conn: &Connection, cache_mb: u32) -> Result<()> {
 }
 
 /// Sets the writer connection up: WAL, `synchronous=NORMAL`, the table.
-pub fn prepare_writer(conn: &Connection, cache_mb: u32) -> Result<()> {
+pub(crate) fn prepare_writer(conn: &Connection, cache_mb: u32) -> Result<()> {
     let mode: String = conn.pragma_update_and_check(None, "journal_mode", "WAL", |r| r.get(0))?;
     if !mode.eq_ignore_ascii_case("wal") {
         return Err(StoreError::SchemaGate(format!(
@@ -41,7 +41,7 @@ pub fn prepare_writer(conn: &Connection, cache_mb: u32) -> Result<()> {
 
 /// The gate of the seeds: write the sentinel on a fresh store, refuse to
 /// boot on legacy data or another version.
-pub fn gate(conn: &Connection) -> Result<()> {
+pub(crate) fn gate(conn: &Connection) -> Result<()> {
     let found: Option<String> = conn
         .query_row("SELECT v FROM kv WHERE k = ?1", [SCHEMA_KEY], |r| r.get(0))
         .optional()?;
@@ -77,7 +77,7 @@ pub fn gate(conn: &Connection) -> Result<()> {
 
 /// Builds `idx:count/roots` once, when `idx:count/ready` is absent.
 /// Returns whether it had to.
-pub fn build_counters(conn: &Connection) -> Result<bool> {
+pub(crate) fn build_counters(conn: &Connection) -> Result<bool> {
     let ready: Option<String> = conn
         .query_row("SELECT v FROM kv WHERE k = ?1", [COUNT_READY_KEY], |r| {
             r.get(0)

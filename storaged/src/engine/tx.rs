@@ -13,7 +13,7 @@ use crate::streams::{StreamState, meta_event_json};
 
 /// The transaction context of one write.
 #[derive(Debug)]
-pub struct Tx<'a> {
+pub(crate) struct Tx<'a> {
     pub conn: &'a Connection,
     pub streams: &'a mut StreamState,
     pub now_ms: u64,
@@ -25,7 +25,7 @@ pub struct Tx<'a> {
 
 impl Tx<'_> {
     /// The value of a key.
-    pub fn get(&self, key: &str) -> Result<Option<String>> {
+    pub(crate) fn get(&self, key: &str) -> Result<Option<String>> {
         Ok(self
             .conn
             .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
@@ -34,7 +34,7 @@ impl Tx<'_> {
     }
 
     /// Whether any key lies in `[start, end)`.
-    pub fn any_in(&self, start: &str, end: &str) -> Result<bool> {
+    pub(crate) fn any_in(&self, start: &str, end: &str) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached("SELECT 1 FROM kv WHERE k >= ?1 AND k < ?2 LIMIT 1")?
@@ -44,7 +44,7 @@ impl Tx<'_> {
     }
 
     /// Keys and values in `[start, end)`.
-    pub fn rows_in(&self, start: &str, end: &str) -> Result<Vec<(String, String)>> {
+    pub(crate) fn rows_in(&self, start: &str, end: &str) -> Result<Vec<(String, String)>> {
         let mut stmt = self
             .conn
             .prepare_cached("SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2")?;
@@ -54,7 +54,7 @@ impl Tx<'_> {
 
     /// Sets a key; true when the row was inserted or its value changed.
     /// No event: callers under `file:` use [`Tx::put_record_key`].
-    pub fn put_raw(&self, key: &str, value: &str) -> Result<bool> {
+    pub(crate) fn put_raw(&self, key: &str, value: &str) -> Result<bool> {
         let n = self
             .conn
             .prepare_cached(
@@ -66,7 +66,7 @@ impl Tx<'_> {
     }
 
     /// Inserts a key unless present; true when inserted.
-    pub fn insert_new(&self, key: &str, value: &str) -> Result<bool> {
+    pub(crate) fn insert_new(&self, key: &str, value: &str) -> Result<bool> {
         let n = self
             .conn
             .prepare_cached("INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO NOTHING")?
@@ -75,7 +75,7 @@ impl Tx<'_> {
     }
 
     /// Deletes a key; true when it existed.
-    pub fn delete_raw(&self, key: &str) -> Result<bool> {
+    pub(crate) fn delete_raw(&self, key: &str) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached("DELETE FROM kv WHERE k = ?1")?
@@ -84,7 +84,7 @@ impl Tx<'_> {
     }
 
     /// Deletes a key only when it holds `value`; true when it did.
-    pub fn delete_if(&self, key: &str, value: &str) -> Result<bool> {
+    pub(crate) fn delete_if(&self, key: &str, value: &str) -> Result<bool> {
         Ok(self
             .conn
             .prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = ?2")?
@@ -93,7 +93,7 @@ impl Tx<'_> {
     }
 
     /// Deletes `[start, end)`; returns the number of rows.
-    pub fn delete_range(&self, start: &str, end: &str) -> Result<u64> {
+    pub(crate) fn delete_range(&self, start: &str, end: &str) -> Result<u64> {
         Ok(self
             .conn
             .prepare_cached("DELETE FROM kv WHERE k >= ?1 AND k < ?2")?
@@ -102,7 +102,7 @@ impl Tx<'_> {
 
     /// Sets a `file:` key and appends `set` to `meta:events` when the value
     /// really changed.
-    pub fn put_record_key(&mut self, key: &str, value: &str) -> Result<bool> {
+    pub(crate) fn put_record_key(&mut self, key: &str, value: &str) -> Result<bool> {
         let changed = self.put_raw(key, value)?;
         if changed {
             self.emit_meta("set", key)?;
@@ -111,7 +111,7 @@ impl Tx<'_> {
     }
 
     /// Deletes a `file:` key and appends `del` when it existed.
-    pub fn delete_record_key(&mut self, key: &str) -> Result<bool> {
+    pub(crate) fn delete_record_key(&mut self, key: &str) -> Result<bool> {
         let existed = self.delete_raw(key)?;
         if existed {
             self.emit_meta("del", key)?;
@@ -127,13 +127,13 @@ impl Tx<'_> {
     }
 
     /// Counts a root in or out of `idx:count/roots` (written per group).
-    pub fn count_roots(&mut self, delta: i64) {
+    pub(crate) fn count_roots(&mut self, delta: i64) {
         self.roots_delta += delta;
     }
 }
 
 /// Adds `delta` to `idx:count/roots`.
-pub fn add_to_root_count(conn: &Connection, delta: i64) -> Result<()> {
+pub(crate) fn add_to_root_count(conn: &Connection, delta: i64) -> Result<()> {
     if delta != 0 {
         conn.prepare_cached(
             "UPDATE kv SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT) WHERE k = ?1",

@@ -49,7 +49,7 @@ enum Msg {
 
 /// Counters shown in `/status`.
 #[derive(Debug, Default)]
-pub struct Counters {
+pub(crate) struct Counters {
     batches: AtomicU64,
     writes: AtomicU64,
     failed_writes: AtomicU64,
@@ -61,7 +61,7 @@ pub struct Counters {
 /// Checked once per group; compiled into test builds only.
 #[cfg(test)]
 #[derive(Debug, Default)]
-pub struct FailPoints {
+pub(crate) struct FailPoints {
     /// The group's COMMIT fails: every write of it must be refused and
     /// none of it applied.
     pub before_commit: AtomicBool,
@@ -72,7 +72,7 @@ const QUEUE_DEPTH: usize = 4096;
 
 /// The handle writers use.
 #[derive(Debug)]
-pub struct Writer {
+pub(crate) struct Writer {
     /// Jobs to the writer thread. Bounded so a flood of writes waits
     /// instead of growing memory.
     queue: mpsc::Sender<Msg>,
@@ -95,7 +95,7 @@ impl std::fmt::Debug for Msg {
 
 impl Writer {
     /// Starts the writer thread on `conn`.
-    pub fn start(
+    pub(crate) fn start(
         conn: Connection,
         gap: GapFlag,
         streams: StreamState,
@@ -174,7 +174,7 @@ impl Writer {
     }
 
     /// Runs `op` in the next group and returns its result once committed.
-    pub async fn write<T, F>(&self, op: F) -> Result<T>
+    pub(crate) async fn write<T, F>(&self, op: F) -> Result<T>
     where
         T: Send + 'static,
         F: for<'a> FnOnce(&mut Tx<'a>) -> Result<T> + Send + 'static,
@@ -187,7 +187,7 @@ impl Writer {
     /// Runs every op as a write of its own (its own savepoint: one failing
     /// leaves the others be), queued together so that they share groups,
     /// and returns their results in order once committed.
-    pub async fn write_all<T, F>(&self, ops: Vec<F>) -> Vec<Result<T>>
+    pub(crate) async fn write_all<T, F>(&self, ops: Vec<F>) -> Vec<Result<T>>
     where
         T: Send + 'static,
         F: for<'a> FnOnce(&mut Tx<'a>) -> Result<T> + Send + 'static,
@@ -211,7 +211,7 @@ impl Writer {
     }
 
     /// Lets queued writes finish, checkpoints and joins the thread.
-    pub async fn close(&self) {
+    pub(crate) async fn close(&self) {
         let _ = self.queue.send(Msg::Stop).await;
         let handle = self.thread.lock().expect("writer handle lock").take();
         if let Some(h) = handle {
@@ -221,11 +221,11 @@ impl Writer {
 
     /// The failure points of this writer (for tests).
     #[cfg(test)]
-    pub fn fail_points(&self) -> &FailPoints {
+    pub(crate) fn fail_points(&self) -> &FailPoints {
         &self.fail
     }
 
-    pub fn stats(&self) -> WriterStats {
+    pub(crate) fn stats(&self) -> WriterStats {
         let c = &self.counters;
         WriterStats {
             batches: c.batches.load(Ordering::Relaxed),

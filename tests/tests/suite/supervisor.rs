@@ -470,8 +470,11 @@ async fn logs_are_rotated_followed_and_reopened_on_sighup() {
         (seen.load(Ordering::SeqCst) > before).then_some(())
     })
     .await;
+    let mut restarts = 0;
     while inode(&logs.join("apid.log")) == first {
         restart_apid();
+        restarts += 1;
+        assert!(restarts < 200, "the log never rotated");
     }
     restart_apid();
     let before = seen.load(Ordering::SeqCst);
@@ -688,21 +691,30 @@ async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
         .collect();
     leader.process.kill9();
     wait_gone(&daemons, "the killed leader's daemons").await;
-    let mut looked = 0;
-    while alive(straggler) {
-        let role = standby.status().await.role;
-        if alive(straggler) {
-            assert_eq!(
-                role,
-                Role::Standby,
-                "took over while a process of the old tree held the lock"
-            );
-            looked += 1;
-        }
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    let looked = std::cell::Cell::new(0);
+    let (watched, seen) = (&standby, &looked);
+    until(
+        "the straggler of the old tree to exit",
+        DAEMON_DEADLINE,
+        || async move {
+            if !alive(straggler) {
+                return Some(());
+            }
+            let role = watched.status().await.role;
+            if alive(straggler) {
+                assert_eq!(
+                    role,
+                    Role::Standby,
+                    "took over while a process of the old tree held the lock"
+                );
+                seen.set(seen.get() + 1);
+            }
+            None
+        },
+    )
+    .await;
     assert!(
-        looked > 0,
+        looked.get() > 0,
         "the straggler died before the standby could be checked"
     );
     let st = standby.wait_all_ready().await;
