@@ -236,6 +236,16 @@ mod tests {
         Incoming::check(Rid::mint(), fields(pairs))
     }
 
+    /// The plan of `theirs` meeting `ours`, which must not refuse.
+    fn planned(
+        ours: &[(&str, &str)],
+        theirs: &[(&str, &str)],
+        mode: ImportMode,
+        conflict: ImportConflict,
+    ) -> (ImportCounts, RecordWrite) {
+        plan(&fields(ours), &incoming(theirs), mode, conflict).unwrap()
+    }
+
     fn counts(added: u64, updated: u64, unchanged: u64, kept: u64, deleted: u64) -> ImportCounts {
         ImportCounts {
             added,
@@ -248,22 +258,32 @@ mod tests {
 
     #[test]
     fn merge_source_adds_and_updates() {
-        let ours = fields(&[("a", "1"), ("b", "2"), ("c", "3")]);
-        let theirs = incoming(&[("a", "1"), ("b", "X"), ("d", "4")]);
-        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Source).unwrap();
+        let (ours, theirs) = (
+            [("a", "1"), ("b", "2"), ("c", "3")],
+            [("a", "1"), ("b", "X"), ("d", "4")],
+        );
+        let (c, w) = planned(&ours, &theirs, ImportMode::Merge, ImportConflict::Source);
         assert_eq!(c, counts(1, 1, 1, 0, 0));
         assert_eq!(w, RecordWrite::Merge(checked(&[("b", "X"), ("d", "4")])));
     }
 
     #[test]
     fn merge_mine_keeps_ours() {
-        let ours = fields(&[("a", "1"), ("b", "2")]);
-        let theirs = incoming(&[("a", "1"), ("b", "X"), ("d", "4")]);
-        let (c, w) = plan(&ours, &theirs, ImportMode::Merge, ImportConflict::Mine).unwrap();
+        let ours = [("a", "1"), ("b", "2")];
+        let (c, w) = planned(
+            &ours,
+            &[("a", "1"), ("b", "X"), ("d", "4")],
+            ImportMode::Merge,
+            ImportConflict::Mine,
+        );
         assert_eq!(c, counts(1, 0, 1, 1, 0));
         assert_eq!(w, RecordWrite::Merge(checked(&[("d", "4")])));
-        let only_b = incoming(&[("b", "X")]);
-        let (_, w) = plan(&ours, &only_b, ImportMode::Merge, ImportConflict::Mine).unwrap();
+        let (_, w) = planned(
+            &ours,
+            &[("b", "X")],
+            ImportMode::Merge,
+            ImportConflict::Mine,
+        );
         assert_eq!(w, RecordWrite::Nothing, "nothing to write is no write");
     }
 

@@ -467,9 +467,9 @@ mod tests {
 
     #[test]
     fn sizes_read_like_redis() {
-        assert_eq!(human_bytes(512), "512B");
-        assert_eq!(human_bytes(1536), "1.50K");
-        assert_eq!(human_bytes(655 * 1024 * 1024), "655.00M");
+        for (bytes, text) in [(512, "512B"), (1536, "1.50K"), (655 << 20, "655.00M")] {
+            assert_eq!(human_bytes(bytes), text);
+        }
     }
 
     #[test]

@@ -181,12 +181,8 @@ fn field_names(tx: &Tx<'_>, rid: Rid) -> Result<Vec<String>> {
 /// `PUT`: the record's fields become exactly `fields` (plus, when it is
 /// addressed by CID, that CID's member, so the write cannot orphan the
 /// address it was made through). Dropped members retract their aliases.
-pub(crate) fn replace(
-    tx: &mut Tx<'_>,
-    target: &Target,
-    fields: &CheckedFields,
-) -> Result<WriteResult> {
-    let landing = resolve_for_write(tx, target)?;
+pub(crate) fn replace(tx: &mut Tx<'_>, at: &Target, fields: &CheckedFields) -> Result<WriteResult> {
+    let landing = resolve_for_write(tx, at)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
     for old in field_names(tx, rid)? {
@@ -200,12 +196,8 @@ pub(crate) fn replace(
 }
 
 /// `PATCH`: the fields are set, the others kept.
-pub(crate) fn merge(
-    tx: &mut Tx<'_>,
-    target: &Target,
-    fields: &CheckedFields,
-) -> Result<WriteResult> {
-    let landing = resolve_for_write(tx, target)?;
+pub(crate) fn merge(tx: &mut Tx<'_>, at: &Target, fields: &CheckedFields) -> Result<WriteResult> {
+    let landing = resolve_for_write(tx, at)?;
     let rid = landing.rid;
     let mut changed = landing.changed;
     changed += put_all(tx, rid, fields)?;
@@ -219,12 +211,8 @@ pub(crate) fn merge(
 }
 
 /// Sets one field.
-pub(crate) fn set_field(
-    tx: &mut Tx<'_>,
-    target: &Target,
-    field: &CheckedField,
-) -> Result<FieldWrite> {
-    let landing = resolve_for_write(tx, target)?;
+pub(crate) fn set_field(tx: &mut Tx<'_>, at: &Target, field: &CheckedField) -> Result<FieldWrite> {
+    let landing = resolve_for_write(tx, at)?;
     let changed = put(tx, landing.rid, field)?;
     ensure_root(tx, landing.rid)?;
     Ok(FieldWrite {
@@ -248,8 +236,8 @@ pub(crate) fn delete_field(tx: &mut Tx<'_>, at: &Target, field: &FieldName) -> R
 }
 
 /// Adds a member to the pipe-delimited set held by one field.
-pub(crate) fn set_add(tx: &mut Tx<'_>, target: &Target, member: &SetMember) -> Result<SetAdd> {
-    let rid = resolve_for_write(tx, target)?.rid;
+pub(crate) fn set_add(tx: &mut Tx<'_>, at: &Target, member: &SetMember) -> Result<SetAdd> {
+    let rid = resolve_for_write(tx, at)?.rid;
     let key = field_key(rid, member.field());
     let current = tx.get(&key)?.unwrap_or_default();
     let mut members: Vec<&str> = current.split('|').filter(|m| !m.is_empty()).collect();
@@ -308,8 +296,8 @@ pub(crate) fn mint(tx: &mut Tx<'_>, body: &MintBody) -> Result<Rid> {
 }
 
 /// Adds a CID to a record's key-set and reverse index.
-pub(crate) fn add_alias(tx: &mut Tx<'_>, target: &Target, cid: &Cid) -> Result<AliasResult> {
-    let rid = resolve_for_write(tx, target)?.rid;
+pub(crate) fn add_alias(tx: &mut Tx<'_>, at: &Target, cid: &Cid) -> Result<AliasResult> {
+    let rid = resolve_for_write(tx, at)?.rid;
     put(tx, rid, &CheckedField::member(cid))?;
     ensure_root(tx, rid)?;
     let owner = cid_index::owner(tx.conn, cid)?.unwrap_or(rid);

@@ -98,13 +98,8 @@ fn a_restart_that_does_not_come_back_answers_with_the_error() {
 
 #[test]
 fn a_restart_during_backoff_resets_the_failures_and_starts_at_once() {
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
-    for _ in 0..3 {
-        life.on(Fact::Spawned { pid: PID });
-        let d = Life::backoff_in(&life.on(Fact::Exited(Exit::Code(1)))).unwrap();
-        life.wait(d).on(Fact::BackoffElapsed);
-    }
+    let mut life = Life::started(Daemon::Apid);
+    life.fail_unready(3);
     life.on(Fact::Spawned { pid: PID });
     life.on(Fact::Exited(Exit::Code(1)));
     assert!(matches!(life.state.phase, Phase::Backoff { .. }));
@@ -121,8 +116,7 @@ fn a_restart_during_backoff_resets_the_failures_and_starts_at_once() {
     );
 
     // Out of a crash loop just the same.
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     for _ in 0..5 {
         life.on(Fact::Spawned { pid: PID });
         let d = Life::backoff_in(&life.on(Fact::Exited(Exit::Code(1)))).unwrap();
@@ -147,8 +141,7 @@ fn a_restart_during_backoff_resets_the_failures_and_starts_at_once() {
 
 #[test]
 fn a_restart_while_a_failed_process_is_killed_starts_it_without_backoff() {
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     life.on(Fact::Spawned { pid: PID });
     let timeout = life.policy.ready_timeout;
     life.wait(timeout).on(Fact::ReadyTimedOut);
@@ -165,8 +158,7 @@ fn stop_in_every_phase() {
     assert_eq!(life.on(Command::Stop), [Action::Finish]);
     assert_eq!(life.state.phase, Phase::Stopped);
 
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     life.on(Fact::Spawned { pid: PID });
     life.on(Fact::Exited(Exit::Code(1)));
     assert!(matches!(life.state.phase, Phase::Backoff { .. }));
@@ -178,8 +170,7 @@ fn stop_in_every_phase() {
 
     // Starting or running: SIGTERM, the grace, and done once it exited.
     let grace = Life::of(Daemon::Apid).policy.stop_grace;
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     life.on(Fact::Spawned { pid: PID });
     assert_eq!(
         life.on(Command::Stop),
@@ -218,8 +209,7 @@ fn stop_in_every_phase() {
     assert_eq!(life.state.pid(), None);
 
     // Being killed for a failure: the stop waits for that exit.
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     life.on(Fact::Spawned { pid: PID });
     life.wait(life.policy.ready_timeout).on(Fact::ReadyTimedOut);
     assert_eq!(life.on(Command::Stop), []);

@@ -69,8 +69,7 @@ fn the_first_crash_of_a_ready_daemon_restarts_it_at_once() {
 
 #[test]
 fn a_start_that_never_gets_ready_backs_off_by_the_table_and_storaged_gives_up() {
-    let mut life = Life::of(Daemon::Storaged);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Storaged);
     let mut delays = Vec::new();
     let mut last = Vec::new();
     for _ in 0..5 {
@@ -103,8 +102,7 @@ fn a_start_that_never_gets_ready_backs_off_by_the_table_and_storaged_gives_up() 
 
 #[test]
 fn apids_crash_loop_keeps_retrying_at_the_longest_backoff() {
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     for failure in 1..=7 {
         life.on(Fact::Spawned { pid: PID });
         let actions = life.on(Fact::Exited(Exit::Code(1)));
@@ -128,13 +126,8 @@ fn apids_crash_loop_keeps_retrying_at_the_longest_backoff() {
 
 #[test]
 fn a_start_that_hangs_past_the_ready_timeout_is_a_failure_never_stable() {
-    let mut life = Life::of(Daemon::Storaged);
-    life.on(Command::Start);
-    for _ in 0..4 {
-        life.on(Fact::Spawned { pid: PID });
-        let d = Life::backoff_in(&life.on(Fact::Exited(Exit::Code(1)))).unwrap();
-        life.wait(d).on(Fact::BackoffElapsed);
-    }
+    let mut life = Life::started(Daemon::Storaged);
+    life.fail_unready(4);
     life.on(Fact::Spawned { pid: PID });
     // Far longer than `stable_after`, never ready.
     let timeout = life.policy.ready_timeout;
@@ -168,13 +161,8 @@ fn a_start_that_hangs_past_the_ready_timeout_is_a_failure_never_stable() {
 fn only_time_spent_ready_forgives_failures() {
     // Four quick failures, then a start that takes long to get ready and
     // crashes soon after: still the fifth failure in a row.
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
-    for _ in 0..4 {
-        life.on(Fact::Spawned { pid: PID });
-        let d = Life::backoff_in(&life.on(Fact::Exited(Exit::Code(1)))).unwrap();
-        life.wait(d).on(Fact::BackoffElapsed);
-    }
+    let mut life = Life::started(Daemon::Apid);
+    life.fail_unready(4);
     life.on(Fact::Spawned { pid: PID });
     life.wait(Duration::from_secs(25)).on(Fact::BecameReady);
     life.wait(Duration::from_secs(10))
@@ -271,8 +259,7 @@ fn late_inputs_change_nothing() {
     }
     // A process reported for a phase that no longer wants one is killed.
     assert_eq!(life.on(Fact::Spawned { pid: 7 }), [kill(7)]);
-    let mut life = Life::of(Daemon::Apid);
-    life.on(Command::Start);
+    let mut life = Life::started(Daemon::Apid);
     life.on(Fact::Spawned { pid: PID });
     assert_eq!(life.on(Fact::HealthChecked(Err(HealthMiss::NoAnswer))), []);
 }

@@ -238,20 +238,20 @@ impl State {
 
     /// The pid of its live process, if there is one.
     pub(crate) fn pid(&self) -> Option<i32> {
-        match self.phase {
-            Phase::Starting { pid, .. }
-            | Phase::Running { pid, .. }
-            | Phase::Exiting { pid, .. } => Some(pid),
-            _ => None,
-        }
+        self.live().map(|(pid, _)| pid)
     }
 
     /// When its live process started, if there is one.
     pub(crate) fn started(&self) -> Option<Instant> {
+        self.live().map(|(_, since)| since)
+    }
+
+    /// The pid and start of its live process, if there is one.
+    fn live(&self) -> Option<(i32, Instant)> {
         match self.phase {
-            Phase::Starting { since, .. }
-            | Phase::Running { since, .. }
-            | Phase::Exiting { since, .. } => Some(since),
+            Phase::Starting { pid, since }
+            | Phase::Running { pid, since, .. }
+            | Phase::Exiting { pid, since, .. } => Some((pid, since)),
             _ => None,
         }
     }

@@ -7,6 +7,7 @@ use metacore::layout::Daemon;
 
 use super::{Action, Command, Fact, Input, Signal, State, Timer, next};
 use crate::policy::Policy;
+use crate::reason::Exit;
 
 pub(super) const PID: i32 = 4242;
 
@@ -38,14 +39,32 @@ impl Life {
         self
     }
 
-    /// Started and ready.
-    pub(super) fn running(daemon: Daemon) -> Self {
+    /// Asked to start (not spawned yet).
+    pub(super) fn started(daemon: Daemon) -> Self {
         let mut life = Self::of(daemon);
         life.on(Command::Start);
+        life
+    }
+
+    /// Started and ready.
+    pub(super) fn running(daemon: Daemon) -> Self {
+        let mut life = Self::started(daemon);
         life.on(Fact::Spawned { pid: PID });
         life.on(Fact::BecameReady);
         assert!(life.state.is_ready());
         life
+    }
+
+    /// `n` starts in a row that exit with status 1 before they are ready,
+    /// each waited out to the end of its backoff.
+    pub(super) fn fail_unready(&mut self, n: usize) -> &mut Self {
+        for _ in 0..n {
+            self.on(Fact::Spawned { pid: PID });
+            let d = Self::backoff_in(&self.on(Fact::Exited(Exit::Code(1))))
+                .expect("a failure backs off");
+            self.wait(d).on(Fact::BackoffElapsed);
+        }
+        self
     }
 
     /// The delay of the backoff the last actions armed, if any.

@@ -80,15 +80,9 @@ where
 /// after `after`, skipping the first `offset` of those.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct PageQuery {
-    #[serde(
-        default,
-        skip_serializing_if = "Option::is_none",
-        deserialize_with = "empty_is_none"
-    )]
+    #[serde(default, deserialize_with = "empty_is_none")]
     pub after: Option<Rid>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub offset: Option<u64>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
 }
 
@@ -250,15 +244,10 @@ pub struct KvDeleted {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct RangeQuery {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub prefix: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub start: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub end: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<String>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
     #[serde(default)]
     pub keys_only: bool,
@@ -293,9 +282,7 @@ pub struct Appended {
 /// `after` (from the oldest when absent).
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct EntriesQuery {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<StreamId>,
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub limit: Option<u32>,
 }
 
@@ -320,7 +307,6 @@ pub struct StreamInfo {
 /// for as long as the connection lasts.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct TailQuery {
-    #[serde(default, skip_serializing_if = "Option::is_none")]
     pub after: Option<StreamId>,
 }
 
@@ -454,4 +440,39 @@ pub struct ImportOutcome {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Imported {
     pub records: Vec<ImportOutcome>,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The query types leave out what is absent (serde_urlencoded skips
+    /// `None`), and read an empty `after=` as absent.
+    #[test]
+    fn queries_leave_out_what_is_absent() {
+        fn q<T: Serialize>(v: &T) -> String {
+            serde_urlencoded::to_string(v).unwrap()
+        }
+        assert_eq!(q(&PageQuery::default()), "");
+        assert_eq!(q(&RangeQuery::default()), "keysOnly=false");
+        assert_eq!(q(&EntriesQuery::default()), "");
+        let page = PageQuery {
+            offset: Some(3),
+            ..PageQuery::default()
+        };
+        assert_eq!(q(&page), "offset=3");
+        let back: PageQuery = serde_urlencoded::from_str("after=&limit=2").unwrap();
+        assert_eq!(
+            back,
+            PageQuery {
+                limit: Some(2),
+                ..PageQuery::default()
+            }
+        );
+        let fields = FieldsPageQuery {
+            names: "a,b".into(),
+            page,
+        };
+        assert_eq!(q(&fields), "names=a%2Cb&offset=3");
+    }
 }
