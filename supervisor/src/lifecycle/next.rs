@@ -6,7 +6,7 @@ use std::time::{Duration, Instant};
 
 use super::{Action, Answer, Command, Fact, Input, Note, Phase, Signal, State, Then, Timer};
 use crate::policy::{MISSED_HEALTH_CHECKS, OnCrashLoop, Policy};
-use crate::reason::{Cause, Ending, Exit, GiveUp};
+use crate::reason::{Cause, Ending, Exit, GiveUp, HealthMiss};
 
 /// The transition function: the state after `input` at `now`, and what to
 /// do. An input that means nothing in the current phase (a timer of
@@ -181,41 +181,9 @@ fn fact(
             end(policy, phase, cause, Then::Recover, now, out)
         }
 
-        (
-            Fact::HealthChecked(check),
-            Running {
-                pid,
-                since,
-                ready_at,
-                misses,
-            },
-        ) => match check {
-            Ok(()) => Running {
-                pid,
-                since,
-                ready_at,
-                misses: 0,
-            },
-            Err(_) if misses + 1 < MISSED_HEALTH_CHECKS => Running {
-                pid,
-                since,
-                ready_at,
-                misses: misses + 1,
-            },
-            Err(last) => {
-                let cause = Cause::Hung {
-                    misses: misses + 1,
-                    last,
-                };
-                let phase = Running {
-                    pid,
-                    since,
-                    ready_at,
-                    misses,
-                };
-                end(policy, phase, cause, Then::Recover, now, out)
-            }
-        },
+        (Fact::HealthChecked(check), phase @ Running { .. }) => {
+            health_checked(policy, phase, check, now, out)
+        }
 
         (Fact::Exited(exit), Starting { pid, .. }) => {
             out.push(Action::Cancel(Timer::Ready));
@@ -235,35 +203,7 @@ fn fact(
                 out,
             )
         }
-        (
-            Fact::Exited(exit),
-            Exiting {
-                pid,
-                cause,
-                then,
-                ready_for,
-                ..
-            },
-        ) => {
-            out.push(Action::Cancel(Timer::Grace));
-            kill_leftovers(pid, out);
-            let ending = Ending {
-                exit,
-                cause: Some(cause),
-            };
-            match then {
-                Then::Restart => {
-                    s.last = Some((ending, now));
-                    spawn(s, out)
-                }
-                Then::Stop => {
-                    s.last = Some((ending, now));
-                    out.push(Action::Note(Note::Stopped { exit }));
-                    finish(s, out)
-                }
-                Then::Recover => fail(s, policy, ending, ready_for, now, out),
-            }
-        }
+        (Fact::Exited(exit), phase @ Exiting { .. }) => ended(s, policy, phase, exit, now, out),
 
         (Fact::GraceElapsed, phase @ Exiting { pid, .. }) => {
             out.push(Action::Note(Note::StillRunning {
@@ -280,6 +220,83 @@ fn fact(
 
         // Late or foreign: a timer of another phase, a check after a kill.
         (_, phase) => phase,
+    }
+}
+
+/// A health check's result while running: a miss counts, and the last of
+/// [`MISSED_HEALTH_CHECKS`] in a row ends the process as hung.
+fn health_checked(
+    policy: &Policy,
+    phase: Phase,
+    check: Result<(), HealthMiss>,
+    now: Instant,
+    out: &mut Vec<Action>,
+) -> Phase {
+    let Phase::Running {
+        pid,
+        since,
+        ready_at,
+        misses,
+    } = phase
+    else {
+        return phase;
+    };
+    let running = |misses| Phase::Running {
+        pid,
+        since,
+        ready_at,
+        misses,
+    };
+    match check {
+        Ok(()) => running(0),
+        Err(_) if misses + 1 < MISSED_HEALTH_CHECKS => running(misses + 1),
+        Err(last) => {
+            let cause = Cause::Hung {
+                misses: misses + 1,
+                last,
+            };
+            end(policy, running(misses), cause, Then::Recover, now, out)
+        }
+    }
+}
+
+/// The exit of a process the supervisor was ending: then what it was
+/// ended for.
+fn ended(
+    s: &mut State,
+    policy: &Policy,
+    phase: Phase,
+    exit: Exit,
+    now: Instant,
+    out: &mut Vec<Action>,
+) -> Phase {
+    let Phase::Exiting {
+        pid,
+        cause,
+        then,
+        ready_for,
+        ..
+    } = phase
+    else {
+        return phase;
+    };
+    out.push(Action::Cancel(Timer::Grace));
+    kill_leftovers(pid, out);
+    let ending = Ending {
+        exit,
+        cause: Some(cause),
+    };
+    match then {
+        Then::Restart => {
+            s.last = Some((ending, now));
+            spawn(s, out)
+        }
+        Then::Stop => {
+            s.last = Some((ending, now));
+            out.push(Action::Note(Note::Stopped { exit }));
+            finish(s, out)
+        }
+        Then::Recover => fail(s, policy, ending, ready_for, now, out),
     }
 }
 
