@@ -162,14 +162,6 @@ impl ErrorCode {
         self.row().retryable
     }
 
-    /// Whether this is a 404 of any kind: no such root, CID, or thing.
-    pub fn is_not_found(self) -> bool {
-        matches!(
-            self,
-            ErrorCode::UnknownRoot | ErrorCode::UnknownCid | ErrorCode::NotFound
-        )
-    }
-
     /// The code for a slug, if it is one of ours.
     pub fn from_slug(slug: &str) -> Option<Self> {
         TABLE.iter().find(|r| r.slug == slug).map(|r| r.code)
@@ -309,17 +301,6 @@ mod tests {
         assert_eq!(ErrorCode::AliasCollision.status(), StatusCode::CONFLICT);
         assert!(ErrorCode::StorageUnavailable.retryable());
         assert!(!ErrorCode::SchemaViolation.retryable());
-    }
-
-    #[test]
-    fn not_found_is_exactly_the_404s() {
-        for code in ALL {
-            assert_eq!(
-                code.is_not_found(),
-                code.status() == StatusCode::NOT_FOUND,
-                "{code:?}"
-            );
-        }
     }
 
     #[test]
