@@ -288,6 +288,12 @@ impl CheckedEntry {
                 "an entry needs a non-empty \"type\" field",
             ));
         }
+        // The type is the SSE `event:` line: a line break would end it.
+        if fields.get("type").is_some_and(|t| t.contains(['\r', '\n'])) {
+            return Err(ApiError::schema(
+                "an entry's \"type\" holds no line break (it is the SSE event name)",
+            ));
+        }
         if fields
             .iter()
             .any(|(k, v)| k.is_empty() || k.contains('\0') || v.contains('\0'))
@@ -429,6 +435,8 @@ mod tests {
             (StreamName::Files, &[("type", "")][..]),
             (StreamName::Files, &[("type", "add"), ("", "x")][..]),
             (StreamName::Files, &[("type", "a\0")][..]),
+            (StreamName::Files, &[("type", "add\nid: 1")][..]),
+            (StreamName::Files, &[("type", "add\r")][..]),
         ] {
             let e = CheckedEntry::new(stream, entry(pairs)).unwrap_err();
             assert_eq!(e.code, ErrorCode::SchemaViolation, "{pairs:?}");

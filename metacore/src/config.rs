@@ -51,6 +51,21 @@ pub struct Config {
     pub bin_dir: Option<PathBuf>,
     /// Bearer token for mutating admin routes; never printed.
     pub admin_token: Option<String>,
+    /// Entries kept per event stream (`META_CORE_STREAM_RETENTION`, the
+    /// seeds' ~100k); a follower whose cursor is older gets a `gap`.
+    pub stream_retention: u64,
+    /// Appends between two trims of a stream (`META_CORE_STREAM_TRIM_EVERY`).
+    pub stream_trim_every: u64,
+    /// Silence after which an SSE stream gets a `:keep-alive` comment
+    /// (`META_CORE_SSE_KEEPALIVE_MS`, default 30 s: followers time out
+    /// reads at 35 s).
+    pub sse_keepalive: Duration,
+    /// Entries a live SSE follower may fall behind the newest before it is
+    /// cut off to reconnect with its last ID (`META_CORE_SSE_QUEUE`).
+    pub sse_queue: usize,
+    /// SSE streams served at once per apid (`META_CORE_SSE_MAX_FOLLOWERS`);
+    /// one more is answered 503 with `Retry-After`.
+    pub sse_max_followers: usize,
 }
 
 impl fmt::Debug for Config {
@@ -230,6 +245,31 @@ impl Config {
             })?,
             bin_dir: r.raw("META_CORE_BIN_DIR").map(PathBuf::from),
             admin_token: r.raw("META_CORE_ADMIN_TOKEN"),
+            stream_retention: r.parse(
+                "META_CORE_STREAM_RETENTION",
+                100_000,
+                "an entry count (at least 1)",
+                |v| *v >= 1,
+            )?,
+            stream_trim_every: r.parse(
+                "META_CORE_STREAM_TRIM_EVERY",
+                10_000,
+                "an append count (at least 1)",
+                |v| *v >= 1,
+            )?,
+            sse_keepalive: r.millis("META_CORE_SSE_KEEPALIVE_MS", 30_000)?,
+            sse_queue: r.parse(
+                "META_CORE_SSE_QUEUE",
+                4096,
+                "an entry count (16-1048576)",
+                |v| (16..=1 << 20).contains(v),
+            )?,
+            sse_max_followers: r.parse(
+                "META_CORE_SSE_MAX_FOLLOWERS",
+                10_000,
+                "a follower count (1-1000000)",
+                |v| (1..=1_000_000).contains(v),
+            )?,
             meta_core_path,
         })
     }
@@ -270,6 +310,9 @@ mod tests {
         assert_eq!(c.health_check_interval, Duration::from_secs(5));
         assert_eq!(c.debounce, Duration::from_secs(30));
         assert_eq!(c.election_retry, Duration::from_secs(5));
+        assert_eq!(c.sse_keepalive, Duration::from_secs(30));
+        assert_eq!((c.stream_retention, c.stream_trim_every), (100_000, 10_000));
+        assert_eq!((c.sse_queue, c.sse_max_followers), (4096, 10_000));
         assert!(c.enable_file_watcher);
         assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));
         assert_eq!(c.log_format, LogFormat::Text);

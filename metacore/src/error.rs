@@ -44,6 +44,8 @@ pub enum ErrorCode {
     /// The request cannot be carried out in the current state (a standby
     /// supervisor runs no daemons; a stop is under way).
     Conflict,
+    /// A bounded resource is taken (every SSE follower slot); retry later.
+    Overloaded,
 }
 
 /// One row of the error table.
@@ -132,6 +134,12 @@ const TABLE: &[Row] = &[
         code: ErrorCode::Conflict,
         status: 409,
         slug: "conflict",
+        retryable: true,
+    },
+    Row {
+        code: ErrorCode::Overloaded,
+        status: 503,
+        slug: "overloaded",
         retryable: true,
     },
 ];
@@ -270,7 +278,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 13] = [
+    const ALL: [ErrorCode; 14] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -284,6 +292,7 @@ mod tests {
         ErrorCode::MethodNotAllowed,
         ErrorCode::BadRequest,
         ErrorCode::Conflict,
+        ErrorCode::Overloaded,
     ];
 
     #[test]

@@ -39,8 +39,8 @@ impl Options {
             cache_mb: cfg.db_cache_mb,
             reader_cache_mb: cfg.db_reader_cache_mb,
             readers: cfg.db_readers,
-            retention: DEFAULT_RETENTION,
-            trim_every: DEFAULT_TRIM_EVERY,
+            retention: cfg.stream_retention,
+            trim_every: cfg.stream_trim_every,
             batch: batch::BatchLimits::default(),
         }
     }
