@@ -7,6 +7,7 @@
 //! `run` is what the binary calls: bind the public port and apid's own
 //! socket (`/health`, `/status` for the supervisor), serve until shutdown.
 
+pub mod events;
 pub(crate) mod http;
 pub mod nested;
 pub mod routes;
@@ -50,7 +51,8 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let unix = metacore::socket::server::bind(&socket)
         .await
         .map_err(RunError::Bind)?;
-    let state = Arc::new(AppState::new(config));
+    let state = Arc::new(AppState::new(config, shutdown.clone()));
+    state.events.spawn(&state.store);
     match state.store.handshake().await {
         Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),
         Err(e) => tracing::warn!("storaged does not answer yet ({e}); answering 503 until it does"),

@@ -8,6 +8,9 @@ use metacore::api::storaged::StoragedClient;
 use metacore::api::supervisor::SupervisorClient;
 use metacore::layout::Daemon;
 
+use metacore::shutdown::Shutdown;
+
+use crate::events::Events;
 use crate::routes::stats::Sweeper;
 use crate::urls::Urls;
 
@@ -23,13 +26,16 @@ pub struct AppState {
     pub started: Instant,
     /// The `/api/stats` background sweep of file counts and sizes.
     pub sweeper: Sweeper,
+    /// The SSE hubs and follower slots.
+    pub events: Events,
 }
 
 impl AppState {
-    pub fn new(config: Config) -> Self {
+    pub fn new(config: Config, shutdown: Shutdown) -> Self {
         let store = StoragedClient::new(&config.layout().socket(Daemon::Storaged));
         let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
         Self {
+            events: Events::new(&config, shutdown),
             urls: Urls::from_config(&config),
             store,
             supervisor,

@@ -99,5 +99,6 @@ pub(super) async fn socket_status(st: State) -> Json<ApidStatus> {
         uptime_secs: st.started.elapsed().as_secs(),
         listen: format!("{}:{}", st.config.http_host, st.config.http_port),
         storaged: st.store.health().await.is_ok(),
+        events: st.events.status(),
     })
 }

@@ -72,6 +72,9 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/kv/key/{*key}", get(kv::get_key))
         .route("/api/kv/value", get(kv::get_value))
         .route("/api/openapi.json", get(openapi::document))
+        // Event streams (SSE).
+        .route("/api/events/meta", get(crate::events::meta))
+        .route("/api/events/files", get(crate::events::files))
         .merge(admin(state.clone()))
         .merge(snapshot::routes(state.clone()))
         .fallback(no_route)

@@ -163,7 +163,10 @@ mod tests {
         let config =
             metacore::Config::from_lookup(|k| (k == "META_CORE_RUN_DIR").then(|| run_dir.clone()))
                 .expect("a valid config");
-        crate::routes::public(Arc::new(AppState::new(config)))
+        crate::routes::public(Arc::new(AppState::new(
+            config,
+            metacore::shutdown::Shutdown::never(),
+        )))
     }
 
     #[tokio::test]

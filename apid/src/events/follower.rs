@@ -1,0 +1,368 @@
+//! One follower's stream: what it is sent, in order, from where it starts.
+//!
+//! A follower goes through up to three phases:
+//!
+//! 1. **Snapshot** (`meta` from `0`): one `set` per `file:` key, read from
+//!    the kv range a page at a time (flat memory whatever the store's
+//!    size); only the last carries an `id:`, the head captured before the
+//!    snapshot began.
+//! 2. **Catch-up**: entries after its cursor, read from the store a page at
+//!    a time. When a page comes back short, it registers with the hub and
+//!    reads the store once more: whatever was committed before that read is
+//!    in it, whatever after is in the ring (see [`super::hub`]).
+//! 3. **Live**: frames from the hub's ring, skipping any at or before its
+//!    cursor. One that falls a whole ring behind is cut off (the response
+//!    ends; it reconnects with its last ID and loses nothing).
+//!
+//! Reads that fail because storaged is away are retried, with keep-alives
+//! going out meanwhile, so a storaged restart is a pause, not an end.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use bytes::{Bytes, BytesMut};
+use metacore::api::storaged::{EntriesQuery, RangeQuery, StoragedClient};
+use metacore::error::ErrorCode;
+use metacore::shutdown::Shutdown;
+use metacore::socket::client::ClientError;
+use metacore::stream::StreamId;
+use tokio::sync::OwnedSemaphorePermit;
+use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::time::Instant;
+
+use super::frame::{self, Frame, KEEPALIVE};
+use super::hub::Hub;
+
+/// Entries read from the store per catch-up page.
+const CATCH_UP_PAGE: u32 = 256;
+/// A catch-up chunk stops growing past this many bytes (entries are up to
+/// 64 KiB each); the rest of its page is read again next time.
+const MAX_CHUNK: usize = 256 * 1024;
+/// Keys read per snapshot page (storaged's largest page).
+const SNAPSHOT_PAGE: u32 = metacore::api::storaged::MAX_PAGE;
+/// Frames taken from the ring into one write while a follower keeps up.
+const LIVE_BATCH: usize = 64;
+/// A follower whose last chunk took this long to be taken (its socket
+/// was full) and that fell a whole ring behind is cut off; one that
+/// reads but was outrun by a burst catches up from the store instead.
+const SLOW_FOLLOWER: Duration = Duration::from_millis(500);
+/// Waits between reads while storaged is away.
+const RETRY_FIRST: Duration = Duration::from_millis(20);
+const RETRY_MAX: Duration = Duration::from_millis(500);
+
+/// What the follower is doing.
+#[derive(Debug)]
+enum Phase {
+    Snapshot(Snapshot),
+    CatchUp,
+    Live(broadcast::Receiver<Frame>),
+    Done,
+}
+
+/// Where a `meta` snapshot has got to.
+#[derive(Debug)]
+struct Snapshot {
+    /// The last key read.
+    after: Option<String>,
+    /// The last key read but not sent yet: it may be the last of all,
+    /// which carries the `id:`.
+    held: Option<String>,
+    /// The head captured before the snapshot: where live entries resume.
+    head: Option<StreamId>,
+    /// The `ts` of every snapshot event: when it began.
+    ts: String,
+}
+
+/// Why a read gave nothing to send.
+enum Stall {
+    /// storaged is away: wait and read again.
+    Retry,
+    /// Anything else: end the stream.
+    End,
+}
+
+#[derive(Debug)]
+pub(crate) struct Follower {
+    store: StoragedClient,
+    hub: Arc<Hub>,
+    shutdown: Shutdown,
+    keepalive: Duration,
+    phase: Phase,
+    /// The last entry sent (or the entry to start after).
+    cursor: StreamId,
+    /// Sent before anything else (the gap event).
+    first: Option<Bytes>,
+    /// Set while a catch-up has registered with the hub and does its
+    /// final read.
+    registered: Option<broadcast::Receiver<Frame>>,
+    last_write: Instant,
+    /// How long the last chunk waited before the connection asked for the
+    /// next one: long when the follower does not read.
+    stalled: Duration,
+    /// Set when a burst outran it in the ring, until it is live again.
+    behind: bool,
+    retry: Duration,
+    _slot: OwnedSemaphorePermit,
+}
+
+/// Where a follower starts.
+#[derive(Debug)]
+pub(crate) enum Start {
+    /// After this entry (`ZERO`: from the oldest kept).
+    After(StreamId),
+    /// The `meta` snapshot, then after `head`.
+    Snapshot { head: Option<StreamId>, ts_ms: u64 },
+}
+
+impl Follower {
+    pub(crate) fn new(
+        store: StoragedClient,
+        hub: Arc<Hub>,
+        shutdown: Shutdown,
+        keepalive: Duration,
+        start: Start,
+        first: Option<Bytes>,
+        slot: OwnedSemaphorePermit,
+    ) -> Self {
+        let (phase, cursor) = match start {
+            Start::After(id) => (Phase::CatchUp, id),
+            Start::Snapshot { head, ts_ms } => (
+                Phase::Snapshot(Snapshot {
+                    after: None,
+                    held: None,
+                    head,
+                    ts: ts_ms.to_string(),
+                }),
+                head.unwrap_or(StreamId::ZERO),
+            ),
+        };
+        Self {
+            store,
+            hub,
+            shutdown,
+            keepalive,
+            phase,
+            cursor,
+            first,
+            registered: None,
+            last_write: Instant::now(),
+            stalled: Duration::ZERO,
+            behind: false,
+            retry: RETRY_FIRST,
+            _slot: slot,
+        }
+    }
+
+    /// The response body: chunks until the follower is done.
+    pub(crate) fn into_body(self) -> axum::body::Body {
+        let chunks = futures_util::stream::unfold(self, |mut f| async move {
+            let chunk = f.next_chunk().await?;
+            f.last_write = Instant::now();
+            Some((Ok::<_, std::convert::Infallible>(chunk), f))
+        });
+        axum::body::Body::from_stream(chunks)
+    }
+
+    /// The next bytes to send, or `None` when the stream ends.
+    async fn next_chunk(&mut self) -> Option<Bytes> {
+        self.stalled = self.last_write.elapsed();
+        if let Some(b) = self.first.take() {
+            return Some(b);
+        }
+        if self.behind && self.stalled >= SLOW_FOLLOWER {
+            self.cut_off("while catching up after falling behind");
+            return None;
+        }
+        loop {
+            if self.shutdown.is_triggered() {
+                return None;
+            }
+            let read = match &mut self.phase {
+                Phase::Done => return None,
+                Phase::Live(_) => self.live().await,
+                Phase::Snapshot(_) => self.snapshot_page().await,
+                Phase::CatchUp => self.catch_up_page().await,
+            };
+            match read {
+                Ok(Some(chunk)) => {
+                    self.retry = RETRY_FIRST;
+                    return Some(chunk);
+                }
+                Ok(None) => continue,
+                Err(Stall::End) => {
+                    self.phase = Phase::Done;
+                    return None;
+                }
+                Err(Stall::Retry) => {
+                    if self.last_write.elapsed() >= self.keepalive {
+                        return Some(Bytes::from_static(KEEPALIVE));
+                    }
+                    let wait = self.retry;
+                    self.retry = (self.retry * 2).min(RETRY_MAX);
+                    tokio::select! {
+                        _ = tokio::time::sleep(wait) => {}
+                        _ = self.shutdown.wait() => return None,
+                    }
+                }
+            }
+        }
+    }
+
+    /// One page of the snapshot; `Ok(None)` once it is over.
+    async fn snapshot_page(&mut self) -> Result<Option<Bytes>, Stall> {
+        let Phase::Snapshot(snap) = &mut self.phase else {
+            unreachable!("called in the snapshot phase");
+        };
+        let q = RangeQuery {
+            prefix: Some("file:".into()),
+            after: snap.after.clone(),
+            limit: Some(SNAPSHOT_PAGE),
+            keys_only: true,
+            ..RangeQuery::default()
+        };
+        let page = self.store.kv_range(&q).await.map_err(stall)?;
+        let mut buf = BytesMut::with_capacity(page.rows.len() * 96);
+        let last_page = page.next.is_none();
+        for row in page.rows {
+            if let Some(held) = snap.held.replace(row.key) {
+                frame::put_snapshot_set(&mut buf, &held, &snap.ts, None);
+            }
+        }
+        snap.after = snap.held.clone();
+        if last_page {
+            if let Some(held) = snap.held.take() {
+                frame::put_snapshot_set(&mut buf, &held, &snap.ts, snap.head);
+            }
+            self.phase = Phase::CatchUp;
+        }
+        Ok((!buf.is_empty()).then(|| buf.freeze()))
+    }
+
+    /// One page of entries after the cursor; `Ok(None)` when there was
+    /// nothing, or when the follower has just gone live.
+    async fn catch_up_page(&mut self) -> Result<Option<Bytes>, Stall> {
+        let q = EntriesQuery {
+            after: Some(self.cursor),
+            limit: Some(CATCH_UP_PAGE),
+        };
+        let entries = self
+            .store
+            .entries(self.hub_stream(), &q)
+            .await
+            .map_err(stall)?;
+        let mut short = entries.len() < CATCH_UP_PAGE as usize;
+        let mut buf = BytesMut::new();
+        for e in &entries {
+            if buf.len() >= MAX_CHUNK {
+                short = false;
+                break;
+            }
+            frame::put_entry(&mut buf, e);
+            self.cursor = e.id;
+        }
+        if short {
+            match self.registered.take() {
+                // The read after registering: everything from here on is
+                // in the ring.
+                Some(rx) => {
+                    self.phase = Phase::Live(rx);
+                    self.behind = false;
+                }
+                // Register, then read once more.
+                None => {
+                    tokio::select! {
+                        _ = self.hub.started() => {}
+                        _ = self.shutdown.wait() => return Err(Stall::End),
+                    }
+                    self.registered = Some(self.hub.subscribe());
+                }
+            }
+        }
+        Ok((!buf.is_empty()).then(|| buf.freeze()))
+    }
+
+    /// Frames from the ring, a few at a time; a keep-alive after silence;
+    /// `Ok(None)` when it goes back to catching up.
+    async fn live(&mut self) -> Result<Option<Bytes>, Stall> {
+        let Phase::Live(rx) = &mut self.phase else {
+            unreachable!("called in the live phase");
+        };
+        let quiet_until = self.last_write + self.keepalive;
+        loop {
+            let frame = tokio::select! {
+                r = rx.recv() => r,
+                _ = tokio::time::sleep_until(quiet_until) => return Ok(Some(Bytes::from_static(KEEPALIVE))),
+                _ = self.shutdown.wait() => return Err(Stall::End),
+            };
+            let first = match frame {
+                Ok(f) if f.id <= self.cursor => continue,
+                Ok(f) => f,
+                Err(RecvError::Lagged(missed)) => {
+                    if self.stalled >= SLOW_FOLLOWER {
+                        self.cut_off("a whole queue behind");
+                        return Err(Stall::End);
+                    }
+                    // It reads, but a burst outran the ring: what it missed
+                    // is in the store. If it stalls before it is live again,
+                    // it is cut off then.
+                    tracing::debug!(missed, cursor = %self.cursor, "a burst outran an SSE follower; catching up from the store");
+                    self.behind = true;
+                    self.phase = Phase::CatchUp;
+                    return Ok(None);
+                }
+                Err(RecvError::Closed) => return Err(Stall::End),
+            };
+            self.cursor = first.id;
+            // More already waiting: one write for several frames.
+            let mut more = Vec::new();
+            while more.len() < LIVE_BATCH {
+                match rx.try_recv() {
+                    Ok(f) if f.id <= self.cursor => {}
+                    Ok(f) => {
+                        self.cursor = f.id;
+                        more.push(f.bytes);
+                    }
+                    // A lag is seen by the next recv, the rest is "empty".
+                    Err(_) => break,
+                }
+            }
+            if more.is_empty() {
+                return Ok(Some(first.bytes));
+            }
+            let mut buf = BytesMut::with_capacity(
+                first.bytes.len() + more.iter().map(Bytes::len).sum::<usize>(),
+            );
+            buf.extend_from_slice(&first.bytes);
+            for b in more {
+                buf.extend_from_slice(&b);
+            }
+            return Ok(Some(buf.freeze()));
+        }
+    }
+
+    fn cut_off(&mut self, why: &str) {
+        tracing::info!(
+            stream = %self.hub.stream(),
+            cursor = %self.cursor,
+            stalled_ms = self.stalled.as_millis() as u64,
+            "an SSE follower stopped reading ({why}); cut off, to reconnect with its last ID"
+        );
+        self.phase = Phase::Done;
+    }
+
+    fn hub_stream(&self) -> metacore::stream::StreamName {
+        self.hub.stream()
+    }
+}
+
+/// Whether a failed read is worth retrying.
+fn stall(e: ClientError) -> Stall {
+    match &e {
+        ClientError::Unavailable { .. } => Stall::Retry,
+        ClientError::Api(api) if api.code == ErrorCode::StorageUnavailable => Stall::Retry,
+        _ => {
+            tracing::warn!(error = %e, "an SSE stream's read failed; ending it");
+            Stall::End
+        }
+    }
+}

@@ -1,0 +1,202 @@
+//! `GET /api/events/meta` and `GET /api/events/files`: the `meta:events`
+//! and `file:events` streams as Server-Sent Events.
+//!
+//! Where a follower starts comes from `Last-Event-ID` (or the
+//! `lastEventId` query parameter, for clients that cannot set headers; the
+//! header wins):
+//!
+//! - none: the head captured at connect, new entries only;
+//! - `<ms>-<seq>` (or `<ms>`): the entry after it; an ID older than the
+//!   oldest entry kept gets one `gap` event, then the oldest onwards;
+//! - `0` / `0-0`: on `meta`, the snapshot of every `file:` key, then the
+//!   live tail from the head captured before it; on `files`, everything
+//!   kept;
+//! - anything else: 400 `bad_request`, before the stream starts.
+//!
+//! [`hub`] keeps one upstream tail per stream for all followers;
+//! [`follower`] is one follower's way through snapshot, catch-up and live;
+//! [`frame`] is the wire form.
+
+mod follower;
+mod frame;
+mod hub;
+
+use std::sync::Arc;
+
+use axum::extract::State;
+use axum::http::{HeaderMap, HeaderValue, header};
+use axum::response::{IntoResponse, Response};
+use metacore::api::apid::EventStreams;
+use metacore::api::storaged::StoragedClient;
+use metacore::error::{ApiError, ErrorCode};
+use metacore::shutdown::Shutdown;
+use metacore::socket::body::QueryParams;
+use metacore::stream::{StreamId, StreamName};
+use serde::Deserialize;
+use tokio::sync::Semaphore;
+
+use crate::state::AppState;
+use follower::{Follower, Start};
+use hub::Hub;
+
+/// The event-stream side of apid: a hub per stream and the follower slots.
+#[derive(Debug)]
+pub struct Events {
+    meta: Arc<Hub>,
+    files: Arc<Hub>,
+    slots: Arc<Semaphore>,
+    max_followers: usize,
+    keepalive: std::time::Duration,
+    shutdown: Shutdown,
+}
+
+impl Events {
+    pub fn new(config: &metacore::Config, shutdown: Shutdown) -> Self {
+        Self {
+            meta: Arc::new(Hub::new(StreamName::Meta, config.sse_queue)),
+            files: Arc::new(Hub::new(StreamName::Files, config.sse_queue)),
+            slots: Arc::new(Semaphore::new(config.sse_max_followers)),
+            max_followers: config.sse_max_followers,
+            keepalive: config.sse_keepalive,
+            shutdown,
+        }
+    }
+
+    /// Starts both hubs' upstream tails; they end with the shutdown.
+    pub fn spawn(&self, store: &StoragedClient) {
+        for hub in [&self.meta, &self.files] {
+            let (hub, store, shutdown) = (hub.clone(), store.clone(), self.shutdown.clone());
+            tokio::spawn(async move { hub.run(store, shutdown).await });
+        }
+    }
+
+    fn hub(&self, stream: StreamName) -> &Arc<Hub> {
+        match stream {
+            StreamName::Meta => &self.meta,
+            StreamName::Files => &self.files,
+        }
+    }
+
+    /// Open streams and live followers, for apid's `/status`.
+    pub(crate) fn status(&self) -> EventStreams {
+        EventStreams {
+            open: self.max_followers - self.slots.available_permits(),
+            max: self.max_followers,
+            live_meta: self.meta.followers(),
+            live_files: self.files.followers(),
+        }
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct EventsQuery {
+    last_event_id: Option<String>,
+}
+
+pub(crate) async fn meta(
+    st: State<Arc<AppState>>,
+    headers: HeaderMap,
+    QueryParams(q): QueryParams<EventsQuery>,
+) -> Response {
+    follow(&st, StreamName::Meta, &headers, q).await
+}
+
+pub(crate) async fn files(
+    st: State<Arc<AppState>>,
+    headers: HeaderMap,
+    QueryParams(q): QueryParams<EventsQuery>,
+) -> Response {
+    follow(&st, StreamName::Files, &headers, q).await
+}
+
+async fn follow(
+    st: &AppState,
+    stream: StreamName,
+    headers: &HeaderMap,
+    q: EventsQuery,
+) -> Response {
+    match start(st, stream, headers, q).await {
+        Ok(follower) => sse(follower),
+        Err(e) => e.into_response(),
+    }
+}
+
+/// The client's `Last-Event-ID`: the header, else the query parameter; an
+/// empty value is no ID.
+fn last_event_id(headers: &HeaderMap, query: EventsQuery) -> Result<Option<StreamId>, ApiError> {
+    let text = match headers.get("last-event-id") {
+        Some(v) => Some(
+            v.to_str()
+                .map_err(|_| ApiError::bad_request("Last-Event-ID is not text"))?
+                .to_owned(),
+        ),
+        None => query.last_event_id,
+    };
+    match text.as_deref().map(str::trim) {
+        None | Some("") => Ok(None),
+        Some(t) => StreamId::parse(t).map(Some).map_err(|_| {
+            ApiError::bad_request(format!(
+                "Last-Event-ID {t:?} is not an event ID: expected <ms>-<seq>, <ms>, 0 or 0-0"
+            ))
+        }),
+    }
+}
+
+/// Works out where the follower starts, and takes its slot.
+async fn start(
+    st: &AppState,
+    stream: StreamName,
+    headers: &HeaderMap,
+    query: EventsQuery,
+) -> Result<Follower, ApiError> {
+    let requested = last_event_id(headers, query)?;
+    let events = &st.events;
+    let slot = events.slots.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            ErrorCode::Overloaded,
+            format!(
+                "{} event streams are open, the most this server serves (META_CORE_SSE_MAX_FOLLOWERS); retry shortly",
+                events.max_followers
+            ),
+        )
+    })?;
+    let info = st.store.stream_info(stream).await?;
+    let mut first = None;
+    let start = match requested {
+        None => Start::After(info.last.unwrap_or(StreamId::ZERO)),
+        Some(StreamId::ZERO) if stream == StreamName::Meta => Start::Snapshot {
+            head: info.last,
+            ts_ms: metacore::clock::unix_ms(),
+        },
+        Some(StreamId::ZERO) => Start::After(StreamId::ZERO),
+        Some(id) => match info.first {
+            Some(oldest) if id < oldest => {
+                first = Some(frame::gap(id, oldest));
+                Start::After(StreamId::ZERO)
+            }
+            _ => Start::After(id),
+        },
+    };
+    Ok(Follower::new(
+        st.store.clone(),
+        events.hub(stream).clone(),
+        events.shutdown.clone(),
+        events.keepalive,
+        start,
+        first,
+        slot,
+    ))
+}
+
+fn sse(follower: Follower) -> Response {
+    let mut resp = follower.into_body().into_response();
+    let h = resp.headers_mut();
+    h.insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("text/event-stream"),
+    );
+    h.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-cache"));
+    h.insert("x-accel-buffering", HeaderValue::from_static("no"));
+    resp
+}
