@@ -27,6 +27,7 @@
 //! - [`supervisor`]: [`supervisor::MetaCore`], one real `meta-core`
 //!   supervisor running the daemons, its control socket and its CLI.
 //! - [`openapi`]: a checker of answers against `docs/openapi.json`.
+//! - [`sse`]: [`sse::Follower`], a real SSE client of apid's event streams.
 //! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
 //! - [`unchecked`]: writes sent to storaged as given, without the checks
 //!   of the typed client's inputs, to see storaged's own refusals.
@@ -39,6 +40,7 @@ pub mod openapi;
 pub mod process;
 pub mod raw_http;
 pub mod snapshot;
+pub mod sse;
 pub mod supervisor;
 pub mod unchecked;
 pub mod wait;

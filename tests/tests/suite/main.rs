@@ -5,6 +5,7 @@
 
 mod apid_bad_input;
 mod apid_editor_kv;
+mod apid_events;
 mod apid_lifecycle;
 mod apid_meta;
 mod apid_openapi;
