@@ -37,6 +37,7 @@ where
         }
     };
     telemetry::init(config.log_format);
+    raise_open_file_limit();
     let (trigger, shutdown) = shutdown::channel();
     let signals = match shutdown::on_signals() {
         Ok(signals) => signals,
@@ -72,6 +73,31 @@ where
 fn exit_now(code: i32) -> ! {
     let _ = std::io::stdout().flush();
     std::process::exit(code)
+}
+
+/// Raises the soft limit of open descriptors to the hard limit: apid holds
+/// one per HTTP connection and SSE follower (up to
+/// `META_CORE_SSE_MAX_FOLLOWERS`), and the common soft default of 1,024
+/// would refuse connections long before that. A failure is logged, not
+/// fatal: the daemon still serves within the limit it has.
+fn raise_open_file_limit() {
+    use rustix::process::{Resource, getrlimit, setrlimit};
+    let limit = getrlimit(Resource::Nofile);
+    if limit.current == limit.maximum {
+        return;
+    }
+    let raised = rustix::process::Rlimit {
+        current: limit.maximum,
+        maximum: limit.maximum,
+    };
+    match setrlimit(Resource::Nofile, raised) {
+        Ok(()) => tracing::debug!(open_files = ?limit.maximum, "raised the open-file limit"),
+        Err(e) => tracing::warn!(
+            "cannot raise the open-file limit from {:?} to {:?}: {e}",
+            limit.current,
+            limit.maximum
+        ),
+    }
 }
 
 /// The supervisor's pid, set in every daemon it starts.
