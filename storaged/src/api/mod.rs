@@ -66,6 +66,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
             get(streams::entries).post(streams::append),
         )
         .route("/streams/{stream}/info", get(streams::info))
+        .route("/streams/{stream}/bounds", get(streams::bounds))
         .route("/streams/{stream}/tail", get(streams::tail))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)

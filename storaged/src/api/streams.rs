@@ -10,7 +10,9 @@ use axum::Json;
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
-use metacore::api::storaged::{AppendBody, Appended, Entries, EntriesQuery, StreamInfo, TailQuery};
+use metacore::api::storaged::{
+    AppendBody, Appended, Entries, EntriesQuery, StreamBounds, StreamInfo, TailQuery,
+};
 use metacore::checked::CheckedEntry;
 use metacore::error::ApiError;
 use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
@@ -49,6 +51,13 @@ pub(super) async fn entries(
         .entries(stream_name(&stream)?, q.after, page(q.limit, 1000))
         .await?;
     Ok(Json(Entries { entries }))
+}
+
+pub(super) async fn bounds(
+    st: State,
+    PathParams(stream): PathParams<String>,
+) -> JsonReply<StreamBounds> {
+    Ok(Json(st.store.stream_bounds(stream_name(&stream)?).await?))
 }
 
 pub(super) async fn info(

@@ -2,7 +2,7 @@
 //! `file:events` (`meta:events` is written only by the engine),
 //! range reads, info, and the committed heads that tails wait on.
 
-use metacore::api::storaged::StreamInfo;
+use metacore::api::storaged::{StreamBounds, StreamInfo};
 use metacore::checked::CheckedEntry;
 use metacore::stream::{Entry, StreamId, StreamName};
 use tokio::sync::watch;
@@ -31,6 +31,20 @@ impl Store {
     ) -> Result<Vec<Entry>> {
         self.readers
             .read(move |c| streams::read_after(c, stream, after, limit))
+            .await
+    }
+
+    /// The oldest entry kept and the head: two index lookups.
+    pub async fn stream_bounds(&self, stream: StreamName) -> Result<StreamBounds> {
+        let last = streams::head_of(&self.heads.borrow(), stream);
+        self.readers
+            .read(move |c| {
+                let tx = c.unchecked_transaction()?;
+                Ok(StreamBounds {
+                    first: streams::first_id(&tx, stream)?,
+                    last: streams::high_water_mark(&tx, stream)?.max(last),
+                })
+            })
             .await
     }
 

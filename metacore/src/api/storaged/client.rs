@@ -293,6 +293,11 @@ impl StoragedClient {
         Ok(r.entries)
     }
 
+    /// The oldest entry kept and the head, without counting.
+    pub async fn stream_bounds(&self, stream: StreamName) -> Result<StreamBounds, ClientError> {
+        self.inner.get(&format!("/streams/{stream}/bounds")).await
+    }
+
     pub async fn stream_info(&self, stream: StreamName) -> Result<StreamInfo, ClientError> {
         self.inner.get(&format!("/streams/{stream}/info")).await
     }

@@ -291,6 +291,17 @@ pub struct Entries {
     pub entries: Vec<Entry>,
 }
 
+/// `GET /streams/{stream}/bounds`: the oldest entry kept and the head, two
+/// index lookups (`info` also counts the entries, a walk of up to the
+/// retention).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct StreamBounds {
+    /// Oldest entry still kept.
+    pub first: Option<StreamId>,
+    /// Last ID ever issued and committed (the head).
+    pub last: Option<StreamId>,
+}
+
 /// `GET /streams/{stream}/info`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct StreamInfo {
