@@ -11,6 +11,7 @@ pub mod events;
 pub(crate) mod http;
 pub mod nested;
 pub mod routes;
+pub(crate) mod serve;
 pub(crate) mod state;
 pub use metacore::urls;
 
@@ -65,12 +66,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         routes::internal(state.clone()),
         shutdown.clone(),
     );
-    let public = axum::serve(listener, routes::public(state))
-        .with_graceful_shutdown({
-            let shutdown = shutdown.clone();
-            async move { shutdown.wait().await }
-        })
-        .into_future();
-    let (public, internal) = tokio::join!(public, internal);
-    public.and(internal).map_err(RunError::Serve)
+    let public = serve::serve(listener, routes::public(state), shutdown.clone());
+    let ((), internal) = tokio::join!(public, internal);
+    internal.map_err(RunError::Serve)
 }
