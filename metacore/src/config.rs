@@ -60,9 +60,14 @@ pub struct Config {
     /// (`META_CORE_SSE_KEEPALIVE_MS`, default 30 s: followers time out
     /// reads at 35 s).
     pub sse_keepalive: Duration,
-    /// Entries a live SSE follower may fall behind the newest before it is
-    /// cut off to reconnect with its last ID (`META_CORE_SSE_QUEUE`).
+    /// Batches a live SSE follower may fall behind the newest
+    /// (`META_CORE_SSE_QUEUE`); past that it catches up from the store, or,
+    /// if it stopped reading, is cut off to reconnect with its last ID.
     pub sse_queue: usize,
+    /// How long apid gathers new entries into one batch, written to each
+    /// follower at once (`META_CORE_SSE_BATCH_MS`; 0 sends each commit's
+    /// entries as they come).
+    pub sse_batch: Duration,
     /// SSE streams served at once per apid (`META_CORE_SSE_MAX_FOLLOWERS`);
     /// one more is answered 503 with `Retry-After`.
     pub sse_max_followers: usize,
@@ -260,10 +265,18 @@ impl Config {
             sse_keepalive: r.millis("META_CORE_SSE_KEEPALIVE_MS", 30_000)?,
             sse_queue: r.parse(
                 "META_CORE_SSE_QUEUE",
-                4096,
-                "an entry count (16-1048576)",
-                |v| (16..=1 << 20).contains(v),
+                256,
+                "a batch count (16-65536)",
+                |v| (16..=1 << 16).contains(v),
             )?,
+            sse_batch: r
+                .parse(
+                    "META_CORE_SSE_BATCH_MS",
+                    10u64,
+                    "a number of milliseconds (0-1000)",
+                    |v| *v <= 1000,
+                )
+                .map(Duration::from_millis)?,
             sse_max_followers: r.parse(
                 "META_CORE_SSE_MAX_FOLLOWERS",
                 10_000,
@@ -312,7 +325,8 @@ mod tests {
         assert_eq!(c.election_retry, Duration::from_secs(5));
         assert_eq!(c.sse_keepalive, Duration::from_secs(30));
         assert_eq!((c.stream_retention, c.stream_trim_every), (100_000, 10_000));
-        assert_eq!((c.sse_queue, c.sse_max_followers), (4096, 10_000));
+        assert_eq!((c.sse_queue, c.sse_max_followers), (256, 10_000));
+        assert_eq!(c.sse_batch, Duration::from_millis(10));
         assert!(c.enable_file_watcher);
         assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));
         assert_eq!(c.log_format, LogFormat::Text);

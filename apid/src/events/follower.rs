@@ -10,9 +10,13 @@
 //!    a time. When a page comes back short, it registers with the hub and
 //!    reads the store once more: whatever was committed before that read is
 //!    in it, whatever after is in the ring (see [`super::hub`]).
-//! 3. **Live**: frames from the hub's ring, skipping any at or before its
-//!    cursor. One that falls a whole ring behind is cut off (the response
+//! 3. **Live**: batches from the hub's ring, skipping what it has. One that
+//!    falls a whole ring behind while it reads goes back to catching up; one
+//!    that falls behind because it stopped reading is cut off (the response
 //!    ends; it reconnects with its last ID and loses nothing).
+//!
+//! A follower without an ID starts live: it subscribed before the head was
+//! read (see [`super::hub`]).
 //!
 //! Reads that fail because storaged is away are retried, with keep-alives
 //! going out meanwhile, so a storaged restart is a pause, not an end.
@@ -25,12 +29,13 @@ use metacore::api::storaged::{EntriesQuery, RangeQuery, StoragedClient};
 use metacore::error::ErrorCode;
 use metacore::shutdown::Shutdown;
 use metacore::socket::client::ClientError;
-use metacore::stream::StreamId;
-use tokio::sync::OwnedSemaphorePermit;
+use metacore::stream::{StreamId, StreamName};
 use tokio::sync::broadcast::{self, error::RecvError};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::frame::{self, Frame, KEEPALIVE};
+use super::Events;
+use super::frame::{self, Batch, KEEPALIVE};
 use super::hub::Hub;
 
 /// Entries read from the store per catch-up page.
@@ -40,8 +45,6 @@ const CATCH_UP_PAGE: u32 = 256;
 const MAX_CHUNK: usize = 256 * 1024;
 /// Keys read per snapshot page (storaged's largest page).
 const SNAPSHOT_PAGE: u32 = metacore::api::storaged::MAX_PAGE;
-/// Frames taken from the ring into one write while a follower keeps up.
-const LIVE_BATCH: usize = 64;
 /// A follower whose last chunk took this long to be taken (its socket
 /// was full) and that fell a whole ring behind is cut off; one that
 /// reads but was outrun by a burst catches up from the store instead.
@@ -55,7 +58,7 @@ const RETRY_MAX: Duration = Duration::from_millis(500);
 enum Phase {
     Snapshot(Snapshot),
     CatchUp,
-    Live(broadcast::Receiver<Frame>),
+    Live(broadcast::Receiver<Batch>),
     Done,
 }
 
@@ -67,7 +70,9 @@ struct Snapshot {
     /// The last key read but not sent yet: it may be the last of all,
     /// which carries the `id:`.
     held: Option<String>,
-    /// The head captured before the snapshot: where live entries resume.
+    /// The head captured before the snapshot: where live entries resume,
+    /// and the `id:` of its last event (none when no entry was ever
+    /// written: there is no ID to give).
     head: Option<StreamId>,
     /// The `ts` of every snapshot event: when it began.
     ts: String,
@@ -87,6 +92,8 @@ pub(crate) struct Follower {
     hub: Arc<Hub>,
     shutdown: Shutdown,
     keepalive: Duration,
+    /// Shared by all followers: store reads in flight.
+    reads: Arc<Semaphore>,
     phase: Phase,
     /// The last entry sent (or the entry to start after).
     cursor: StreamId,
@@ -94,7 +101,7 @@ pub(crate) struct Follower {
     first: Option<Bytes>,
     /// Set while a catch-up has registered with the hub and does its
     /// final read.
-    registered: Option<broadcast::Receiver<Frame>>,
+    registered: Option<broadcast::Receiver<Batch>>,
     last_write: Instant,
     /// How long the last chunk waited before the connection asked for the
     /// next one: long when the follower does not read.
@@ -108,39 +115,44 @@ pub(crate) struct Follower {
 /// Where a follower starts.
 #[derive(Debug)]
 pub(crate) enum Start {
+    /// Live at once: the receiver was subscribed before the head was read.
+    Live(broadcast::Receiver<Batch>, StreamId),
     /// After this entry (`ZERO`: from the oldest kept).
     After(StreamId),
     /// The `meta` snapshot, then after `head`.
-    Snapshot { head: Option<StreamId>, ts_ms: u64 },
+    Snapshot { head: StreamId, ts_ms: u64 },
 }
 
 impl Follower {
+    /// A follower of `stream`, from `start`, sending `first` before
+    /// anything else (the gap event), holding its follower `slot`.
     pub(crate) fn new(
+        events: &Events,
         store: StoragedClient,
-        hub: Arc<Hub>,
-        shutdown: Shutdown,
-        keepalive: Duration,
+        stream: StreamName,
         start: Start,
         first: Option<Bytes>,
         slot: OwnedSemaphorePermit,
     ) -> Self {
         let (phase, cursor) = match start {
+            Start::Live(rx, head) => (Phase::Live(rx), head),
             Start::After(id) => (Phase::CatchUp, id),
             Start::Snapshot { head, ts_ms } => (
                 Phase::Snapshot(Snapshot {
                     after: None,
                     held: None,
-                    head,
+                    head: (head != StreamId::ZERO).then_some(head),
                     ts: ts_ms.to_string(),
                 }),
-                head.unwrap_or(StreamId::ZERO),
+                head,
             ),
         };
         Self {
             store,
-            hub,
-            shutdown,
-            keepalive,
+            hub: events.hub(stream).clone(),
+            shutdown: events.shutdown.clone(),
+            keepalive: events.keepalive,
+            reads: events.reads.clone(),
             phase,
             cursor,
             first,
@@ -220,7 +232,10 @@ impl Follower {
             keys_only: true,
             ..RangeQuery::default()
         };
-        let page = self.store.kv_range(&q).await.map_err(stall)?;
+        let page = {
+            let _read = self.reads.acquire().await.expect("never closed");
+            self.store.kv_range(&q).await.map_err(stall)?
+        };
         let mut buf = BytesMut::with_capacity(page.rows.len() * 96);
         let last_page = page.next.is_none();
         for row in page.rows {
@@ -245,11 +260,13 @@ impl Follower {
             after: Some(self.cursor),
             limit: Some(CATCH_UP_PAGE),
         };
-        let entries = self
-            .store
-            .entries(self.hub_stream(), &q)
-            .await
-            .map_err(stall)?;
+        let entries = {
+            let _read = self.reads.acquire().await.expect("never closed");
+            self.store
+                .entries(self.hub.stream(), &q)
+                .await
+                .map_err(stall)?
+        };
         let mut short = entries.len() < CATCH_UP_PAGE as usize;
         let mut buf = BytesMut::new();
         for e in &entries {
@@ -281,25 +298,31 @@ impl Follower {
         Ok((!buf.is_empty()).then(|| buf.freeze()))
     }
 
-    /// Frames from the ring, a few at a time; a keep-alive after silence;
-    /// `Ok(None)` when it goes back to catching up.
+    /// Batches from the ring, each one write; a keep-alive after silence;
+    /// `Ok(None)` when it goes back to catching up. Batches ready at once
+    /// are taken one after another without waiting, and the connection
+    /// writes them together.
     async fn live(&mut self) -> Result<Option<Bytes>, Stall> {
         let Phase::Live(rx) = &mut self.phase else {
             unreachable!("called in the live phase");
         };
         let quiet_until = self.last_write + self.keepalive;
         loop {
-            let frame = tokio::select! {
+            let batch = tokio::select! {
                 r = rx.recv() => r,
                 _ = tokio::time::sleep_until(quiet_until) => return Ok(Some(Bytes::from_static(KEEPALIVE))),
                 _ = self.shutdown.wait() => return Err(Stall::End),
             };
-            let first = match frame {
-                Ok(f) if f.id <= self.cursor => continue,
-                Ok(f) => f,
+            match batch {
+                Ok(b) => {
+                    if let Some(bytes) = b.after(self.cursor) {
+                        self.cursor = b.last;
+                        return Ok(Some(bytes));
+                    }
+                }
                 Err(RecvError::Lagged(missed)) => {
                     if self.stalled >= SLOW_FOLLOWER {
-                        self.cut_off("a whole queue behind");
+                        self.cut_off(&format!("{missed} batches behind"));
                         return Err(Stall::End);
                     }
                     // It reads, but a burst outran the ring: what it missed
@@ -311,32 +334,7 @@ impl Follower {
                     return Ok(None);
                 }
                 Err(RecvError::Closed) => return Err(Stall::End),
-            };
-            self.cursor = first.id;
-            // More already waiting: one write for several frames.
-            let mut more = Vec::new();
-            while more.len() < LIVE_BATCH {
-                match rx.try_recv() {
-                    Ok(f) if f.id <= self.cursor => {}
-                    Ok(f) => {
-                        self.cursor = f.id;
-                        more.push(f.bytes);
-                    }
-                    // A lag is seen by the next recv, the rest is "empty".
-                    Err(_) => break,
-                }
             }
-            if more.is_empty() {
-                return Ok(Some(first.bytes));
-            }
-            let mut buf = BytesMut::with_capacity(
-                first.bytes.len() + more.iter().map(Bytes::len).sum::<usize>(),
-            );
-            buf.extend_from_slice(&first.bytes);
-            for b in more {
-                buf.extend_from_slice(&b);
-            }
-            return Ok(Some(buf.freeze()));
         }
     }
 
@@ -348,10 +346,6 @@ impl Follower {
             "an SSE follower stopped reading ({why}); cut off, to reconnect with its last ID"
         );
         self.phase = Phase::Done;
-    }
-
-    fn hub_stream(&self) -> metacore::stream::StreamName {
-        self.hub.stream()
     }
 }
 

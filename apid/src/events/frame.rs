@@ -2,8 +2,10 @@
 //! on every live event, `event:` the entry's `type`, `data:` one JSON
 //! object of the entry's other fields (all strings).
 //!
-//! A live entry is encoded once, by the stream's hub, and the same bytes go
-//! to every follower.
+//! A live entry is encoded once, by the stream's hub, into a [`Batch`], and
+//! the same bytes go to every follower.
+
+use std::sync::Arc;
 
 use bytes::{BufMut, Bytes, BytesMut};
 use metacore::stream::{Entry, StreamId};
@@ -16,21 +18,65 @@ pub(crate) const KEEPALIVE: &[u8] = b":keep-alive\n\n";
 /// The event name of an entry without a usable `type`.
 const UNTYPED: &str = "message";
 
-/// One live entry, encoded.
+/// Live entries the hub gathered over one batch window, encoded once and
+/// sent as they are to every follower that has none of them yet.
 #[derive(Debug, Clone)]
-pub(crate) struct Frame {
-    pub(crate) id: StreamId,
-    pub(crate) bytes: Bytes,
+pub(crate) struct Batch {
+    /// The last entry's ID.
+    pub(crate) last: StreamId,
+    /// Every entry's event, back to back.
+    bytes: Bytes,
+    /// Each entry's ID and where its event ends in `bytes`.
+    ends: Arc<[(StreamId, usize)]>,
 }
 
-impl Frame {
-    pub(crate) fn of(entry: &Entry) -> Self {
-        let mut buf = BytesMut::with_capacity(64 + entry_len(entry));
-        put_entry(&mut buf, entry);
-        Self {
-            id: entry.id,
-            bytes: buf.freeze(),
+impl Batch {
+    /// The events after `cursor`, without copying; `None` when the batch
+    /// holds none.
+    pub(crate) fn after(&self, cursor: StreamId) -> Option<Bytes> {
+        if self.last <= cursor {
+            return None;
         }
+        let skip = self.ends.partition_point(|(id, _)| *id <= cursor);
+        let start = skip.checked_sub(1).map_or(0, |i| self.ends[i].1);
+        Some(self.bytes.slice(start..))
+    }
+}
+
+/// A batch being gathered.
+#[derive(Debug, Default)]
+pub(crate) struct BatchBuilder {
+    buf: BytesMut,
+    ends: Vec<(StreamId, usize)>,
+}
+
+impl BatchBuilder {
+    pub(crate) fn push(&mut self, entry: &Entry) {
+        self.buf.reserve(64 + entry_len(entry));
+        put_entry(&mut self.buf, entry);
+        self.ends.push((entry.id, self.buf.len()));
+    }
+
+    pub(crate) fn entries(&self) -> usize {
+        self.ends.len()
+    }
+
+    pub(crate) fn bytes(&self) -> usize {
+        self.buf.len()
+    }
+
+    pub(crate) fn last(&self) -> Option<StreamId> {
+        self.ends.last().map(|(id, _)| *id)
+    }
+
+    /// The batch, or `None` when nothing was pushed.
+    pub(crate) fn finish(self) -> Option<Batch> {
+        let last = self.last()?;
+        Some(Batch {
+            last,
+            bytes: self.buf.freeze(),
+            ends: self.ends.into(),
+        })
     }
 }
 
@@ -135,10 +181,10 @@ mod tests {
                 ("timestamp", "1747000000000"),
             ],
         );
-        let f = Frame::of(&e);
-        assert_eq!(f.id, StreamId::new(1747000000000, 3));
+        let mut buf = BytesMut::new();
+        put_entry(&mut buf, &e);
         assert_eq!(
-            std::str::from_utf8(&f.bytes).unwrap(),
+            std::str::from_utf8(&buf).unwrap(),
             "id: 1747000000000-3\nevent: add\n\
              data: {\"path\":\"watch/x.mkv\",\"size\":\"123\",\"timestamp\":\"1747000000000\"}\n\n"
         );
@@ -151,13 +197,46 @@ mod tests {
             entry((5, 1), &[("type", "x\ndata: y"), ("k", "\r")]),
             entry((5, 2), &[("type", ""), ("k", "v")]),
         ] {
-            let text = String::from_utf8(Frame::of(&e).bytes.to_vec()).unwrap();
+            let mut buf = BytesMut::new();
+            put_entry(&mut buf, &e);
+            let text = String::from_utf8(buf.to_vec()).unwrap();
             assert!(!text.contains('\r'), "{text:?}");
             let lines: Vec<&str> = text.trim_end_matches('\n').split('\n').collect();
             assert_eq!(lines.len(), 3, "{text:?}");
             assert_eq!(lines[1], "event: message");
             assert!(text.ends_with("\n\n"));
         }
+    }
+
+    #[test]
+    fn a_batch_gives_what_follows_a_cursor_without_copying() {
+        let mut b = BatchBuilder::default();
+        for seq in 1..=3 {
+            b.push(&entry(
+                (7, seq),
+                &[("type", "set"), ("key", &format!("k{seq}"))],
+            ));
+        }
+        let batch = b.finish().unwrap();
+        let ids = |bytes: Bytes| -> Vec<String> {
+            std::str::from_utf8(&bytes)
+                .unwrap()
+                .lines()
+                .filter_map(|l| l.strip_prefix("id: ").map(str::to_owned))
+                .collect()
+        };
+        assert_eq!(
+            ids(batch.after(StreamId::new(6, 9)).unwrap()),
+            ["7-1", "7-2", "7-3"]
+        );
+        assert_eq!(
+            ids(batch.after(StreamId::new(7, 1)).unwrap()),
+            ["7-2", "7-3"]
+        );
+        assert_eq!(ids(batch.after(StreamId::new(7, 2)).unwrap()), ["7-3"]);
+        assert!(batch.after(StreamId::new(7, 3)).is_none());
+        assert!(batch.after(StreamId::new(8, 0)).is_none());
+        assert!(BatchBuilder::default().finish().is_none());
     }
 
     #[test]

@@ -39,6 +39,10 @@ use crate::state::AppState;
 use follower::{Follower, Start};
 use hub::Hub;
 
+/// Store reads (connects, catch-up and snapshot pages) in flight for all
+/// followers.
+const CONCURRENT_READS: usize = 8;
+
 /// The event-stream side of apid: a hub per stream and the follower slots.
 #[derive(Debug)]
 pub struct Events {
@@ -46,6 +50,11 @@ pub struct Events {
     files: Arc<Hub>,
     slots: Arc<Semaphore>,
     max_followers: usize,
+    /// Reads of the store by followers catching up, at most
+    /// [`CONCURRENT_READS`] at once: a thousand followers resuming after an
+    /// apid restart queue here instead of opening a thousand connections
+    /// to storaged.
+    reads: Arc<Semaphore>,
     keepalive: std::time::Duration,
     shutdown: Shutdown,
 }
@@ -53,9 +62,18 @@ pub struct Events {
 impl Events {
     pub fn new(config: &metacore::Config, shutdown: Shutdown) -> Self {
         Self {
-            meta: Arc::new(Hub::new(StreamName::Meta, config.sse_queue)),
-            files: Arc::new(Hub::new(StreamName::Files, config.sse_queue)),
+            meta: Arc::new(Hub::new(
+                StreamName::Meta,
+                config.sse_queue,
+                config.sse_batch,
+            )),
+            files: Arc::new(Hub::new(
+                StreamName::Files,
+                config.sse_queue,
+                config.sse_batch,
+            )),
             slots: Arc::new(Semaphore::new(config.sse_max_followers)),
+            reads: Arc::new(Semaphore::new(CONCURRENT_READS)),
             max_followers: config.sse_max_followers,
             keepalive: config.sse_keepalive,
             shutdown,
@@ -161,16 +179,32 @@ async fn start(
             ),
         )
     })?;
-    let info = st.store.stream_info(stream).await?;
+    // Subscribe, then read the head from storaged: every entry after that
+    // head is committed after the subscription, so the hub broadcasts it
+    // to this receiver (once the hub has started, which it has when its
+    // head is known). A follower without an ID goes live at once.
+    let hub = events.hub(stream);
+    let rx = hub.subscribe();
+    if hub.head().is_none() {
+        return Err(ApiError::new(
+            ErrorCode::StorageUnavailable,
+            "storaged has not answered since apid started; retry shortly",
+        ));
+    }
+    let bounds = {
+        let _read = events.reads.acquire().await.expect("never closed");
+        st.store.stream_bounds(stream).await?
+    };
+    let head = bounds.last.unwrap_or(StreamId::ZERO);
     let mut first = None;
     let start = match requested {
-        None => Start::After(info.last.unwrap_or(StreamId::ZERO)),
+        None => Start::Live(rx, head),
         Some(StreamId::ZERO) if stream == StreamName::Meta => Start::Snapshot {
-            head: info.last,
+            head,
             ts_ms: metacore::clock::unix_ms(),
         },
         Some(StreamId::ZERO) => Start::After(StreamId::ZERO),
-        Some(id) => match info.first {
+        Some(id) => match bounds.first {
             Some(oldest) if id < oldest => {
                 first = Some(frame::gap(id, oldest));
                 Start::After(StreamId::ZERO)
@@ -179,10 +213,9 @@ async fn start(
         },
     };
     Ok(Follower::new(
+        events,
         st.store.clone(),
-        events.hub(stream).clone(),
-        events.shutdown.clone(),
-        events.keepalive,
+        stream,
         start,
         first,
         slot,
