@@ -9,6 +9,7 @@ use std::time::Duration;
 
 use e2e::daemon::{Launch, test_dir};
 use e2e::fixtures::{fields, random_rid, stream_entry};
+use e2e::openapi::{check_component, document};
 use e2e::sse::{Follower, Next, Received, connect_all};
 use e2e::wait::IO_DEADLINE;
 use e2e::{Apid, Storaged};
@@ -96,7 +97,9 @@ async fn live_events_carry_id_type_and_string_data_in_lf_framing() {
         got.iter().map(|e| e.event.as_str()).collect::<Vec<_>>(),
         ["set", "set", "del"]
     );
+    let doc = document();
     for e in &got {
+        check_component(&doc, "MetaEvent", &e.data).unwrap();
         let data = e.data.as_object().expect("data is one JSON object");
         assert_eq!(
             data.keys().collect::<BTreeSet<_>>(),
@@ -185,6 +188,7 @@ async fn zero_on_files_replays_every_entry_kept() {
                 ("type", "add"),
                 ("path", &format!("watch/{i}.mkv")),
                 ("size", "123"),
+                ("timestamp", "1747000000000"),
             ]),
         );
         s.client().append(&e).await.expect("append");
@@ -194,6 +198,7 @@ async fn zero_on_files_replays_every_entry_kept() {
         let mut f = Follower::connect(a.port(), FILES, Some(id)).await;
         let got = f.take(5).await;
         for (g, w) in got.iter().zip(&want) {
+            check_component(&document(), "FileEvent", &g.data).unwrap();
             assert_eq!(g.id, w.id.to_string());
             assert_eq!(g.event, "add");
             assert_eq!(g.field("path"), w.fields["path"]);
@@ -225,6 +230,7 @@ async fn a_cursor_older_than_retention_gets_one_gap_then_the_oldest_onwards() {
     let mut f = Follower::connect(a.port(), META, Some(&trimmed.to_string())).await;
     let gap = f.event().await;
     assert_eq!(gap.event, "gap");
+    check_component(&document(), "GapEvent", &gap.data).unwrap();
     assert_eq!(
         gap.data,
         json!({"requested": trimmed.to_string(), "resumeFrom": kept[0].id.to_string(), "reason": "retention"})
@@ -303,6 +309,10 @@ async fn zero_on_meta_streams_every_key_once_then_the_live_tail() {
             keys
         );
         assert!(snap.iter().all(|e| e.event == "set"));
+        let doc = document();
+        for e in &snap {
+            check_component(&doc, "MetaEvent", &e.data).unwrap();
+        }
         // Only the last snapshot event has an id line: the head before it.
         let blocks = f.blocks();
         let with_id: Vec<usize> = (0..blocks.len())
@@ -415,7 +425,7 @@ async fn drain_ids(mut conn: tokio::net::TcpStream) -> (Vec<String>, bool) {
 #[tokio::test]
 async fn a_follower_that_cannot_keep_up_is_cut_off_and_loses_nothing() {
     let s = Storaged::start().await;
-    let a = Apid::start_with(&s, &[("META_CORE_SSE_QUEUE", "256")]).await;
+    let a = Apid::start_with(&s, &[("META_CORE_SSE_QUEUE", "16")]).await;
     let from = head(s.client(), StreamName::Meta).await;
     let slow = stalled_follower(a.port(), META).await;
     // The others read as events come.
