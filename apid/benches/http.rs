@@ -15,8 +15,8 @@
 //! process, which competes with the daemons for CPU and reads lower.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
+use std::path::Path;
+use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
@@ -35,44 +35,18 @@ use storaged::{Options, Store};
 #[path = "../../storaged/benches/support/workload.rs"]
 mod workload;
 
+mod support {
+    pub(crate) mod daemons;
+}
+
+use support::daemons::Daemon;
+
 use workload::{drive, env_u64, percentile};
 
 const ORIGINAL_RECORDS_PER_SEC: f64 = 835.0;
 const READERS: usize = 64;
 
 type Http = Client<HttpConnector, Full<Bytes>>;
-
-fn storaged_bin() -> PathBuf {
-    let apid = PathBuf::from(env!("CARGO_BIN_EXE_apid"));
-    let bin = apid.with_file_name("storaged");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --release --bins` first",
-        bin.display()
-    );
-    bin
-}
-
-fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
-    Command::new(bin)
-        .env("META_CORE_PATH", dir.join("meta-core"))
-        .env("META_CORE_RUN_DIR", dir.join("run"))
-        .env("FILES_PATH", dir.join("files"))
-        .env("META_CORE_HTTP_HOST", "127.0.0.1")
-        .env("META_CORE_HTTP_PORT", port.to_string())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()))
-}
-
-fn sigterm_and_wait(mut child: Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
-}
 
 async fn request(http: &Http, method: &str, url: &str, body: Option<Vec<u8>>) -> (u16, Bytes) {
     let req = hyper::Request::builder()
@@ -222,8 +196,8 @@ async fn main() {
         "apid benchmark: preload {preload}, measured writes {measured}, reads {READERS} connections x {read_secs} s"
     );
 
-    let storaged = spawn(&storaged_bin(), dir.path(), port);
-    let apid = spawn(Path::new(env!("CARGO_BIN_EXE_apid")), dir.path(), port);
+    let storaged = Daemon::storaged(dir.path(), port);
+    let apid = Daemon::apid(dir.path(), port);
     let store = StoragedClient::new(&dir.path().join("run/storaged.sock"));
     let base = format!("http://127.0.0.1:{port}");
     let http: Http = Client::builder(TokioExecutor::new())
@@ -308,8 +282,8 @@ async fn main() {
     let by_cid = read_phase(&http, &base, cid_paths, read_secs, dir.path()).await;
     let by_rid = read_phase(&http, &base, rid_paths, read_secs, dir.path()).await;
 
-    sigterm_and_wait(apid);
-    sigterm_and_wait(storaged);
+    apid.stop();
+    storaged.stop();
     let store = Arc::new(
         Store::open(&Options::for_path(
             dir.path().join("meta-core/db/meta-core.db"),

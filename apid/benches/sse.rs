@@ -25,8 +25,6 @@
 //! machine, and never shorter than the true delay.
 
 use std::net::TcpListener;
-use std::path::{Path, PathBuf};
-use std::process::{Child, Command, Stdio};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
@@ -46,55 +44,17 @@ use storaged::{Options, Store};
 #[path = "../../storaged/benches/support/workload.rs"]
 mod workload;
 
+mod support {
+    pub(crate) mod daemons;
+}
+
+use support::daemons::Daemon;
+
 use workload::{drive, env_u64, rss_mib};
 
 /// Latency histogram: 0.25 ms buckets up to 2 s, then one overflow bucket.
 const BUCKET_US: u64 = 250;
 const BUCKETS: usize = 8000;
-
-fn storaged_bin() -> PathBuf {
-    let apid = PathBuf::from(env!("CARGO_BIN_EXE_apid"));
-    let bin = apid.with_file_name("storaged");
-    assert!(
-        bin.is_file(),
-        "{} is missing: run `cargo build --release --bins` first",
-        bin.display()
-    );
-    bin
-}
-
-fn spawn(bin: &Path, dir: &Path, port: u16) -> Child {
-    Command::new(bin)
-        .env("META_CORE_PATH", dir.join("meta-core"))
-        .env("META_CORE_RUN_DIR", dir.join("run"))
-        .env("FILES_PATH", dir.join("files"))
-        .env("META_CORE_HTTP_HOST", "127.0.0.1")
-        .env("META_CORE_HTTP_PORT", port.to_string())
-        .env("RUST_LOG", "warn")
-        .stdout(Stdio::null())
-        .spawn()
-        .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()))
-}
-
-/// Kills the daemon if the benchmark panics before it stops them.
-struct Daemon(Option<Child>);
-
-impl Drop for Daemon {
-    fn drop(&mut self) {
-        if let Some(mut c) = self.0.take() {
-            let _ = c.kill();
-            let _ = c.wait();
-        }
-    }
-}
-
-fn sigterm_and_wait(mut child: Child) {
-    let _ = Command::new("kill")
-        .arg("-TERM")
-        .arg(child.id().to_string())
-        .status();
-    let _ = child.wait();
-}
 
 fn now_us() -> u64 {
     SystemTime::now()
@@ -482,12 +442,8 @@ async fn main() {
         .local_addr()
         .unwrap()
         .port();
-    let mut storaged = Daemon(Some(spawn(&storaged_bin(), dir.path(), port)));
-    let mut apid = Daemon(Some(spawn(
-        Path::new(env!("CARGO_BIN_EXE_apid")),
-        dir.path(),
-        port,
-    )));
+    let storaged = Daemon::storaged(dir.path(), port);
+    let apid = Daemon::apid(dir.path(), port);
     let client = StoragedClient::new(&dir.path().join("run/storaged.sock"));
     let deadline = Instant::now() + Duration::from_secs(60);
     while client.health().await.is_err()
@@ -496,11 +452,11 @@ async fn main() {
         assert!(Instant::now() < deadline, "the daemons did not start");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
-    let apid_pid = apid.0.as_ref().expect("spawned").id();
+    let apid_pid = apid.pid();
 
     snapshot(port, apid_pid, records).await;
     fan_out(port, apid_pid, &client, followers, secs).await;
 
-    sigterm_and_wait(apid.0.take().expect("spawned"));
-    sigterm_and_wait(storaged.0.take().expect("spawned"));
+    apid.stop();
+    storaged.stop();
 }

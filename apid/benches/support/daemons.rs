@@ -1,0 +1,66 @@
+//! The real storaged and apid release binaries for apid's benchmarks: one
+//! of each started in a temp dir on a given port, stopped with SIGTERM, and
+//! killed if the benchmark panics first.
+#![allow(dead_code)] // each benchmark uses part of it
+
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+
+/// One daemon process; killed on drop unless stopped.
+pub(crate) struct Daemon(Option<Child>);
+
+impl Daemon {
+    /// storaged, from beside the apid binary Cargo built for the benchmark.
+    pub(crate) fn storaged(dir: &Path, port: u16) -> Self {
+        let apid = PathBuf::from(env!("CARGO_BIN_EXE_apid"));
+        let bin = apid.with_file_name("storaged");
+        assert!(
+            bin.is_file(),
+            "{} is missing: run `cargo build --release --bins` first",
+            bin.display()
+        );
+        Self::spawn(&bin, dir, port)
+    }
+
+    pub(crate) fn apid(dir: &Path, port: u16) -> Self {
+        Self::spawn(Path::new(env!("CARGO_BIN_EXE_apid")), dir, port)
+    }
+
+    fn spawn(bin: &Path, dir: &Path, port: u16) -> Self {
+        let child = Command::new(bin)
+            .env("META_CORE_PATH", dir.join("meta-core"))
+            .env("META_CORE_RUN_DIR", dir.join("run"))
+            .env("FILES_PATH", dir.join("files"))
+            .env("META_CORE_HTTP_HOST", "127.0.0.1")
+            .env("META_CORE_HTTP_PORT", port.to_string())
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .spawn()
+            .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
+        Self(Some(child))
+    }
+
+    pub(crate) fn pid(&self) -> u32 {
+        self.0.as_ref().expect("running").id()
+    }
+
+    /// SIGTERM, then waits for the exit.
+    pub(crate) fn stop(mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = Command::new("kill")
+                .arg("-TERM")
+                .arg(child.id().to_string())
+                .status();
+            let _ = child.wait();
+        }
+    }
+}
+
+impl Drop for Daemon {
+    fn drop(&mut self) {
+        if let Some(mut child) = self.0.take() {
+            let _ = child.kill();
+            let _ = child.wait();
+        }
+    }
+}
