@@ -66,7 +66,13 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         routes::internal(state.clone()),
         shutdown.clone(),
     );
-    let public = serve::serve(listener, routes::public(state), shutdown.clone());
+    let write_stall = state.config.http_write_stall;
+    let public = serve::serve(
+        listener,
+        routes::public(state),
+        write_stall,
+        shutdown.clone(),
+    );
     let ((), internal) = tokio::join!(public, internal);
     internal.map_err(RunError::Serve)
 }

@@ -6,7 +6,16 @@
 //! that lived as long as it did: with a thousand SSE followers, most of
 //! apid's memory. Here every connection shares one router (an `Arc`
 //! clone) and speaks HTTP/1.1 only, the one protocol apid offers.
+//!
+//! A connection whose peer takes no byte of an answer for
+//! `META_CORE_HTTP_WRITE_STALL_MS` is closed ([`WriteStall`]): an SSE
+//! follower that stopped reading, a download nobody reads. Its slot,
+//! descriptor and buffers are freed, and a follower reconnects with its
+//! last ID.
 
+use std::io;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
@@ -15,20 +24,29 @@ use hyper_util::rt::TokioIo;
 use hyper_util::server::graceful::GracefulShutdown;
 use hyper_util::service::TowerToHyperService;
 use metacore::shutdown::Shutdown;
-use tokio::net::TcpListener;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
+use tokio::net::{TcpListener, TcpStream};
+use tokio::time::{Instant, Sleep};
 
-/// Pause after an accept error (out of descriptors, ...), so a full table
-/// is not spun on.
-const ACCEPT_BACKOFF: Duration = Duration::from_millis(50);
+/// Pause after an accept error other than a connection that went away
+/// before it was accepted (out of descriptors, ...), so a full table is not
+/// spun on.
+const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
+/// How long answers still being written get after shutdown before their
+/// connections are dropped (the supervisor's stop grace for apid is 3 s).
+const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
-/// Serves `router` on `listener` until `shutdown`, then waits for the open
-/// connections to finish their answers (event streams end on shutdown).
-pub(crate) async fn serve(listener: TcpListener, router: Router, shutdown: Shutdown) {
+/// Serves `router` on `listener` until `shutdown`, then lets the open
+/// connections finish their answers for [`DRAIN_GRACE`] (event streams end
+/// on shutdown at once).
+pub(crate) async fn serve(
+    listener: TcpListener,
+    router: Router,
+    write_stall: Duration,
+    shutdown: Shutdown,
+) {
     let graceful = GracefulShutdown::new();
-    let mut builder = http1::Builder::new();
-    // The smallest read buffer hyper allows: requests are small, bodies
-    // are streamed, and each connection keeps its buffer while it lives.
-    builder.max_buf_size(8192);
+    let builder = http1::Builder::new();
     loop {
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -36,15 +54,17 @@ pub(crate) async fn serve(listener: TcpListener, router: Router, shutdown: Shutd
         };
         let tcp = match accepted {
             Ok((tcp, _)) => tcp,
+            Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
-                tracing::warn!("accept failed: {e}; retrying shortly");
+                tracing::warn!("accept failed: {e}; retrying in {ACCEPT_BACKOFF:?}");
                 tokio::time::sleep(ACCEPT_BACKOFF).await;
                 continue;
             }
         };
         let _ = tcp.set_nodelay(true);
+        let io = TokioIo::new(WriteStall::new(tcp, write_stall));
         let service = TowerToHyperService::new(router.clone());
-        let conn = graceful.watch(builder.serve_connection(TokioIo::new(tcp), service));
+        let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
@@ -52,5 +72,112 @@ pub(crate) async fn serve(listener: TcpListener, router: Router, shutdown: Shutd
         });
     }
     drop(listener);
-    graceful.shutdown().await;
+    if tokio::time::timeout(DRAIN_GRACE, graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("answers still open {DRAIN_GRACE:?} after the stop; closing them");
+    }
+}
+
+/// An error about one incoming connection, not about the listener.
+fn is_connection_error(e: &io::Error) -> bool {
+    matches!(
+        e.kind(),
+        io::ErrorKind::ConnectionRefused
+            | io::ErrorKind::ConnectionAborted
+            | io::ErrorKind::ConnectionReset
+    )
+}
+
+/// A TCP stream whose writes fail with `TimedOut` once they have been
+/// pending (the peer's window full, nothing taken) for `limit`. The timer
+/// wakes the connection's task, so a peer that reads nothing at all is
+/// noticed too, not only one that reads a little.
+#[derive(Debug)]
+pub(crate) struct WriteStall {
+    inner: TcpStream,
+    limit: Duration,
+    /// Armed while a write is pending.
+    deadline: Option<Pin<Box<Sleep>>>,
+}
+
+impl WriteStall {
+    pub(crate) fn new(inner: TcpStream, limit: Duration) -> Self {
+        Self {
+            inner,
+            limit,
+            deadline: None,
+        }
+    }
+
+    /// After the inner write's `poll`: disarms on progress; on `Pending`,
+    /// arms the deadline and fails once it has passed.
+    fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
+        if poll.is_ready() {
+            self.deadline = None;
+            return poll;
+        }
+        let limit = self.limit;
+        let deadline = self
+            .deadline
+            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(Instant::now() + limit)));
+        match deadline.as_mut().poll(cx) {
+            Poll::Ready(()) => {
+                tracing::info!(
+                    peer = ?self.inner.peer_addr().ok(),
+                    "closing a connection whose peer took nothing for {limit:?} \
+                     (an SSE follower reconnects with its last ID)"
+                );
+                Poll::Ready(Err(io::Error::new(
+                    io::ErrorKind::TimedOut,
+                    format!("the peer took nothing for {limit:?}"),
+                )))
+            }
+            Poll::Pending => Poll::Pending,
+        }
+    }
+}
+
+impl AsyncRead for WriteStall {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &mut ReadBuf<'_>,
+    ) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_read(cx, buf)
+    }
+}
+
+impl AsyncWrite for WriteStall {
+    fn poll_write(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        buf: &[u8],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write(cx, buf);
+        self.watch(cx, poll)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        cx: &mut Context<'_>,
+        bufs: &[io::IoSlice<'_>],
+    ) -> Poll<io::Result<usize>> {
+        let poll = Pin::new(&mut self.inner).poll_write_vectored(cx, bufs);
+        self.watch(cx, poll)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.inner.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        let poll = Pin::new(&mut self.inner).poll_flush(cx);
+        self.watch(cx, poll)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, cx: &mut Context<'_>) -> Poll<io::Result<()>> {
+        Pin::new(&mut self.inner).poll_shutdown(cx)
+    }
 }
