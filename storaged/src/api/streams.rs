@@ -46,11 +46,11 @@ pub(super) async fn entries(
     PathParams(stream): PathParams<String>,
     QueryParams(q): QueryParams<EntriesQuery>,
 ) -> JsonReply<Entries> {
-    let entries = st
+    let page = st
         .store
-        .entries(stream_name(&stream)?, q.after, page(q.limit, 1000))
+        .entries_page(stream_name(&stream)?, q.after, page(q.limit, 1000))
         .await?;
-    Ok(Json(Entries { entries }))
+    Ok(Json(page))
 }
 
 pub(super) async fn bounds(

@@ -2,7 +2,7 @@
 //! `file:events` (`meta:events` is written only by the engine),
 //! range reads, info, and the committed heads that tails wait on.
 
-use metacore::api::storaged::{StreamBounds, StreamInfo};
+use metacore::api::storaged::{Entries, StreamBounds, StreamInfo};
 use metacore::checked::CheckedEntry;
 use metacore::stream::{Entry, StreamId, StreamName};
 use tokio::sync::watch;
@@ -31,6 +31,26 @@ impl Store {
     ) -> Result<Vec<Entry>> {
         self.readers
             .read(move |c| streams::read_after(c, stream, after, limit))
+            .await
+    }
+
+    /// A page of entries after `after` and the oldest entry kept, read in
+    /// one transaction (a reader can tell whether its cursor was trimmed
+    /// past).
+    pub async fn entries_page(
+        &self,
+        stream: StreamName,
+        after: Option<StreamId>,
+        limit: u32,
+    ) -> Result<Entries> {
+        self.readers
+            .read(move |c| {
+                let tx = c.unchecked_transaction()?;
+                Ok(Entries {
+                    entries: streams::read_after(&tx, stream, after, limit)?,
+                    first: streams::first_id(&tx, stream)?,
+                })
+            })
             .await
     }
 

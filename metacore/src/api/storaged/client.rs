@@ -288,9 +288,17 @@ impl StoragedClient {
         stream: StreamName,
         q: &EntriesQuery,
     ) -> Result<Vec<Entry>, ClientError> {
+        Ok(self.entries_page(stream, q).await?.entries)
+    }
+
+    /// A page of entries, and the oldest entry kept when it was read.
+    pub async fn entries_page(
+        &self,
+        stream: StreamName,
+        q: &EntriesQuery,
+    ) -> Result<Entries, ClientError> {
         let path = format!("/streams/{stream}/entries?{}", query(q)?);
-        let r: Entries = self.inner.get(&path).await?;
-        Ok(r.entries)
+        self.inner.get(&path).await
     }
 
     /// The oldest entry kept and the head, without counting.

@@ -289,6 +289,10 @@ pub struct EntriesQuery {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Entries {
     pub entries: Vec<Entry>,
+    /// The oldest entry kept when the page was read: a cursor older than
+    /// it has had entries after it trimmed away.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub first: Option<StreamId>,
 }
 
 /// `GET /streams/{stream}/bounds`: the oldest entry kept and the head, two
