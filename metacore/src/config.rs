@@ -56,6 +56,10 @@ pub struct Config {
     pub stream_retention: u64,
     /// Appends between two trims of a stream (`META_CORE_STREAM_TRIM_EVERY`).
     pub stream_trim_every: u64,
+    /// A connection whose peer takes no byte of an answer for this long is
+    /// closed (`META_CORE_HTTP_WRITE_STALL_MS`): an SSE follower that
+    /// stopped reading, a download nobody reads.
+    pub http_write_stall: Duration,
     /// Silence after which an SSE stream gets a `:keep-alive` comment
     /// (`META_CORE_SSE_KEEPALIVE_MS`, default 30 s: followers time out
     /// reads at 35 s).
@@ -262,7 +266,15 @@ impl Config {
                 "an append count (at least 1)",
                 |v| *v >= 1,
             )?,
-            sse_keepalive: r.millis("META_CORE_SSE_KEEPALIVE_MS", 30_000)?,
+            http_write_stall: r.millis("META_CORE_HTTP_WRITE_STALL_MS", 10_000)?,
+            sse_keepalive: r
+                .parse(
+                    "META_CORE_SSE_KEEPALIVE_MS",
+                    30_000u64,
+                    "a number of milliseconds (1-30000: followers time out reads at 35 s)",
+                    |v| (1..=30_000).contains(v),
+                )
+                .map(Duration::from_millis)?,
             sse_queue: r.parse(
                 "META_CORE_SSE_QUEUE",
                 256,
@@ -324,6 +336,7 @@ mod tests {
         assert_eq!(c.debounce, Duration::from_secs(30));
         assert_eq!(c.election_retry, Duration::from_secs(5));
         assert_eq!(c.sse_keepalive, Duration::from_secs(30));
+        assert_eq!(c.http_write_stall, Duration::from_secs(10));
         assert_eq!((c.stream_retention, c.stream_trim_every), (100_000, 10_000));
         assert_eq!((c.sse_queue, c.sse_max_followers), (256, 10_000));
         assert_eq!(c.sse_batch, Duration::from_millis(10));

@@ -9,18 +9,21 @@
 //! 2. **Catch-up**: entries after its cursor, read from the store a page at
 //!    a time. When a page comes back short, it registers with the hub and
 //!    reads the store once more: whatever was committed before that read is
-//!    in it, whatever after is in the ring (see [`super::hub`]).
+//!    in it, whatever after is in the ring (see [`super::hub`]). A page
+//!    that shows retention trimmed past the cursor sends a `gap` first.
 //! 3. **Live**: batches from the hub's ring, skipping what it has. One that
-//!    falls a whole ring behind while it reads goes back to catching up; one
-//!    that falls behind because it stopped reading is cut off (the response
-//!    ends; it reconnects with its last ID and loses nothing).
+//!    falls a whole ring behind goes back to catching up. One that stopped
+//!    reading is not polled at all; its connection's write stall
+//!    (`crate::serve`) closes it, and it reconnects with its last ID.
 //!
 //! A follower without an ID starts live: it subscribed before the head was
 //! read (see [`super::hub`]).
 //!
 //! Reads that fail because storaged is away are retried, with keep-alives
-//! going out meanwhile, so a storaged restart is a pause, not an end.
+//! going out meanwhile (and while a read is slow), so a storaged restart is
+//! a pause, not an end.
 
+use std::future::Future;
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -35,20 +38,19 @@ use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
 use super::Events;
-use super::frame::{self, Batch, KEEPALIVE};
-use super::hub::Hub;
+use super::frame::{self, KEEPALIVE};
+use super::hub::{Hub, Item};
 
 /// Entries read from the store per catch-up page.
 const CATCH_UP_PAGE: u32 = 256;
 /// A catch-up chunk stops growing past this many bytes (entries are up to
 /// 64 KiB each); the rest of its page is read again next time.
 const MAX_CHUNK: usize = 256 * 1024;
-/// Keys read per snapshot page (storaged's largest page).
-const SNAPSHOT_PAGE: u32 = metacore::api::storaged::MAX_PAGE;
-/// A follower whose last chunk took this long to be taken (its socket
-/// was full) and that fell a whole ring behind is cut off; one that
-/// reads but was outrun by a burst catches up from the store instead.
-const SLOW_FOLLOWER: Duration = Duration::from_millis(500);
+/// Keys read per snapshot page: about 200 KiB of events, held until the
+/// follower's connection takes them.
+const SNAPSHOT_PAGE: u32 = 2000;
+/// Garbled reads in a row after which a stream ends.
+const MAX_GARBLED: u32 = 5;
 /// Waits between reads while storaged is away.
 const RETRY_FIRST: Duration = Duration::from_millis(20);
 const RETRY_MAX: Duration = Duration::from_millis(500);
@@ -58,7 +60,7 @@ const RETRY_MAX: Duration = Duration::from_millis(500);
 enum Phase {
     Snapshot(Snapshot),
     CatchUp,
-    Live(broadcast::Receiver<Batch>),
+    Live(broadcast::Receiver<Item>),
     Done,
 }
 
@@ -82,7 +84,13 @@ struct Snapshot {
 enum Stall {
     /// storaged is away: wait and read again.
     Retry,
-    /// Anything else: end the stream.
+    /// storaged answered something unreadable (or a body broke off):
+    /// read again a few times, then end the stream.
+    Garbled,
+    /// The read took as long as a silence may last: send a keep-alive,
+    /// then read again.
+    Quiet,
+    /// Shutdown, or a refusal: end the stream.
     End,
 }
 
@@ -101,14 +109,11 @@ pub(crate) struct Follower {
     first: Option<Bytes>,
     /// Set while a catch-up has registered with the hub and does its
     /// final read.
-    registered: Option<broadcast::Receiver<Batch>>,
+    registered: Option<broadcast::Receiver<Item>>,
     last_write: Instant,
-    /// How long the last chunk waited before the connection asked for the
-    /// next one: long when the follower does not read.
-    stalled: Duration,
-    /// Set when a burst outran it in the ring, until it is live again.
-    behind: bool,
     retry: Duration,
+    /// Garbled reads in a row.
+    garbled: u32,
     _slot: OwnedSemaphorePermit,
 }
 
@@ -116,7 +121,7 @@ pub(crate) struct Follower {
 #[derive(Debug)]
 pub(crate) enum Start {
     /// Live at once: the receiver was subscribed before the head was read.
-    Live(broadcast::Receiver<Batch>, StreamId),
+    Live(broadcast::Receiver<Item>, StreamId),
     /// After this entry (`ZERO`: from the oldest kept).
     After(StreamId),
     /// The `meta` snapshot, then after `head`.
@@ -158,9 +163,8 @@ impl Follower {
             first,
             registered: None,
             last_write: Instant::now(),
-            stalled: Duration::ZERO,
-            behind: false,
             retry: RETRY_FIRST,
+            garbled: 0,
             _slot: slot,
         }
     }
@@ -177,13 +181,8 @@ impl Follower {
 
     /// The next bytes to send, or `None` when the stream ends.
     async fn next_chunk(&mut self) -> Option<Bytes> {
-        self.stalled = self.last_write.elapsed();
         if let Some(b) = self.first.take() {
             return Some(b);
-        }
-        if self.behind && self.stalled >= SLOW_FOLLOWER {
-            self.cut_off("while catching up after falling behind");
-            return None;
         }
         loop {
             if self.shutdown.is_triggered() {
@@ -198,6 +197,7 @@ impl Follower {
             match read {
                 Ok(Some(chunk)) => {
                     self.retry = RETRY_FIRST;
+                    self.garbled = 0;
                     return Some(chunk);
                 }
                 Ok(None) => continue,
@@ -205,7 +205,18 @@ impl Follower {
                     self.phase = Phase::Done;
                     return None;
                 }
-                Err(Stall::Retry) => {
+                Err(Stall::Quiet) => return Some(Bytes::from_static(KEEPALIVE)),
+                Err(Stall::Garbled) if self.garbled >= MAX_GARBLED => {
+                    tracing::warn!(
+                        "an SSE stream's reads of storaged failed {MAX_GARBLED} times in a row; ending it"
+                    );
+                    self.phase = Phase::Done;
+                    return None;
+                }
+                Err(stall @ (Stall::Retry | Stall::Garbled)) => {
+                    if matches!(stall, Stall::Garbled) {
+                        self.garbled += 1;
+                    }
                     if self.last_write.elapsed() >= self.keepalive {
                         return Some(Bytes::from_static(KEEPALIVE));
                     }
@@ -222,7 +233,7 @@ impl Follower {
 
     /// One page of the snapshot; `Ok(None)` once it is over.
     async fn snapshot_page(&mut self) -> Result<Option<Bytes>, Stall> {
-        let Phase::Snapshot(snap) = &mut self.phase else {
+        let Phase::Snapshot(snap) = &self.phase else {
             unreachable!("called in the snapshot phase");
         };
         let q = RangeQuery {
@@ -232,9 +243,9 @@ impl Follower {
             keys_only: true,
             ..RangeQuery::default()
         };
-        let page = {
-            let _read = self.reads.acquire().await.expect("never closed");
-            self.store.kv_range(&q).await.map_err(stall)?
+        let page = self.read(self.store.kv_range(&q)).await?;
+        let Phase::Snapshot(snap) = &mut self.phase else {
+            unreachable!("still in the snapshot phase");
         };
         let mut buf = BytesMut::with_capacity(page.rows.len() * 96);
         let last_page = page.next.is_none();
@@ -253,6 +264,24 @@ impl Follower {
         Ok((!buf.is_empty()).then(|| buf.freeze()))
     }
 
+    /// A store read through the shared read slots; it gives way to a
+    /// keep-alive when the silence would last too long (the read is made
+    /// again next time) and to shutdown.
+    async fn read<T>(
+        &self,
+        read: impl Future<Output = Result<T, ClientError>>,
+    ) -> Result<T, Stall> {
+        let slot_then_read = async {
+            let _slot = self.reads.acquire().await.expect("never closed");
+            read.await
+        };
+        tokio::select! {
+            r = slot_then_read => r.map_err(stall),
+            _ = tokio::time::sleep_until(self.last_write + self.keepalive) => Err(Stall::Quiet),
+            _ = self.shutdown.wait() => Err(Stall::End),
+        }
+    }
+
     /// One page of entries after the cursor; `Ok(None)` when there was
     /// nothing, or when the follower has just gone live.
     async fn catch_up_page(&mut self) -> Result<Option<Bytes>, Stall> {
@@ -260,15 +289,21 @@ impl Follower {
             after: Some(self.cursor),
             limit: Some(CATCH_UP_PAGE),
         };
-        let entries = {
-            let _read = self.reads.acquire().await.expect("never closed");
-            self.store
-                .entries(self.hub.stream(), &q)
-                .await
-                .map_err(stall)?
-        };
+        let page = self
+            .read(self.store.entries_page(self.hub.stream(), &q))
+            .await?;
+        let entries = page.entries;
         let mut short = entries.len() < CATCH_UP_PAGE as usize;
         let mut buf = BytesMut::new();
+        // Retention trimmed past the cursor since it was placed (a burst
+        // the follower then caught up from, a long snapshot): say so, as a
+        // reconnect with that ID would. `ZERO` reads from the oldest.
+        if let Some(oldest) = page.first
+            && self.cursor != StreamId::ZERO
+            && self.cursor < oldest
+        {
+            buf.extend_from_slice(&frame::gap(&self.cursor.to_string(), oldest));
+        }
         for e in &entries {
             if buf.len() >= MAX_CHUNK {
                 short = false;
@@ -281,10 +316,7 @@ impl Follower {
             match self.registered.take() {
                 // The read after registering: everything from here on is
                 // in the ring.
-                Some(rx) => {
-                    self.phase = Phase::Live(rx);
-                    self.behind = false;
-                }
+                Some(rx) => self.phase = Phase::Live(rx),
                 // Register, then read once more.
                 None => {
                     tokio::select! {
@@ -314,38 +346,27 @@ impl Follower {
                 _ = self.shutdown.wait() => return Err(Stall::End),
             };
             match batch {
-                Ok(b) => {
+                Ok(Item::Batch(b)) => {
                     if let Some(bytes) = b.after(self.cursor) {
                         self.cursor = b.last;
                         return Ok(Some(bytes));
                     }
                 }
+                Ok(Item::Resync) => {
+                    self.phase = Phase::CatchUp;
+                    return Ok(None);
+                }
                 Err(RecvError::Lagged(missed)) => {
-                    if self.stalled >= SLOW_FOLLOWER {
-                        self.cut_off(&format!("{missed} batches behind"));
-                        return Err(Stall::End);
-                    }
-                    // It reads, but a burst outran the ring: what it missed
-                    // is in the store. If it stalls before it is live again,
-                    // it is cut off then.
+                    // Outrun by a burst: what it missed is in the store. (A
+                    // follower that stopped reading is not polled at all;
+                    // its connection's write stall closes it.)
                     tracing::debug!(missed, cursor = %self.cursor, "a burst outran an SSE follower; catching up from the store");
-                    self.behind = true;
                     self.phase = Phase::CatchUp;
                     return Ok(None);
                 }
                 Err(RecvError::Closed) => return Err(Stall::End),
             }
         }
-    }
-
-    fn cut_off(&mut self, why: &str) {
-        tracing::info!(
-            stream = %self.hub.stream(),
-            cursor = %self.cursor,
-            stalled_ms = self.stalled.as_millis() as u64,
-            "an SSE follower stopped reading ({why}); cut off, to reconnect with its last ID"
-        );
-        self.phase = Phase::Done;
     }
 }
 
@@ -354,7 +375,9 @@ fn stall(e: ClientError) -> Stall {
     match &e {
         ClientError::Unavailable { .. } => Stall::Retry,
         ClientError::Api(api) if api.code == ErrorCode::StorageUnavailable => Stall::Retry,
-        _ => {
+        // A body cut off by storaged dying mid-answer comes as this too.
+        ClientError::Protocol { .. } => Stall::Garbled,
+        ClientError::Api(_) => {
             tracing::warn!(error = %e, "an SSE stream's read failed; ending it");
             Stall::End
         }

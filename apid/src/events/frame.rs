@@ -129,19 +129,20 @@ pub(crate) fn put_snapshot_set(buf: &mut BytesMut, key: &str, ts: &str, id: Opti
     buf.put_slice(b"\n\n");
 }
 
-/// The one `gap` event sent when retention has trimmed past a cursor.
-pub(crate) fn gap(requested: StreamId, resume_from: StreamId) -> Bytes {
+/// The one `gap` event sent when retention has trimmed past a cursor;
+/// `requested` as the client sent it.
+pub(crate) fn gap(requested: &str, resume_from: StreamId) -> Bytes {
     #[derive(Serialize)]
     #[serde(rename_all = "camelCase")]
-    struct Gap {
-        requested: String,
+    struct Gap<'a> {
+        requested: &'a str,
         resume_from: String,
         reason: &'static str,
     }
     let mut buf = BytesMut::with_capacity(128);
     buf.put_slice(b"event: gap\ndata: ");
     let gap = Gap {
-        requested: requested.to_string(),
+        requested,
         resume_from: resume_from.to_string(),
         reason: "retention",
     };
@@ -253,7 +254,7 @@ mod tests {
 
     #[test]
     fn the_gap_names_both_ids_and_the_reason() {
-        let g = gap(StreamId::new(1, 0), StreamId::new(7, 2));
+        let g = gap("1-0", StreamId::new(7, 2));
         assert_eq!(
             std::str::from_utf8(&g).unwrap(),
             "event: gap\ndata: {\"requested\":\"1-0\",\"resumeFrom\":\"7-2\",\"reason\":\"retention\"}\n\n"

@@ -7,16 +7,20 @@
 //! batches. A follower then makes one write per batch whatever the commit
 //! rate: on loopback most of the cost of a delivery is the kernel's TCP
 //! send path, paid per write. A follower's unread window in that ring is
-//! its bounded queue: one that falls a whole ring behind is told it lagged,
-//! without slowing the hub or the others, and without any memory of its
-//! own.
+//! its bounded queue: one that falls a whole ring behind is told it lagged
+//! and catches up from the store, without slowing the hub or the others,
+//! and without any memory of its own.
 //!
 //! The hub's promise, which followers rely on to switch from reading the
-//! store to the ring without losing or repeating an entry: once
-//! [`Hub::head`] is known, every entry after it is broadcast, in order,
-//! exactly once. A storaged restart breaks the upstream tail; the hub
-//! reconnects after the last entry it broadcast, so the promise holds
-//! across it.
+//! store to the ring without losing or repeating an entry: once it has
+//! [`Hub::started`], every entry after its head is broadcast, in order,
+//! exactly once. A follower that subscribes and then reads the store
+//! therefore misses nothing: whatever commits after its read is broadcast
+//! after its subscription. A storaged restart breaks the upstream tail;
+//! the hub reconnects after the last entry it broadcast, so the promise
+//! holds across it (and when retention trimmed past that entry meanwhile,
+//! it sends [`Item::Resync`]: followers go back to the store, which tells
+//! each whether it lost entries).
 
 use std::time::Duration;
 
@@ -34,20 +38,32 @@ pub(crate) const MAX_BATCH_ENTRIES: usize = 1024;
 /// ring's memory.
 pub(crate) const MAX_BATCH_BYTES: usize = 64 * 1024;
 
+/// Failed reconnects in a row after which the hub logs a warning.
+const FAILURES_WORTH_A_WARNING: u32 = 20;
+
 /// First wait before reconnecting to storaged; doubles up to the max.
 const RETRY_FIRST: Duration = Duration::from_millis(20);
 const RETRY_MAX: Duration = Duration::from_millis(500);
 
+/// What the ring carries.
+#[derive(Debug, Clone)]
+pub(crate) enum Item {
+    Batch(Batch),
+    /// The hub could not resume right after its last entry (retention
+    /// trimmed past it while it was away from storaged): live followers
+    /// go back to the store, which tells each whether it missed entries.
+    Resync,
+}
+
 #[derive(Debug)]
 pub(crate) struct Hub {
     stream: StreamName,
-    ring: broadcast::Sender<Batch>,
+    ring: broadcast::Sender<Item>,
     /// How long a batch gathers entries after its first.
     window: Duration,
     /// The last entry broadcast (at first, the head found when the hub
-    /// first reached storaged; `None` until then). Every entry after it
-    /// will be broadcast, which makes it the head a new follower starts
-    /// from.
+    /// first reached storaged; `None` until then): once it is known,
+    /// every entry after it is broadcast.
     head: watch::Sender<Option<StreamId>>,
 }
 
@@ -66,20 +82,13 @@ impl Hub {
     }
 
     /// A receiver of every frame broadcast from now on.
-    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Batch> {
+    pub(crate) fn subscribe(&self) -> broadcast::Receiver<Item> {
         self.ring.subscribe()
     }
 
     /// Followers reading the ring now.
     pub(crate) fn followers(&self) -> usize {
         self.ring.receiver_count()
-    }
-
-    /// The last entry broadcast (or about to be); `None` before the hub
-    /// first reached storaged. Read after [`Hub::subscribe`], every entry
-    /// after it reaches that receiver.
-    pub(crate) fn head(&self) -> Option<StreamId> {
-        *self.head.borrow()
     }
 
     /// Waits until the hub's head is known (it has reached storaged).
@@ -92,13 +101,26 @@ impl Hub {
     /// Follows storaged until `shutdown`.
     pub(crate) async fn run(&self, store: StoragedClient, shutdown: Shutdown) {
         let mut retry = RETRY_FIRST;
+        let mut failures = 0u32;
         // The last entry broadcast: where a reconnect resumes. A batch cut
         // short by a broken tail is dropped and read again.
         let mut last = None;
         loop {
             let step = async {
                 let after = match last {
-                    Some(id) => id,
+                    Some(id) => {
+                        let oldest = store.stream_bounds(self.stream).await?.first;
+                        if oldest.is_some_and(|oldest| id < oldest) {
+                            tracing::warn!(
+                                stream = %self.stream,
+                                last = %id,
+                                "the stream was trimmed past the hub's last entry while it \
+                                 was away; live followers go back to the store"
+                            );
+                            let _ = self.ring.send(Item::Resync);
+                        }
+                        id
+                    }
                     None => {
                         let head = store.stream_bounds(self.stream).await?.last;
                         let head = head.unwrap_or(StreamId::ZERO);
@@ -125,22 +147,27 @@ impl Hub {
                     }
                     if let Some(batch) = batch.finish() {
                         last = Some(batch.last);
-                        // The head moves before the batch goes out: a
-                        // follower that subscribes, then reads the head,
-                        // gets every entry after it from the ring.
                         self.head.send_replace(last);
                         // No receiver is not an error: nobody follows now.
-                        let _ = self.ring.send(batch);
+                        let _ = self.ring.send(Item::Batch(batch));
                     }
                 }
                 Ok::<_, metacore::socket::client::ClientError>(())
             };
             tokio::select! {
-                r = step => {
-                    if let Err(e) = r {
-                        tracing::debug!(stream = %self.stream, error = %e, "storaged tail broke; reconnecting");
+                r = step => match r {
+                    Ok(()) => failures = 0,
+                    Err(e) => {
+                        failures += 1;
+                        // A restart of storaged is a few failures; more in a
+                        // row is worth an operator's look.
+                        if failures == FAILURES_WORTH_A_WARNING {
+                            tracing::warn!(stream = %self.stream, error = %e, failures, "cannot follow storaged's stream; still retrying");
+                        } else {
+                            tracing::debug!(stream = %self.stream, error = %e, "storaged tail broke; reconnecting");
+                        }
                     }
-                }
+                },
                 _ = shutdown.wait() => return,
             }
             tokio::select! {

@@ -141,8 +141,12 @@ async fn follow(
 }
 
 /// The client's `Last-Event-ID`: the header, else the query parameter; an
-/// empty value is no ID.
-fn last_event_id(headers: &HeaderMap, query: EventsQuery) -> Result<Option<StreamId>, ApiError> {
+/// empty value is no ID. The ID parsed, and as it was sent (a `gap` echoes
+/// it).
+fn last_event_id(
+    headers: &HeaderMap,
+    query: EventsQuery,
+) -> Result<Option<(StreamId, String)>, ApiError> {
     let text = match headers.get("last-event-id") {
         Some(v) => Some(
             v.to_str()
@@ -153,13 +157,26 @@ fn last_event_id(headers: &HeaderMap, query: EventsQuery) -> Result<Option<Strea
     };
     match text.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
-        Some(t) => StreamId::parse(t).map(Some).map_err(|_| {
-            ApiError::bad_request(format!(
+        Some(t) => match StreamId::parse(t) {
+            Ok(id) => Ok(Some((id, t.to_owned()))),
+            Err(_) => Err(ApiError::bad_request(format!(
                 "Last-Event-ID {t:?} is not an event ID: expected <ms>-<seq>, <ms>, 0 or 0-0"
-            ))
-        }),
+            ))),
+        },
     }
 }
+
+/// What the client asked for.
+enum Asked {
+    /// No ID: the head, with the receiver subscribed before it was read.
+    Head(tokio::sync::broadcast::Receiver<hub::Item>),
+    /// An ID, parsed and as sent.
+    Id(StreamId, String),
+}
+
+/// How long a connect waits for a hub that has not reached storaged yet
+/// (apid just started) before it answers 503.
+const HUB_START_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Works out where the follower starts, and takes its slot.
 async fn start(
@@ -179,34 +196,41 @@ async fn start(
             ),
         )
     })?;
-    // Subscribe, then read the head from storaged: every entry after that
-    // head is committed after the subscription, so the hub broadcasts it
-    // to this receiver (once the hub has started, which it has when its
-    // head is known). A follower without an ID goes live at once.
+    // A hub that has not reached storaged yet (apid just started) gets a
+    // moment: followers reconnecting after a restart should not see a 503.
     let hub = events.hub(stream);
-    let rx = hub.subscribe();
-    if hub.head().is_none() {
+    if tokio::time::timeout(HUB_START_WAIT, hub.started())
+        .await
+        .is_err()
+    {
         return Err(ApiError::new(
             ErrorCode::StorageUnavailable,
             "storaged has not answered since apid started; retry shortly",
         ));
     }
+    // Without an ID: subscribe, then read the head from storaged. Every
+    // entry after that head commits after the subscription, so the hub
+    // broadcasts it to this receiver: the follower goes live at once.
+    let asked = match requested {
+        None => Asked::Head(hub.subscribe()),
+        Some((id, raw)) => Asked::Id(id, raw),
+    };
     let bounds = {
         let _read = events.reads.acquire().await.expect("never closed");
         st.store.stream_bounds(stream).await?
     };
     let head = bounds.last.unwrap_or(StreamId::ZERO);
     let mut first = None;
-    let start = match requested {
-        None => Start::Live(rx, head),
-        Some(StreamId::ZERO) if stream == StreamName::Meta => Start::Snapshot {
+    let start = match asked {
+        Asked::Head(rx) => Start::Live(rx, head),
+        Asked::Id(StreamId::ZERO, _) if stream == StreamName::Meta => Start::Snapshot {
             head,
             ts_ms: metacore::clock::unix_ms(),
         },
-        Some(StreamId::ZERO) => Start::After(StreamId::ZERO),
-        Some(id) => match bounds.first {
+        Asked::Id(StreamId::ZERO, _) => Start::After(StreamId::ZERO),
+        Asked::Id(id, raw) => match bounds.first {
             Some(oldest) if id < oldest => {
-                first = Some(frame::gap(id, oldest));
+                first = Some(frame::gap(&raw, oldest));
                 Start::After(StreamId::ZERO)
             }
             _ => Start::After(id),
