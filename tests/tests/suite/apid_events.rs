@@ -397,44 +397,59 @@ async fn stalled_follower(port: u16, path: &str) -> tokio::net::TcpStream {
     conn
 }
 
-/// Reads a raw HTTP/1.1 chunked SSE answer until its last chunk (the
-/// connection itself stays open for the next request); its events' ids,
-/// and whether the last chunk came.
-async fn drain_ids(mut conn: tokio::net::TcpStream) -> (Vec<String>, bool) {
+/// Reads what a raw connection still holds until the server's close; the
+/// events' ids.
+async fn drain_ids(mut conn: tokio::net::TcpStream) -> Vec<String> {
     use tokio::io::AsyncReadExt;
     let mut raw = Vec::new();
     let mut buf = vec![0; 64 * 1024];
-    let ended = loop {
+    loop {
         match tokio::time::timeout(IO_DEADLINE, conn.read(&mut buf)).await {
-            Ok(Ok(0)) | Ok(Err(_)) | Err(_) => break false,
+            Ok(Ok(0)) | Ok(Err(_)) => break,
             Ok(Ok(n)) => raw.extend_from_slice(&buf[..n]),
+            Err(_) => panic!("the connection was not closed"),
         }
-        if raw.ends_with(b"\r\n0\r\n\r\n") {
-            break true;
-        }
-    };
-    let text = String::from_utf8_lossy(&raw);
-    let ids = text
+    }
+    String::from_utf8_lossy(&raw)
         .lines()
         .filter_map(|l| l.strip_prefix("id: "))
         .map(str::to_owned)
-        .collect();
-    (ids, ended)
+        .collect()
+}
+
+/// Open event streams, from apid's socket `/status`.
+async fn open_streams(a: &Apid) -> u64 {
+    let r = e2e::raw_http::request(&a.dir().join("run/apid.sock"), "GET", "/status", None).await;
+    r.json()["events"]["open"].as_u64().expect("events.open")
 }
 
 #[tokio::test]
-async fn a_follower_that_cannot_keep_up_is_cut_off_and_loses_nothing() {
+async fn a_follower_that_stopped_reading_is_cut_off_and_loses_nothing() {
     let s = Storaged::start().await;
-    let a = Apid::start_with(&s, &[("META_CORE_SSE_QUEUE", "16")]).await;
+    let a = Apid::start_with(
+        &s,
+        &[
+            ("META_CORE_SSE_QUEUE", "16"),
+            ("META_CORE_HTTP_WRITE_STALL_MS", "500"),
+        ],
+    )
+    .await;
     let from = head(s.client(), StreamName::Meta).await;
     let slow = stalled_follower(a.port(), META).await;
     // The others read as events come.
     let n = 6000;
+    // (Each task gives its follower back, so its stream stays open.)
     let fast: Vec<_> = connect_all(a.port(), META, 3)
         .await
         .into_iter()
-        .map(|mut f| tokio::spawn(async move { f.take(n).await }))
+        .map(|mut f| {
+            tokio::spawn(async move {
+                let got = f.take(n).await;
+                (f, got)
+            })
+        })
         .collect();
+    assert_eq!(open_streams(&a).await, 4);
     // Long keys make big events: enough to fill the slow one's socket
     // buffers, then the ring, many times over.
     let rid = random_rid().to_string();
@@ -452,21 +467,28 @@ async fn a_follower_that_cannot_keep_up_is_cut_off_and_loses_nothing() {
         .map(|e| e.id.to_string())
         .collect();
     assert_eq!(want.len(), n);
-    // The others got everything while the slow one read nothing.
+    // The others got everything while the slow one read nothing...
+    let mut kept_open = Vec::new();
     for f in fast {
-        let got: Vec<String> = f.await.unwrap().into_iter().map(|e| e.id).collect();
+        let (f, got) = f.await.unwrap();
+        let got: Vec<String> = got.into_iter().map(|e| e.id).collect();
         assert_eq!(got, want);
+        kept_open.push(f);
     }
-    // The slow one was cut off: its answer ended, after a prefix in order.
-    let (ids, ended) = drain_ids(slow).await;
+    // ...and the slow one is closed while it still reads nothing.
+    e2e::wait::until("the stalled follower's close", IO_DEADLINE, || async {
+        (open_streams(&a).await == 3).then_some(())
+    })
+    .await;
     assert!(
-        ended,
-        "the slow follower's answer was ended cleanly ({} ids)",
-        ids.len()
+        a.process().stderr().contains("took nothing"),
+        "the cut-off is logged"
     );
+    // What reached its socket is a prefix, in order; reconnecting with its
+    // last ID gives exactly the rest.
+    let ids = drain_ids(slow).await;
     assert!(ids.len() < n, "cut off before the end: {}", ids.len());
     assert_eq!(ids[..], want[..ids.len()]);
-    // Reconnecting with its last ID gives exactly the rest.
     let last = ids.last().cloned().unwrap_or_else(|| from.to_string());
     let mut again = Follower::connect(a.port(), META, Some(&last)).await;
     let rest: Vec<String> = again
@@ -476,10 +498,101 @@ async fn a_follower_that_cannot_keep_up_is_cut_off_and_loses_nothing() {
         .map(|e| e.id)
         .collect();
     assert_eq!(rest[..], want[ids.len()..]);
+}
+
+#[tokio::test]
+async fn entries_trimmed_while_a_snapshot_streams_are_announced_by_a_gap() {
+    let dir = test_dir();
+    let s = Launch::in_dir(dir.path())
+        .env("META_CORE_STREAM_RETENTION", "5")
+        .env("META_CORE_STREAM_TRIM_EVERY", "1")
+        .start()
+        .await;
+    let a = Apid::start_with(&s, &[]).await;
+    // A snapshot far larger than the socket buffers (15,000 keys of 1 KB),
+    // so a follower that does not read yet is held up in the middle of it.
+    let rid = random_rid().to_string();
+    let long = "x".repeat(1000);
+    for batch in 0..15 {
+        let body: serde_json::Map<String, serde_json::Value> = (0..1000)
+            .map(|i| (format!("{long}{}", batch * 1000 + i), json!("v")))
+            .collect();
+        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
+            .await;
+    }
+    let slow = stalled_follower(a.port(), &format!("{META}?lastEventId=0")).await;
+    // Trim past the snapshot's head while it is held up.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for i in 0..20 {
+        write_fields(&a, &rid, 100_000 + i, 1).await;
+    }
+    let kept = committed(s.client(), StreamName::Meta, StreamId::ZERO).await;
+    let text = drain_until(slow, &kept.last().unwrap().id.to_string()).await;
+    let gap = text
+        .split("\n\n")
+        // (Blocks may begin with the chunked encoding's size line.)
+        .find(|b| b.contains("event: gap"))
+        .unwrap_or_else(|| {
+            panic!(
+                "no gap after the snapshot: {} bytes, {} events, kept {kept:?}",
+                text.len(),
+                text.matches("\n\n").count()
+            )
+        });
     assert!(
-        a.process().stderr().contains("cut off"),
-        "the cut-off is logged"
+        gap.contains(&format!("\"resumeFrom\":\"{}\"", kept[0].id)),
+        "{gap}"
     );
+    // After the gap, every entry kept, in order.
+    let after_gap = &text[text.find("event: gap").unwrap()..];
+    let ids: Vec<&str> = after_gap
+        .lines()
+        .filter_map(|l| l.strip_prefix("id: "))
+        .collect();
+    let want: Vec<String> = kept.iter().map(|e| e.id.to_string()).collect();
+    assert_eq!(ids, want);
+}
+
+/// Reads a raw connection until an event with `last_id` has come; the text.
+async fn drain_until(mut conn: tokio::net::TcpStream, last_id: &str) -> String {
+    use tokio::io::AsyncReadExt;
+    let mut raw = Vec::new();
+    let mut buf = vec![0; 64 * 1024];
+    let needle = format!("id: {last_id}\n");
+    loop {
+        let n = tokio::time::timeout(IO_DEADLINE, conn.read(&mut buf))
+            .await
+            .expect("more events")
+            .expect("read");
+        assert!(n > 0, "the stream ended before {last_id}");
+        // Only the new bytes (and a needle's length before them) can hold it.
+        let from = raw.len().saturating_sub(needle.len());
+        raw.extend_from_slice(&buf[..n]);
+        if raw[from..]
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+        {
+            return String::from_utf8_lossy(&raw).into_owned();
+        }
+    }
+}
+
+#[tokio::test]
+async fn past_the_follower_limit_a_stream_is_a_503_overloaded() {
+    let s = Storaged::start().await;
+    let a = Apid::start_with(&s, &[("META_CORE_SSE_MAX_FOLLOWERS", "2")]).await;
+    let _one = Follower::connect(a.port(), META, None).await;
+    let _two = Follower::connect(a.port(), FILES, None).await;
+    let r = a.get(META).await;
+    r.assert_error(503, "overloaded");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    drop(_one);
+    // The slot comes back once the first stream is gone.
+    e2e::wait::until("a freed slot", IO_DEADLINE, || async {
+        let f = Follower::connect(a.port(), META, None).await;
+        (f.status == 200).then_some(())
+    })
+    .await;
 }
 
 #[tokio::test]
