@@ -1,0 +1,6 @@
+//! watcherd: watches `FILES_PATH`, mints records and appends `file:events`
+//! (being built; the daemon itself is not in the supervisor's table yet).
+//!
+//! - [`midhash`]: the midhash256 content ID of a file (CONTRACT decision 7).
+
+pub mod midhash;
