@@ -32,6 +32,7 @@ pub mod clock;
 pub mod config;
 pub mod daemon;
 pub mod error;
+pub mod files;
 pub mod key;
 pub mod layout;
 pub mod record;
