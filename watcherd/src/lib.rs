@@ -2,5 +2,8 @@
 //! (being built; the daemon itself is not in the supervisor's table yet).
 //!
 //! - [`midhash`]: the midhash256 content ID of a file (CONTRACT decision 7).
+//! - [`watchers`]: `watchers.json`, the polling watchers, in the original's
+//!   format.
 
 pub mod midhash;
+pub mod watchers;

@@ -1,0 +1,520 @@
+//! `$META_CORE_PATH/watchers.json`: the polling watchers, in the
+//! original's format.
+//!
+//! ```json
+//! {"version":1,"watchers":[{"id":"1a2b3c4d","path":"/files/watch","intervalMs":30000,"enabled":true,"createdAt":1700000000000}]}
+//! ```
+//!
+//! On first start the defaults `FILES_PATH/watch` and `FILES_PATH/plugin`
+//! are seeded and their folders made; on later starts a missing default is
+//! added back. The file is written whole (temp file and rename, two-space
+//! indent as the original wrote it, mode 0600: only meta-core reads it). A
+//! file that cannot be read as this format is set aside as
+//! `watchers.json.unreadable-<ms>`, reported, and the defaults start over:
+//! it is never overwritten in place.
+//!
+//! A watcher's path is a folder inside `FILES_PATH`, given absolute or
+//! relative to it; `..`, NUL, a path outside `FILES_PATH` (symlinks
+//! followed) or one that is not a folder is refused with a 400.
+
+use std::path::{Component, Path, PathBuf};
+
+use metacore::error::ApiError;
+use serde::{Deserialize, Serialize};
+
+/// The file's name under `META_CORE_PATH`.
+pub const FILE_NAME: &str = "watchers.json";
+/// The folders under `FILES_PATH` watched by default.
+pub const DEFAULT_DIRS: [&str; 2] = ["watch", "plugin"];
+/// An interval given below [`MIN_INTERVAL_MS`] on create becomes this.
+pub const DEFAULT_INTERVAL_MS: u64 = 30_000;
+/// The shortest polling interval.
+pub const MIN_INTERVAL_MS: u64 = 5_000;
+
+const VERSION: u32 = 1;
+
+/// One polling watcher.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatcherConfig {
+    /// 8 lower-case hex characters.
+    pub id: String,
+    /// Absolute, inside `FILES_PATH`.
+    pub path: String,
+    pub interval_ms: u64,
+    pub enabled: bool,
+    /// Unix ms.
+    pub created_at: u64,
+}
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+struct WatchersFile {
+    version: u32,
+    watchers: Vec<WatcherConfig>,
+}
+
+/// `POST /api/watchers`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewWatcher {
+    pub path: String,
+    #[serde(default)]
+    pub interval_ms: Option<u64>,
+    /// Off unless asked, as in the original.
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// `PUT /api/watchers/{id}`.
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WatcherUpdate {
+    #[serde(default)]
+    pub path: Option<String>,
+    #[serde(default)]
+    pub interval_ms: Option<u64>,
+    #[serde(default)]
+    pub enabled: Option<bool>,
+}
+
+/// Why the file could not be opened.
+#[derive(Debug, thiserror::Error)]
+pub enum OpenError {
+    #[error("cannot read or write {path}")]
+    Io {
+        path: PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+/// The watchers and the file that holds them.
+#[derive(Debug)]
+pub struct Watchers {
+    file: PathBuf,
+    files_path: PathBuf,
+    watchers: Vec<WatcherConfig>,
+}
+
+/// What opening found worth an operator's attention.
+#[derive(Debug, Default, PartialEq, Eq)]
+pub struct Opened {
+    /// Where an unreadable file was moved, and why it could not be read.
+    pub set_aside: Option<(PathBuf, String)>,
+    /// Defaults added (first start, or put back).
+    pub seeded: Vec<String>,
+}
+
+impl Watchers {
+    /// Reads `META_CORE_PATH/watchers.json` (or starts one), adds back any
+    /// missing default, makes the default folders, and saves if anything
+    /// changed.
+    pub fn open(
+        meta_core_path: &Path,
+        files_path: &Path,
+        now_ms: u64,
+    ) -> Result<(Self, Opened), OpenError> {
+        let file = meta_core_path.join(FILE_NAME);
+        let io = |source, path: &Path| OpenError::Io {
+            path: path.to_owned(),
+            source,
+        };
+        let mut opened = Opened::default();
+        let watchers = match std::fs::read(&file) {
+            Ok(bytes) => match serde_json::from_slice::<WatchersFile>(&bytes) {
+                Ok(f) if f.version == VERSION => f.watchers,
+                Ok(f) => {
+                    let why = format!("version {} (this meta-core reads {VERSION})", f.version);
+                    opened.set_aside = Some((set_aside(&file, now_ms)?, why));
+                    Vec::new()
+                }
+                Err(e) => {
+                    opened.set_aside = Some((set_aside(&file, now_ms)?, e.to_string()));
+                    Vec::new()
+                }
+            },
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
+            Err(e) => return Err(io(e, &file)),
+        };
+        let mut w = Self {
+            file,
+            files_path: files_path.to_owned(),
+            watchers,
+        };
+        for dir in DEFAULT_DIRS {
+            let path = files_path.join(dir);
+            std::fs::create_dir_all(&path).map_err(|e| io(e, &path))?;
+            let path = path.display().to_string();
+            if !w.watchers.iter().any(|c| c.path == path) {
+                w.watchers.push(WatcherConfig {
+                    id: new_id(&w.watchers),
+                    path: path.clone(),
+                    interval_ms: DEFAULT_INTERVAL_MS,
+                    enabled: true,
+                    created_at: now_ms,
+                });
+                opened.seeded.push(path);
+            }
+        }
+        if !opened.seeded.is_empty() || opened.set_aside.is_some() {
+            w.save().map_err(|e| io(e, &w.file))?;
+        }
+        Ok((w, opened))
+    }
+
+    pub fn list(&self) -> &[WatcherConfig] {
+        &self.watchers
+    }
+
+    pub fn get(&self, id: &str) -> Result<&WatcherConfig, ApiError> {
+        self.watchers
+            .iter()
+            .find(|c| c.id == id)
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// Adds a watcher; an interval under the minimum becomes the default,
+    /// as in the original.
+    pub fn create(&mut self, new: NewWatcher, now_ms: u64) -> Result<WatcherConfig, ApiError> {
+        let path = check_path(&self.files_path, &new.path)?;
+        if self.watchers.iter().any(|c| c.path == path) {
+            return Err(ApiError::bad_request(format!(
+                "a watcher of {path} exists already"
+            )));
+        }
+        let interval_ms = match new.interval_ms {
+            Some(ms) if ms >= MIN_INTERVAL_MS => ms,
+            _ => DEFAULT_INTERVAL_MS,
+        };
+        let config = WatcherConfig {
+            id: new_id(&self.watchers),
+            path,
+            interval_ms,
+            enabled: new.enabled.unwrap_or(false),
+            created_at: now_ms,
+        };
+        self.watchers.push(config.clone());
+        self.save_or_undo(|w| {
+            w.watchers.pop();
+        })?;
+        Ok(config)
+    }
+
+    /// Changes a watcher; an interval under the minimum is raised to it,
+    /// as in the original.
+    pub fn update(&mut self, id: &str, change: WatcherUpdate) -> Result<WatcherConfig, ApiError> {
+        let i = self.index(id)?;
+        let before = self.watchers[i].clone();
+        let mut after = before.clone();
+        if let Some(p) = &change.path {
+            after.path = check_path(&self.files_path, p)?;
+            if self
+                .watchers
+                .iter()
+                .any(|c| c.id != id && c.path == after.path)
+            {
+                return Err(ApiError::bad_request(format!(
+                    "a watcher of {} exists already",
+                    after.path
+                )));
+            }
+        }
+        if let Some(ms) = change.interval_ms {
+            after.interval_ms = ms.max(MIN_INTERVAL_MS);
+        }
+        if let Some(on) = change.enabled {
+            after.enabled = on;
+        }
+        self.watchers[i] = after.clone();
+        self.save_or_undo(|w| w.watchers[i] = before)?;
+        Ok(after)
+    }
+
+    pub fn delete(&mut self, id: &str) -> Result<WatcherConfig, ApiError> {
+        let i = self.index(id)?;
+        let gone = self.watchers.remove(i);
+        let back = gone.clone();
+        self.save_or_undo(|w| w.watchers.insert(i, back))?;
+        Ok(gone)
+    }
+
+    fn index(&self, id: &str) -> Result<usize, ApiError> {
+        self.watchers
+            .iter()
+            .position(|c| c.id == id)
+            .ok_or_else(|| not_found(id))
+    }
+
+    /// Saves; on failure puts the change back (the file and memory agree)
+    /// and answers 500.
+    fn save_or_undo(&mut self, undo: impl FnOnce(&mut Self)) -> Result<(), ApiError> {
+        match self.save() {
+            Ok(()) => Ok(()),
+            Err(e) => {
+                undo(self);
+                Err(ApiError::internal(format!("cannot save {FILE_NAME}: {e}")))
+            }
+        }
+    }
+
+    fn save(&self) -> std::io::Result<()> {
+        let file = WatchersFile {
+            version: VERSION,
+            watchers: self.watchers.clone(),
+        };
+        let mut json = serde_json::to_vec_pretty(&file).expect("the file serializes");
+        json.push(b'\n');
+        metacore::files::write_atomic(&self.file, &json, 0o600)
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("watcher not found: {id}"))
+}
+
+fn set_aside(file: &Path, now_ms: u64) -> Result<PathBuf, OpenError> {
+    metacore::files::set_aside(file, now_ms).map_err(|source| OpenError::Io {
+        path: file.to_owned(),
+        source,
+    })
+}
+
+/// 8 lower-case hex characters no other watcher has.
+fn new_id(taken: &[WatcherConfig]) -> String {
+    loop {
+        let id = format!("{:08x}", rand::random::<u32>());
+        if !taken.iter().any(|c| c.id == id) {
+            return id;
+        }
+    }
+}
+
+/// A watcher path checked: a folder inside `FILES_PATH` (symlinks
+/// followed), returned absolute under `FILES_PATH` as given (not
+/// resolved, so the configured name is kept).
+pub fn check_path(files_path: &Path, raw: &str) -> Result<String, ApiError> {
+    let bad = |why: &str| ApiError::bad_request(format!("watcher path {raw:?}: {why}"));
+    if raw.trim().is_empty() {
+        return Err(bad("empty"));
+    }
+    if raw.contains('\0') {
+        return Err(bad("contains NUL"));
+    }
+    let given = Path::new(raw);
+    if given
+        .components()
+        .any(|c| matches!(c, Component::ParentDir))
+    {
+        return Err(bad("contains .."));
+    }
+    let path = if given.is_absolute() {
+        given.to_owned()
+    } else {
+        files_path.join(given)
+    };
+    let root = std::fs::canonicalize(files_path)
+        .map_err(|e| ApiError::internal(format!("FILES_PATH cannot be resolved: {e}")))?;
+    let real = std::fs::canonicalize(&path).map_err(|_| bad("no such folder"))?;
+    if !real.starts_with(&root) {
+        return Err(bad("outside FILES_PATH"));
+    }
+    if !real.is_dir() {
+        return Err(bad("not a folder"));
+    }
+    // Absolute under FILES_PATH as configured, without a trailing slash.
+    let text = path.display().to_string();
+    Ok(text.trim_end_matches('/').to_owned())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::os::unix::fs::PermissionsExt;
+
+    use metacore::error::ErrorCode;
+
+    use super::*;
+
+    struct Env {
+        _dir: tempfile::TempDir,
+        meta: PathBuf,
+        files: PathBuf,
+    }
+
+    fn env() -> Env {
+        let dir = tempfile::tempdir().unwrap();
+        let meta = dir.path().join("meta-core");
+        let files = dir.path().join("files");
+        std::fs::create_dir_all(&meta).unwrap();
+        std::fs::create_dir_all(&files).unwrap();
+        Env {
+            _dir: dir,
+            meta,
+            files,
+        }
+    }
+
+    fn on_disk(e: &Env) -> serde_json::Value {
+        serde_json::from_slice(&std::fs::read(e.meta.join(FILE_NAME)).unwrap()).unwrap()
+    }
+
+    #[test]
+    fn first_start_seeds_the_defaults_in_the_original_format() {
+        let e = env();
+        let (w, opened) = Watchers::open(&e.meta, &e.files, 1_700_000_000_000).unwrap();
+        let want: Vec<String> = DEFAULT_DIRS
+            .iter()
+            .map(|d| e.files.join(d).display().to_string())
+            .collect();
+        assert_eq!(opened.seeded, want);
+        assert!(e.files.join("watch").is_dir() && e.files.join("plugin").is_dir());
+        let v = on_disk(&e);
+        assert_eq!(v["version"], 1);
+        let first = &v["watchers"][0];
+        assert_eq!(first["path"], want[0].as_str());
+        assert_eq!(first["intervalMs"], 30_000);
+        assert_eq!(first["enabled"], true);
+        assert_eq!(first["createdAt"], 1_700_000_000_000u64);
+        let id = first["id"].as_str().unwrap();
+        assert!(id.len() == 8 && id.bytes().all(|b| b.is_ascii_hexdigit()));
+        assert_eq!(w.list().len(), 2);
+        let text = std::fs::read_to_string(e.meta.join(FILE_NAME)).unwrap();
+        assert!(
+            text.contains("\n  \"watchers\": ["),
+            "two-space indent: {text}"
+        );
+        let mode = std::fs::metadata(e.meta.join(FILE_NAME))
+            .unwrap()
+            .permissions()
+            .mode();
+        assert_eq!(mode & 0o777, 0o600);
+    }
+
+    #[test]
+    fn a_removed_default_comes_back_and_the_rest_is_kept() {
+        let e = env();
+        let (mut w, _) = Watchers::open(&e.meta, &e.files, 1).unwrap();
+        std::fs::create_dir_all(e.files.join("movies")).unwrap();
+        let mine = w
+            .create(
+                NewWatcher {
+                    path: "movies".into(),
+                    interval_ms: Some(60_000),
+                    enabled: Some(true),
+                },
+                2,
+            )
+            .unwrap();
+        let plugin = w.list()[1].id.clone();
+        w.delete(&plugin).unwrap();
+        let (w, opened) = Watchers::open(&e.meta, &e.files, 3).unwrap();
+        assert_eq!(
+            opened.seeded,
+            [e.files.join("plugin").display().to_string()]
+        );
+        assert!(w.list().contains(&mine));
+        assert_eq!(w.list().len(), 3);
+        // Nothing missing: reopening changes nothing on disk.
+        let before = std::fs::read(e.meta.join(FILE_NAME)).unwrap();
+        let (_, opened) = Watchers::open(&e.meta, &e.files, 4).unwrap();
+        assert_eq!(opened, Opened::default());
+        assert_eq!(std::fs::read(e.meta.join(FILE_NAME)).unwrap(), before);
+    }
+
+    #[test]
+    fn an_unreadable_file_is_set_aside_not_overwritten() {
+        for bad in [&b"{not json"[..], br#"{"version":2,"watchers":[]}"#] {
+            let e = env();
+            std::fs::write(e.meta.join(FILE_NAME), bad).unwrap();
+            let (w, opened) = Watchers::open(&e.meta, &e.files, 1747).unwrap();
+            let (aside, why) = opened.set_aside.expect("set aside");
+            assert_eq!(aside, e.meta.join("watchers.json.unreadable-1747"));
+            assert_eq!(std::fs::read(&aside).unwrap(), bad, "{why}");
+            assert_eq!(w.list().len(), 2, "the defaults start over");
+        }
+    }
+
+    #[test]
+    fn create_follows_the_originals_rules() {
+        let e = env();
+        let (mut w, _) = Watchers::open(&e.meta, &e.files, 1).unwrap();
+        std::fs::create_dir_all(e.files.join("a/b")).unwrap();
+        let c = w
+            .create(
+                NewWatcher {
+                    path: e.files.join("a/b/").display().to_string(),
+                    interval_ms: Some(10),
+                    enabled: None,
+                },
+                9,
+            )
+            .unwrap();
+        assert_eq!(c.path, e.files.join("a/b").display().to_string());
+        assert_eq!(c.interval_ms, DEFAULT_INTERVAL_MS, "under 5 s becomes 30 s");
+        assert!(!c.enabled, "off unless asked");
+        assert_eq!(c.created_at, 9);
+        let again = w.create(
+            NewWatcher {
+                path: "a/b".into(),
+                ..NewWatcher::default()
+            },
+            10,
+        );
+        assert_eq!(again.unwrap_err().code, ErrorCode::BadRequest);
+        let (w2, _) = Watchers::open(&e.meta, &e.files, 11).unwrap();
+        assert_eq!(w2.get(&c.id).unwrap(), &c, "persisted");
+    }
+
+    #[test]
+    fn update_raises_a_short_interval_and_unknown_ids_are_404() {
+        let e = env();
+        let (mut w, _) = Watchers::open(&e.meta, &e.files, 1).unwrap();
+        let id = w.list()[0].id.clone();
+        let c = w
+            .update(
+                &id,
+                WatcherUpdate {
+                    interval_ms: Some(100),
+                    enabled: Some(false),
+                    ..WatcherUpdate::default()
+                },
+            )
+            .unwrap();
+        assert_eq!((c.interval_ms, c.enabled), (MIN_INTERVAL_MS, false));
+        for r in [
+            w.update("nope", WatcherUpdate::default()).map(|_| ()),
+            w.delete("nope").map(|_| ()),
+            w.get("nope").map(|_| ()),
+        ] {
+            let e = r.unwrap_err();
+            assert_eq!(e.code, ErrorCode::NotFound);
+            assert_eq!(e.message, "watcher not found: nope");
+        }
+    }
+
+    #[test]
+    fn paths_outside_files_path_or_odd_are_refused() {
+        let e = env();
+        let outside = e.files.parent().unwrap().join("elsewhere");
+        std::fs::create_dir_all(&outside).unwrap();
+        std::os::unix::fs::symlink(&outside, e.files.join("link")).unwrap();
+        std::fs::write(e.files.join("a-file"), b"x").unwrap();
+        for raw in [
+            "".to_owned(),
+            "watch/../..".to_owned(),
+            "../elsewhere".to_owned(),
+            outside.display().to_string(),
+            "link".to_owned(),
+            "missing".to_owned(),
+            "a-file".to_owned(),
+            "wat\0ch".to_owned(),
+        ] {
+            let r = check_path(&e.files, &raw);
+            assert_eq!(r.unwrap_err().code, ErrorCode::BadRequest, "{raw:?}");
+        }
+        std::fs::create_dir_all(e.files.join("ok")).unwrap();
+        assert_eq!(
+            check_path(&e.files, "ok").unwrap(),
+            e.files.join("ok").display().to_string()
+        );
+    }
+}
