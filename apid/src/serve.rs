@@ -9,9 +9,10 @@
 //!
 //! A connection whose peer takes no byte of an answer for
 //! `META_CORE_HTTP_WRITE_STALL_MS` is closed ([`WriteStall`]): an SSE
-//! follower that stopped reading, a download nobody reads. Its slot,
-//! descriptor and buffers are freed, and a follower reconnects with its
-//! last ID.
+//! follower that stopped reading, a download nobody reads. Its follower
+//! slot, descriptor and apid's buffers are freed (the kernel keeps what it
+//! had queued until it gives up on the peer), and a follower reconnects
+//! with its last ID.
 
 use std::io;
 use std::pin::Pin;
@@ -90,16 +91,21 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// A TCP stream whose writes fail with `TimedOut` once they have been
-/// pending (the peer's window full, nothing taken) for `limit`. The timer
-/// wakes the connection's task, so a peer that reads nothing at all is
-/// noticed too, not only one that reads a little.
+/// A TCP stream whose writes fail with `TimedOut` once the peer has taken
+/// no byte for `limit` while a write waited. The timer wakes the
+/// connection's task, so a peer that reads nothing at all is noticed.
+///
+/// "Taken" is judged by the kernel's send queue (`SIOCOUTQ`: bytes not
+/// yet acknowledged by the peer), not by the socket turning writable: the
+/// kernel reports a full socket writable only once a third of its buffer
+/// has drained, which for a slow but steady reader (30 KB/s against a 4
+/// MiB buffer) takes longer than any sensible limit.
 #[derive(Debug)]
 pub(crate) struct WriteStall {
     inner: TcpStream,
     limit: Duration,
-    /// Armed while a write is pending.
-    deadline: Option<Pin<Box<Sleep>>>,
+    /// Armed while a write is pending, with the send queue's length then.
+    deadline: Option<(Pin<Box<Sleep>>, Option<u32>)>,
 }
 
 impl WriteStall {
@@ -112,31 +118,55 @@ impl WriteStall {
     }
 
     /// After the inner write's `poll`: disarms on progress; on `Pending`,
-    /// arms the deadline and fails once it has passed.
+    /// arms the deadline, and when it passes fails unless the peer took
+    /// bytes meanwhile (then it waits another `limit`).
     fn watch<T>(&mut self, cx: &mut Context<'_>, poll: Poll<io::Result<T>>) -> Poll<io::Result<T>> {
         if poll.is_ready() {
             self.deadline = None;
             return poll;
         }
         let limit = self.limit;
-        let deadline = self
-            .deadline
-            .get_or_insert_with(|| Box::pin(tokio::time::sleep_until(Instant::now() + limit)));
-        match deadline.as_mut().poll(cx) {
-            Poll::Ready(()) => {
-                tracing::info!(
-                    peer = ?self.inner.peer_addr().ok(),
-                    "closing a connection whose peer took nothing for {limit:?} \
-                     (an SSE follower reconnects with its last ID)"
-                );
-                Poll::Ready(Err(io::Error::new(
-                    io::ErrorKind::TimedOut,
-                    format!("the peer took nothing for {limit:?}"),
-                )))
+        loop {
+            let queued = unacked(&self.inner);
+            let (sleep, at_arm) = self.deadline.get_or_insert_with(|| {
+                (
+                    Box::pin(tokio::time::sleep_until(Instant::now() + limit)),
+                    queued,
+                )
+            });
+            if sleep.as_mut().poll(cx).is_pending() {
+                return Poll::Pending;
             }
-            Poll::Pending => Poll::Pending,
+            match (queued, *at_arm) {
+                // The queue shrank: the peer reads, slowly. Wait again.
+                (Some(now), Some(then)) if now < then => self.deadline = None,
+                _ => {
+                    tracing::info!(
+                        peer = ?self.inner.peer_addr().ok(),
+                        "closing a connection whose peer took nothing for {limit:?} \
+                         (an SSE follower reconnects with its last ID)"
+                    );
+                    return Poll::Ready(Err(io::Error::new(
+                        io::ErrorKind::TimedOut,
+                        format!("the peer took nothing for {limit:?}"),
+                    )));
+                }
+            }
         }
     }
+}
+
+/// Bytes in the socket's send queue not yet acknowledged by the peer
+/// (`SIOCOUTQ`); `None` if the kernel does not say.
+#[allow(unsafe_code)]
+fn unacked(stream: &TcpStream) -> Option<u32> {
+    use std::os::fd::AsRawFd;
+    let mut queued: libc::c_int = 0;
+    // SAFETY: SIOCOUTQ writes one int through the pointer, which points to
+    // a live c_int; the descriptor is the stream's own, open for the call.
+    // (On Linux SIOCOUTQ is TIOCOUTQ.)
+    let r = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
+    (r == 0).then(|| queued.max(0) as u32)
 }
 
 impl AsyncRead for WriteStall {

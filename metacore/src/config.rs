@@ -266,13 +266,20 @@ impl Config {
                 "an append count (at least 1)",
                 |v| *v >= 1,
             )?,
-            http_write_stall: r.millis("META_CORE_HTTP_WRITE_STALL_MS", 10_000)?,
+            http_write_stall: r
+                .parse(
+                    "META_CORE_HTTP_WRITE_STALL_MS",
+                    10_000u64,
+                    "a number of milliseconds (100-3600000)",
+                    |v| (100..=3_600_000).contains(v),
+                )
+                .map(Duration::from_millis)?,
             sse_keepalive: r
                 .parse(
                     "META_CORE_SSE_KEEPALIVE_MS",
                     30_000u64,
-                    "a number of milliseconds (1-30000: followers time out reads at 35 s)",
-                    |v| (1..=30_000).contains(v),
+                    "a number of milliseconds (1000-30000: followers time out reads at 35 s)",
+                    |v| (1_000..=30_000).contains(v),
                 )
                 .map(Duration::from_millis)?,
             sse_queue: r.parse(

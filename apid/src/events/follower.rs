@@ -105,8 +105,9 @@ pub(crate) struct Follower {
     phase: Phase,
     /// The last entry sent (or the entry to start after).
     cursor: StreamId,
-    /// Sent before anything else (the gap event).
-    first: Option<Bytes>,
+    /// The client's ID as sent, until the first page read (a `gap` for it
+    /// echoes it).
+    requested: Option<String>,
     /// Set while a catch-up has registered with the hub and does its
     /// final read.
     registered: Option<broadcast::Receiver<Item>>,
@@ -124,24 +125,29 @@ pub(crate) enum Start {
     Live(broadcast::Receiver<Item>, StreamId),
     /// After this entry (`ZERO`: from the oldest kept).
     After(StreamId),
+    /// After the client's ID, as it sent it (a `gap` echoes it).
+    Resume(StreamId, String),
     /// The `meta` snapshot, then after `head`.
     Snapshot { head: StreamId, ts_ms: u64 },
 }
 
 impl Follower {
-    /// A follower of `stream`, from `start`, sending `first` before
-    /// anything else (the gap event), holding its follower `slot`.
+    /// A follower of `stream`, from `start`, holding its follower `slot`.
     pub(crate) fn new(
         events: &Events,
         store: StoragedClient,
         stream: StreamName,
         start: Start,
-        first: Option<Bytes>,
         slot: OwnedSemaphorePermit,
     ) -> Self {
+        let mut requested = None;
         let (phase, cursor) = match start {
             Start::Live(rx, head) => (Phase::Live(rx), head),
             Start::After(id) => (Phase::CatchUp, id),
+            Start::Resume(id, raw) => {
+                requested = Some(raw);
+                (Phase::CatchUp, id)
+            }
             Start::Snapshot { head, ts_ms } => (
                 Phase::Snapshot(Snapshot {
                     after: None,
@@ -160,7 +166,7 @@ impl Follower {
             reads: events.reads.clone(),
             phase,
             cursor,
-            first,
+            requested,
             registered: None,
             last_write: Instant::now(),
             retry: RETRY_FIRST,
@@ -181,9 +187,6 @@ impl Follower {
 
     /// The next bytes to send, or `None` when the stream ends.
     async fn next_chunk(&mut self) -> Option<Bytes> {
-        if let Some(b) = self.first.take() {
-            return Some(b);
-        }
         loop {
             if self.shutdown.is_triggered() {
                 return None;
@@ -200,7 +203,10 @@ impl Follower {
                     self.garbled = 0;
                     return Some(chunk);
                 }
-                Ok(None) => continue,
+                Ok(None) => {
+                    self.garbled = 0;
+                    continue;
+                }
                 Err(Stall::End) => {
                     self.phase = Phase::Done;
                     return None;
@@ -298,11 +304,13 @@ impl Follower {
         // Retention trimmed past the cursor since it was placed (a burst
         // the follower then caught up from, a long snapshot): say so, as a
         // reconnect with that ID would. `ZERO` reads from the oldest.
+        let requested = self.requested.take();
         if let Some(oldest) = page.first
             && self.cursor != StreamId::ZERO
             && self.cursor < oldest
         {
-            buf.extend_from_slice(&frame::gap(&self.cursor.to_string(), oldest));
+            let requested = requested.unwrap_or_else(|| self.cursor.to_string());
+            buf.extend_from_slice(&frame::gap(&requested, oldest));
         }
         for e in &entries {
             if buf.len() >= MAX_CHUNK {

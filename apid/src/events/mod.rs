@@ -220,7 +220,6 @@ async fn start(
         st.store.stream_bounds(stream).await?
     };
     let head = bounds.last.unwrap_or(StreamId::ZERO);
-    let mut first = None;
     let start = match asked {
         Asked::Head(rx) => Start::Live(rx, head),
         Asked::Id(StreamId::ZERO, _) if stream == StreamName::Meta => Start::Snapshot {
@@ -228,22 +227,11 @@ async fn start(
             ts_ms: metacore::clock::unix_ms(),
         },
         Asked::Id(StreamId::ZERO, _) => Start::After(StreamId::ZERO),
-        Asked::Id(id, raw) => match bounds.first {
-            Some(oldest) if id < oldest => {
-                first = Some(frame::gap(&raw, oldest));
-                Start::After(StreamId::ZERO)
-            }
-            _ => Start::After(id),
-        },
+        // Whether retention trimmed past it is told by the first page read,
+        // in the same transaction as the page: no trim can fall between.
+        Asked::Id(id, raw) => Start::Resume(id, raw),
     };
-    Ok(Follower::new(
-        events,
-        st.store.clone(),
-        stream,
-        start,
-        first,
-        slot,
-    ))
+    Ok(Follower::new(events, st.store.clone(), stream, start, slot))
 }
 
 fn sse(follower: Follower) -> Response {

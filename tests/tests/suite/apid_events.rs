@@ -346,12 +346,14 @@ async fn zero_on_an_empty_meta_stream_is_only_the_live_tail() {
 #[tokio::test]
 async fn a_silent_stream_gets_keep_alive_comments() {
     let s = Storaged::start().await;
-    let a = Apid::start_with(&s, &[("META_CORE_SSE_KEEPALIVE_MS", "200")]).await;
-    for path in [META, FILES] {
-        let mut f = Follower::connect(a.port(), path, None).await;
-        // The parser drops comments: nothing is an event...
-        f.assert_quiet(Duration::from_millis(700)).await;
-        // ...but the comments came.
+    let a = Apid::start_with(&s, &[("META_CORE_SSE_KEEPALIVE_MS", "1000")]).await;
+    let mut meta = Follower::connect(a.port(), META, None).await;
+    let mut files = Follower::connect(a.port(), FILES, None).await;
+    // The parser drops comments: nothing is an event...
+    let quiet = Duration::from_millis(2500);
+    tokio::join!(meta.assert_quiet(quiet), files.assert_quiet(quiet));
+    // ...but the comments came, about one a second.
+    for f in [&meta, &files] {
         let raw = f.raw();
         assert!(
             raw.matches(":keep-alive\n\n").count() >= 2,
@@ -498,6 +500,58 @@ async fn a_follower_that_stopped_reading_is_cut_off_and_loses_nothing() {
         .map(|e| e.id)
         .collect();
     assert_eq!(rest[..], want[ids.len()..]);
+}
+
+#[tokio::test]
+async fn a_slow_but_steady_reader_is_not_cut_off() {
+    use tokio::io::AsyncReadExt;
+    let s = Storaged::start().await;
+    let a = Apid::start_with(&s, &[("META_CORE_HTTP_WRITE_STALL_MS", "500")]).await;
+    let from = head(s.client(), StreamName::Meta).await;
+    let mut slow = stalled_follower(a.port(), META).await;
+    // 0.9 MB of events, far more than a 4 KiB receive window lets in
+    // flight, read 16 KiB every 50 ms: apid's writes wait again and again
+    // while the peer takes bytes all along; it must not be closed.
+    let rid = random_rid().to_string();
+    let long = "x".repeat(1000);
+    for batch in 0..8 {
+        let body: serde_json::Map<String, serde_json::Value> = (0..100)
+            .map(|i| (format!("{long}{}", batch * 100 + i), json!("v")))
+            .collect();
+        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
+            .await;
+    }
+    let last = committed(s.client(), StreamName::Meta, from)
+        .await
+        .last()
+        .expect("entries")
+        .id
+        .to_string();
+    let needle = format!("id: {last}\n");
+    let mut raw = Vec::new();
+    let mut buf = vec![0; 16 * 1024];
+    loop {
+        let n = tokio::time::timeout(IO_DEADLINE, slow.read(&mut buf))
+            .await
+            .expect("more events")
+            .expect("read");
+        assert!(
+            n > 0,
+            "the slow reader was cut off after {} bytes",
+            raw.len()
+        );
+        let from = raw.len().saturating_sub(needle.len());
+        raw.extend_from_slice(&buf[..n]);
+        if raw[from..]
+            .windows(needle.len())
+            .any(|w| w == needle.as_bytes())
+        {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(open_streams(&a).await, 1);
+    assert!(!a.process().stderr().contains("took nothing"));
 }
 
 #[tokio::test]
