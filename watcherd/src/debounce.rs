@@ -1,0 +1,204 @@
+//! The debounce: a file still being written is announced once, after it
+//! has been quiet for `DEBOUNCE_MS` and its size and mtime held still, not
+//! once per write.
+//!
+//! Pure bookkeeping, with the time passed in: the watcher feeds it what it
+//! saw of a path (an inotify event's or a scan's `stat`), asks it which
+//! paths are due, `stat`s each again and tells it what it found. A path
+//! whose size or mtime moved starts its quiet period over; one that held
+//! still is settled and leaves; one that is gone leaves without a word.
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+/// What a `stat` of a file said.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct Seen {
+    pub size: u64,
+    pub mtime_ns: i128,
+}
+
+/// What the second look at a due path decided.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Settle {
+    /// Quiet and unchanged: announce it with this size and mtime.
+    Settled(Seen),
+    /// It moved since: its quiet period starts over.
+    Again,
+    /// Not pending (settled already, or never seen).
+    Unknown,
+}
+
+#[derive(Debug)]
+struct Pending {
+    seen: Seen,
+    since: Instant,
+}
+
+/// The paths waiting to be quiet.
+#[derive(Debug)]
+pub struct Debouncer {
+    quiet: Duration,
+    pending: HashMap<PathBuf, Pending>,
+}
+
+impl Debouncer {
+    pub fn new(quiet: Duration) -> Self {
+        Self {
+            quiet,
+            pending: HashMap::new(),
+        }
+    }
+
+    /// Something happened at `path`, which `stat`s as `seen` now. A change
+    /// of size or mtime (or a first sight) starts the quiet period; the same
+    /// `stat` again (an event that changed nothing) does not extend it.
+    pub fn touch(&mut self, path: &Path, seen: Seen, now: Instant) {
+        match self.pending.get_mut(path) {
+            Some(p) if p.seen == seen => {}
+            Some(p) => *p = Pending { seen, since: now },
+            None => {
+                self.pending
+                    .insert(path.to_owned(), Pending { seen, since: now });
+            }
+        }
+    }
+
+    /// The path went away before it settled: nothing is announced for it.
+    pub fn forget(&mut self, path: &Path) {
+        self.pending.remove(path);
+    }
+
+    /// Paths pending now.
+    pub fn len(&self) -> usize {
+        self.pending.len()
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.pending.is_empty()
+    }
+
+    /// When the next pending path is due, if any is pending.
+    pub fn next_due(&self) -> Option<Instant> {
+        self.pending.values().map(|p| p.since + self.quiet).min()
+    }
+
+    /// Paths quiet for the whole period by `now`, in path order.
+    pub fn due(&self, now: Instant) -> Vec<PathBuf> {
+        let mut due: Vec<PathBuf> = self
+            .pending
+            .iter()
+            .filter(|(_, p)| now >= p.since + self.quiet)
+            .map(|(path, _)| path.clone())
+            .collect();
+        due.sort();
+        due
+    }
+
+    /// The second look at a due path: `now_seen` is its `stat` now (`None`
+    /// when it is gone, which forgets it).
+    pub fn settle(&mut self, path: &Path, now_seen: Option<Seen>, now: Instant) -> Settle {
+        let Some(p) = self.pending.get_mut(path) else {
+            return Settle::Unknown;
+        };
+        match now_seen {
+            None => {
+                self.pending.remove(path);
+                Settle::Unknown
+            }
+            Some(seen) if seen == p.seen => {
+                self.pending.remove(path);
+                Settle::Settled(seen)
+            }
+            Some(seen) => {
+                *p = Pending { seen, since: now };
+                Settle::Again
+            }
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const QUIET: Duration = Duration::from_secs(30);
+
+    fn seen(size: u64, mtime_ns: i128) -> Seen {
+        Seen { size, mtime_ns }
+    }
+
+    #[test]
+    fn a_file_written_in_pieces_settles_once_after_the_last_write() {
+        let t0 = Instant::now();
+        let p = Path::new("/files/watch/a.mkv");
+        let mut d = Debouncer::new(QUIET);
+        // Ten writes, 5 s apart: never quiet for 30 s until the end.
+        for i in 0..10u64 {
+            let now = t0 + Duration::from_secs(5 * i);
+            d.touch(p, seen(1 << (20 + i), i128::from(i)), now);
+            assert!(d.due(now).is_empty(), "write {i}");
+        }
+        let last = t0 + Duration::from_secs(45);
+        assert_eq!(d.next_due(), Some(last + QUIET));
+        assert!(d.due(last + QUIET - Duration::from_millis(1)).is_empty());
+        assert_eq!(d.due(last + QUIET), [p.to_path_buf()]);
+        let s = d.settle(p, Some(seen(1 << 29, 9)), last + QUIET);
+        assert_eq!(s, Settle::Settled(seen(1 << 29, 9)));
+        assert!(d.is_empty());
+        assert_eq!(
+            d.settle(p, Some(seen(1 << 29, 9)), last + QUIET),
+            Settle::Unknown
+        );
+    }
+
+    #[test]
+    fn an_event_that_changed_nothing_does_not_extend_the_wait() {
+        let t0 = Instant::now();
+        let p = Path::new("a");
+        let mut d = Debouncer::new(QUIET);
+        d.touch(p, seen(10, 1), t0);
+        d.touch(p, seen(10, 1), t0 + Duration::from_secs(20));
+        assert_eq!(d.next_due(), Some(t0 + QUIET));
+    }
+
+    #[test]
+    fn a_change_seen_at_the_second_look_starts_the_wait_over() {
+        let t0 = Instant::now();
+        let p = Path::new("a");
+        let mut d = Debouncer::new(QUIET);
+        d.touch(p, seen(10, 1), t0);
+        let at = t0 + QUIET;
+        assert_eq!(d.settle(p, Some(seen(20, 2)), at), Settle::Again);
+        assert_eq!(d.next_due(), Some(at + QUIET));
+        assert_eq!(d.len(), 1);
+    }
+
+    #[test]
+    fn a_file_gone_before_it_settled_is_never_announced() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(QUIET);
+        d.touch(Path::new("a"), seen(1, 1), t0);
+        d.touch(Path::new("b"), seen(1, 1), t0);
+        d.forget(Path::new("a"));
+        assert_eq!(d.settle(Path::new("b"), None, t0 + QUIET), Settle::Unknown);
+        assert!(d.is_empty());
+        assert_eq!(d.next_due(), None);
+    }
+
+    #[test]
+    fn without_a_quiet_period_everything_is_due_at_once_in_path_order() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(Duration::ZERO);
+        for name in ["c", "a", "b"] {
+            d.touch(Path::new(name), seen(1, 1), t0);
+        }
+        let due: Vec<_> = d
+            .due(t0)
+            .into_iter()
+            .map(|p| p.display().to_string())
+            .collect();
+        assert_eq!(due, ["a", "b", "c"]);
+    }
+}
