@@ -749,3 +749,60 @@ async fn followers_end_when_apid_stops() {
     let status = a.process_mut().wait_exit().await;
     assert!(status.success(), "apid stops cleanly: {status:?}");
 }
+
+#[tokio::test]
+async fn a_stop_is_not_held_by_a_follower_that_reads_nothing() {
+    let s = Storaged::start().await;
+    // The write stall at its longest: only the bounded drain can end the
+    // stalled answer within the exit deadline.
+    let mut a = Apid::start_with(&s, &[("META_CORE_HTTP_WRITE_STALL_MS", "3600000")]).await;
+    let from = head(s.client(), StreamName::Meta).await;
+    let _slow = stalled_follower(a.port(), META).await;
+    let rid = random_rid().to_string();
+    let long = "x".repeat(1000);
+    for batch in 0..60 {
+        let body: serde_json::Map<String, serde_json::Value> = (0..100)
+            .map(|i| (format!("{long}{}", batch * 100 + i), json!("v")))
+            .collect();
+        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
+            .await;
+    }
+    assert_eq!(
+        committed(s.client(), StreamName::Meta, from).await.len(),
+        6000
+    );
+    a.process().sigterm();
+    let status = a.process_mut().wait_exit().await;
+    assert!(status.success(), "apid stops cleanly: {status:?}");
+    assert!(
+        a.process().stderr().contains("still open"),
+        "the drain's end is logged"
+    );
+}
+
+#[tokio::test]
+async fn a_follower_waits_briefly_for_storaged_then_gets_503() {
+    let dir = test_dir();
+    // apid alone: its hubs cannot reach storaged.
+    let a = Apid::start_in(dir.path(), &[]).await;
+    let r = a.get(META).await;
+    r.assert_error(503, "storage_unavailable");
+    assert_eq!(r.header("retry-after"), Some("1"));
+    // storaged arrives: followers are served.
+    let s = Launch::in_dir(dir.path()).start().await;
+    e2e::wait::until("a stream once storaged is up", IO_DEADLINE, || async {
+        let f = Follower::connect(a.port(), META, None).await;
+        (f.status == 200).then_some(())
+    })
+    .await;
+    let mut f = Follower::connect(a.port(), META, None).await;
+    let rid = random_rid().to_string();
+    s.client()
+        .set_field(
+            &e2e::fixtures::target(&rid),
+            &e2e::fixtures::field_write("title", "x"),
+        )
+        .await
+        .expect("write");
+    assert_eq!(f.event().await.field("key"), format!("file:{rid}/title"));
+}
