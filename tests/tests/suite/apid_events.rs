@@ -26,6 +26,19 @@ async fn start() -> (Storaged, Apid) {
     (s, a)
 }
 
+/// Both daemons, storaged keeping 5 entries per stream and trimming at
+/// every append (the dir lives as long as the first handle).
+async fn start_retaining_five() -> (tempfile::TempDir, Storaged, Apid) {
+    let dir = test_dir();
+    let s = Launch::in_dir(dir.path())
+        .env("META_CORE_STREAM_RETENTION", "5")
+        .env("META_CORE_STREAM_TRIM_EVERY", "1")
+        .start()
+        .await;
+    let a = Apid::start(&s).await;
+    (dir, s, a)
+}
+
 /// Every entry of a stream after `after`, read from storaged.
 async fn committed(c: &StoragedClient, stream: StreamName, after: StreamId) -> Vec<Entry> {
     let mut out: Vec<Entry> = Vec::new();
@@ -63,6 +76,20 @@ fn meta_entry(e: &Entry) -> (String, String, String) {
         e.fields["type"].clone(),
         e.fields["key"].clone(),
     )
+}
+
+/// `batches` PATCHes of `per` fields with 1,000-byte names on one record:
+/// `batches * per` `set` events of about 1.1 KB each, to fill socket
+/// buffers.
+async fn write_long_fields(a: &Apid, rid: &str, batches: usize, per: usize) {
+    let long = "x".repeat(1000);
+    for batch in 0..batches {
+        let body: serde_json::Map<String, serde_json::Value> = (0..per)
+            .map(|i| (format!("{long}{}", batch * per + i), json!("v")))
+            .collect();
+        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
+            .await;
+    }
 }
 
 /// Sets `n` fields `f0..` on one record through apid: `n` `set` events.
@@ -211,13 +238,7 @@ async fn zero_on_files_replays_every_entry_kept() {
 
 #[tokio::test]
 async fn a_cursor_older_than_retention_gets_one_gap_then_the_oldest_onwards() {
-    let dir = test_dir();
-    let s = Launch::in_dir(dir.path())
-        .env("META_CORE_STREAM_RETENTION", "5")
-        .env("META_CORE_STREAM_TRIM_EVERY", "1")
-        .start()
-        .await;
-    let a = Apid::start(&s).await;
+    let (_dir, s, a) = start_retaining_five().await;
     let rid = random_rid().to_string();
     write_fields(&a, &rid, 0, 3).await;
     let trimmed = committed(s.client(), StreamName::Meta, StreamId::ZERO).await[0].id;
@@ -455,14 +476,7 @@ async fn a_follower_that_stopped_reading_is_cut_off_and_loses_nothing() {
     // Long keys make big events: enough to fill the slow one's socket
     // buffers, then the ring, many times over.
     let rid = random_rid().to_string();
-    let long = "x".repeat(1000);
-    for batch in 0..n / 100 {
-        let body: serde_json::Map<String, serde_json::Value> = (0..100)
-            .map(|i| (format!("{long}{}", batch * 100 + i), json!("v")))
-            .collect();
-        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
-            .await;
-    }
+    write_long_fields(&a, &rid, n / 100, 100).await;
     let want: Vec<String> = committed(s.client(), StreamName::Meta, from)
         .await
         .iter()
@@ -513,14 +527,7 @@ async fn a_slow_but_steady_reader_is_not_cut_off() {
     // flight, read 16 KiB every 50 ms: apid's writes wait again and again
     // while the peer takes bytes all along; it must not be closed.
     let rid = random_rid().to_string();
-    let long = "x".repeat(1000);
-    for batch in 0..8 {
-        let body: serde_json::Map<String, serde_json::Value> = (0..100)
-            .map(|i| (format!("{long}{}", batch * 100 + i), json!("v")))
-            .collect();
-        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
-            .await;
-    }
+    write_long_fields(&a, &rid, 8, 100).await;
     let last = committed(s.client(), StreamName::Meta, from)
         .await
         .last()
@@ -556,24 +563,11 @@ async fn a_slow_but_steady_reader_is_not_cut_off() {
 
 #[tokio::test]
 async fn entries_trimmed_while_a_snapshot_streams_are_announced_by_a_gap() {
-    let dir = test_dir();
-    let s = Launch::in_dir(dir.path())
-        .env("META_CORE_STREAM_RETENTION", "5")
-        .env("META_CORE_STREAM_TRIM_EVERY", "1")
-        .start()
-        .await;
-    let a = Apid::start_with(&s, &[]).await;
+    let (_dir, s, a) = start_retaining_five().await;
     // A snapshot far larger than the socket buffers (15,000 keys of 1 KB),
     // so a follower that does not read yet is held up in the middle of it.
     let rid = random_rid().to_string();
-    let long = "x".repeat(1000);
-    for batch in 0..15 {
-        let body: serde_json::Map<String, serde_json::Value> = (0..1000)
-            .map(|i| (format!("{long}{}", batch * 1000 + i), json!("v")))
-            .collect();
-        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
-            .await;
-    }
+    write_long_fields(&a, &rid, 15, 1000).await;
     let slow = stalled_follower(a.port(), &format!("{META}?lastEventId=0")).await;
     // Trim past the snapshot's head while it is held up.
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -759,14 +753,7 @@ async fn a_stop_is_not_held_by_a_follower_that_reads_nothing() {
     let from = head(s.client(), StreamName::Meta).await;
     let _slow = stalled_follower(a.port(), META).await;
     let rid = random_rid().to_string();
-    let long = "x".repeat(1000);
-    for batch in 0..60 {
-        let body: serde_json::Map<String, serde_json::Value> = (0..100)
-            .map(|i| (format!("{long}{}", batch * 100 + i), json!("v")))
-            .collect();
-        a.ok_json("PATCH", &format!("/meta/{rid}"), &body.into())
-            .await;
-    }
+    write_long_fields(&a, &rid, 60, 100).await;
     assert_eq!(
         committed(s.client(), StreamName::Meta, from).await.len(),
         6000
