@@ -472,7 +472,12 @@ async fn a_follower_that_stopped_reading_is_cut_off_and_loses_nothing() {
             })
         })
         .collect();
-    assert_eq!(open_streams(&a).await, 4);
+    // The stalled request was written, not answered: wait until apid has
+    // taken it.
+    e2e::wait::until("four open streams", IO_DEADLINE, || async {
+        (open_streams(&a).await == 4).then_some(())
+    })
+    .await;
     // Long keys make big events: enough to fill the slow one's socket
     // buffers, then the ring, many times over.
     let rid = random_rid().to_string();
