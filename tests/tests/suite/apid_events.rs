@@ -405,10 +405,19 @@ async fn fifty_followers_receive_the_same_ordered_events() {
     }
 }
 
-/// A follower that reads nothing: a raw request on a socket with a small
-/// receive buffer.
-async fn stalled_follower(port: u16, path: &str) -> tokio::net::TcpStream {
-    use tokio::io::AsyncWriteExt;
+/// A follower that reads nothing more once its answer has begun: a raw
+/// request on a socket with a small receive buffer.
+struct Stalled {
+    conn: tokio::net::TcpStream,
+    /// What was read to see the answer's head (the head and maybe the
+    /// start of the body).
+    read: Vec<u8>,
+}
+
+/// Sends the request and reads until the answer's head has come: apid has
+/// placed the follower (taken its slot, captured its head) by then.
+async fn stalled_follower(port: u16, path: &str) -> Stalled {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let sock = tokio::net::TcpSocket::new_v4().unwrap();
     sock.set_recv_buffer_size(4096).unwrap();
     let mut conn = sock
@@ -417,14 +426,30 @@ async fn stalled_follower(port: u16, path: &str) -> tokio::net::TcpStream {
         .expect("connect");
     let req = format!("GET {path} HTTP/1.1\r\nHost: meta-core\r\n\r\n");
     conn.write_all(req.as_bytes()).await.unwrap();
-    conn
+    let mut read = Vec::new();
+    let mut buf = [0u8; 1024];
+    while !read.windows(4).any(|w| w == b"\r\n\r\n") {
+        let n = tokio::time::timeout(IO_DEADLINE, conn.read(&mut buf))
+            .await
+            .expect("the answer's head")
+            .expect("read");
+        assert!(n > 0, "closed before the answer's head");
+        read.extend_from_slice(&buf[..n]);
+    }
+    assert!(
+        read.starts_with(b"HTTP/1.1 200"),
+        "{}",
+        String::from_utf8_lossy(&read)
+    );
+    Stalled { conn, read }
 }
 
 /// Reads what a raw connection still holds until the server's close; the
 /// events' ids.
-async fn drain_ids(mut conn: tokio::net::TcpStream) -> Vec<String> {
+async fn drain_ids(stalled: Stalled) -> Vec<String> {
     use tokio::io::AsyncReadExt;
-    let mut raw = Vec::new();
+    let Stalled { mut conn, read } = stalled;
+    let mut raw = read;
     let mut buf = vec![0; 64 * 1024];
     loop {
         match tokio::time::timeout(IO_DEADLINE, conn.read(&mut buf)).await {
@@ -472,12 +497,7 @@ async fn a_follower_that_stopped_reading_is_cut_off_and_loses_nothing() {
             })
         })
         .collect();
-    // The stalled request was written, not answered: wait until apid has
-    // taken it.
-    e2e::wait::until("four open streams", IO_DEADLINE, || async {
-        (open_streams(&a).await == 4).then_some(())
-    })
-    .await;
+    assert_eq!(open_streams(&a).await, 4);
     // Long keys make big events: enough to fill the slow one's socket
     // buffers, then the ring, many times over.
     let rid = random_rid().to_string();
@@ -540,10 +560,10 @@ async fn a_slow_but_steady_reader_is_not_cut_off() {
         .id
         .to_string();
     let needle = format!("id: {last}\n");
-    let mut raw = Vec::new();
+    let mut raw = std::mem::take(&mut slow.read);
     let mut buf = vec![0; 16 * 1024];
     loop {
-        let n = tokio::time::timeout(IO_DEADLINE, slow.read(&mut buf))
+        let n = tokio::time::timeout(IO_DEADLINE, slow.conn.read(&mut buf))
             .await
             .expect("more events")
             .expect("read");
@@ -575,7 +595,6 @@ async fn entries_trimmed_while_a_snapshot_streams_are_announced_by_a_gap() {
     write_long_fields(&a, &rid, 15, 1000).await;
     let slow = stalled_follower(a.port(), &format!("{META}?lastEventId=0")).await;
     // Trim past the snapshot's head while it is held up.
-    tokio::time::sleep(Duration::from_millis(300)).await;
     for i in 0..20 {
         write_fields(&a, &rid, 100_000 + i, 1).await;
     }
@@ -607,9 +626,10 @@ async fn entries_trimmed_while_a_snapshot_streams_are_announced_by_a_gap() {
 }
 
 /// Reads a raw connection until an event with `last_id` has come; the text.
-async fn drain_until(mut conn: tokio::net::TcpStream, last_id: &str) -> String {
+async fn drain_until(stalled: Stalled, last_id: &str) -> String {
     use tokio::io::AsyncReadExt;
-    let mut raw = Vec::new();
+    let Stalled { mut conn, read } = stalled;
+    let mut raw = read;
     let mut buf = vec![0; 64 * 1024];
     let needle = format!("id: {last_id}\n");
     loop {
