@@ -61,10 +61,9 @@ pub(crate) struct Hub {
     ring: broadcast::Sender<Item>,
     /// How long a batch gathers entries after its first.
     window: Duration,
-    /// The last entry broadcast (at first, the head found when the hub
-    /// first reached storaged; `None` until then): once it is known,
-    /// every entry after it is broadcast.
-    head: watch::Sender<Option<StreamId>>,
+    /// Set once the hub has first reached storaged: from then on every
+    /// entry after the head it found is broadcast.
+    started: watch::Sender<bool>,
 }
 
 impl Hub {
@@ -73,7 +72,7 @@ impl Hub {
             stream,
             ring: broadcast::Sender::new(ring),
             window,
-            head: watch::Sender::new(None),
+            started: watch::Sender::new(false),
         }
     }
 
@@ -91,11 +90,11 @@ impl Hub {
         self.ring.receiver_count()
     }
 
-    /// Waits until the hub's head is known (it has reached storaged).
+    /// Waits until the hub has first reached storaged.
     pub(crate) async fn started(&self) {
-        let mut rx = self.head.subscribe();
+        let mut rx = self.started.subscribe();
         // Only an error if the hub is dropped, and it lives as long as apid.
-        let _ = rx.wait_for(Option::is_some).await;
+        let _ = rx.wait_for(|started| *started).await;
     }
 
     /// Follows storaged until `shutdown`.
@@ -125,7 +124,7 @@ impl Hub {
                         let head = store.stream_bounds(self.stream).await?.last;
                         let head = head.unwrap_or(StreamId::ZERO);
                         last = Some(head);
-                        self.head.send_replace(Some(head));
+                        self.started.send_replace(true);
                         head
                     }
                 };
@@ -147,7 +146,6 @@ impl Hub {
                     }
                     if let Some(batch) = batch.finish() {
                         last = Some(batch.last);
-                        self.head.send_replace(last);
                         // No receiver is not an error: nobody follows now.
                         let _ = self.ring.send(Item::Batch(batch));
                     }
