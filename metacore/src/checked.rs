@@ -262,6 +262,66 @@ impl fmt::Display for FilePath {
     }
 }
 
+/// A file's path relative to `FILES_PATH`, as `file:events` carries it and
+/// the watcher keys what it has seen: `/`-separated segments, none empty,
+/// `.` or `..`, no NUL, at most [`MAX_PATH_LEN`] bytes. It cannot name
+/// anything outside `FILES_PATH` once joined to it. On the wire, a string.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(try_from = "String", into = "String")]
+pub struct RelPath(String);
+
+impl RelPath {
+    pub fn new(path: impl Into<String>) -> Result<Self, ApiError> {
+        let path = path.into();
+        let bad = path.is_empty()
+            || path.len() > MAX_PATH_LEN
+            || path.contains('\0')
+            || path
+                .split('/')
+                .any(|s| s.is_empty() || s == "." || s == "..");
+        if bad {
+            return Err(ApiError::schema(format!(
+                "{path:?}: a path relative to FILES_PATH is 1 to {MAX_PATH_LEN} bytes of \
+                 '/'-separated names, none empty, '.' or '..', without NUL"
+            )));
+        }
+        Ok(Self(path))
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// Whether the path lies under the folder `dir` (itself relative; the
+    /// empty string is `FILES_PATH`).
+    pub fn is_under(&self, dir: &str) -> bool {
+        dir.is_empty()
+            || self
+                .0
+                .strip_prefix(dir)
+                .is_some_and(|rest| rest.starts_with('/'))
+    }
+}
+
+impl TryFrom<String> for RelPath {
+    type Error = String;
+    fn try_from(s: String) -> Result<Self, String> {
+        Self::new(s).map_err(|e| e.message)
+    }
+}
+
+impl From<RelPath> for String {
+    fn from(p: RelPath) -> String {
+        p.0
+    }
+}
+
+impl fmt::Display for RelPath {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// Largest stream entry accepted, in bytes of JSON.
 pub const MAX_ENTRY_BYTES: usize = 64 * 1024;
 
@@ -445,6 +505,20 @@ mod tests {
         assert!(
             CheckedEntry::new(StreamName::Files, entry(&[("type", "add"), ("p", &long)])).is_err()
         );
+    }
+
+    #[test]
+    fn relative_paths_stay_inside() {
+        for ok in ["a", "watch/a.mkv", "watch/.hidden/x", "a b/c..d"] {
+            assert_eq!(RelPath::new(ok).unwrap().as_str(), ok);
+        }
+        for bad in ["", "/a", "a/", "a//b", "./a", "a/../b", "..", "a/.", "a\0b"] {
+            assert!(RelPath::new(bad).is_err(), "{bad:?}");
+        }
+        let p = RelPath::new("watch/sub/a.mkv").unwrap();
+        assert!(p.is_under("") && p.is_under("watch") && p.is_under("watch/sub"));
+        assert!(!p.is_under("wat") && !p.is_under("watch/sub/a.mkv") && !p.is_under("plugin"));
+        assert!(serde_json::from_str::<RelPath>("\"../etc\"").is_err());
     }
 
     #[test]

@@ -14,7 +14,15 @@ use crate::rid::Rid;
 pub const MAX_KEY_LEN: usize = 2048;
 
 /// Prefixes storaged maintains; raw writes and deletes are refused.
-pub const RESERVED_PREFIXES: &[&str] = &["idx:", "ev:", "evhwm:", "cid:", "dup:", "meta-core:"];
+pub const RESERVED_PREFIXES: &[&str] = &[
+    "idx:",
+    "ev:",
+    "evhwm:",
+    "cid:",
+    "dup:",
+    "meta-core:",
+    "seen:",
+];
 
 /// A key a raw write or delete may name.
 #[derive(Debug, Clone, PartialEq, Eq)]

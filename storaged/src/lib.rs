@@ -11,6 +11,7 @@ pub(crate) mod bulk;
 pub(crate) mod cid_index;
 pub(crate) mod engine;
 pub(crate) mod error;
+pub(crate) mod files;
 pub(crate) mod kv;
 pub(crate) mod records;
 pub(crate) mod store;

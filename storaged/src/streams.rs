@@ -98,6 +98,17 @@ impl StreamState {
         Ok(id)
     }
 
+    /// Deletes every entry of a stream (a watcher reset); the IDs go on
+    /// from the last issued, so no follower sees one twice.
+    pub(crate) fn clear(&mut self, conn: &Connection, stream: StreamName) -> Result<u64> {
+        let removed = conn
+            .prepare_cached("DELETE FROM kv WHERE k > ?1 AND k < ?2")?
+            .execute(params![stream.key_prefix(), stream.key_end()])?;
+        self.length[slot(stream)] = 0;
+        self.touched.insert(stream);
+        Ok(removed as u64)
+    }
+
     /// Called once per group before COMMIT: high-water marks and trims.
     pub(crate) fn finish_group(&mut self, conn: &Connection) -> Result<()> {
         for s in std::mem::take(&mut self.touched) {

@@ -3,6 +3,7 @@
 //! function from state and request to response. Wire types are in
 //! `metacore::api::storaged`.
 
+mod files;
 mod kv;
 mod records;
 mod status;
@@ -59,6 +60,9 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/records/{hash}/set-add/{*field}", post(records::set_add))
         .route("/records/{hash}/aliases", post(records::add_alias))
         .route("/records/{hash}/duplicates", post(records::add_duplicate))
+        .route("/files/observe", post(files::observe))
+        .route("/files/seen", get(files::seen))
+        .route("/files/reset", post(files::reset))
         .route("/kv/value", get(kv::get).put(kv::put).delete(kv::delete))
         .route("/kv/range", get(kv::range))
         .route(

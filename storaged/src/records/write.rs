@@ -94,7 +94,7 @@ fn resolve_existing(tx: &Tx<'_>, target: &Target) -> Result<Rid> {
 }
 
 /// Writes one checked field and keeps the alias of a member.
-fn put(tx: &mut Tx<'_>, rid: Rid, field: &CheckedField) -> Result<bool> {
+pub(crate) fn put(tx: &mut Tx<'_>, rid: Rid, field: &CheckedField) -> Result<bool> {
     put_field_at(
         tx,
         &record_start(rid),
@@ -134,7 +134,7 @@ fn put_all(tx: &mut Tx<'_>, rid: Rid, fields: &CheckedFields) -> Result<u64> {
 
 /// Deletes one field, retracting the alias of a member this root owns.
 /// Returns the rows removed (0, 1, or 2 with the alias).
-fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<u64> {
+pub(crate) fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<u64> {
     if !tx.delete_record_key(&field_key(rid, field))? {
         return Ok(0);
     }
@@ -146,7 +146,7 @@ fn delete_field_row(tx: &mut Tx<'_>, rid: Rid, field: &str) -> Result<u64> {
 }
 
 /// Puts the root in the index (after a write that left fields).
-fn ensure_root(tx: &mut Tx<'_>, rid: Rid) -> Result<bool> {
+pub(crate) fn ensure_root(tx: &mut Tx<'_>, rid: Rid) -> Result<bool> {
     let added = tx.insert_new(&root_key(rid), "")?;
     if added {
         tx.count_roots(1);

@@ -8,6 +8,7 @@
 //! A second backend (for multi-host deployments) would implement the same
 //! methods; none is built until an issue asks for it.
 
+mod files;
 mod kv;
 mod records;
 mod streams;

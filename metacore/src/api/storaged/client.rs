@@ -11,6 +11,7 @@ use http::Method;
 use http_body_util::BodyExt;
 use serde::Serialize;
 
+use super::watch::*;
 use super::wire::*;
 use crate::checked::{CheckedEntry, CheckedField, CheckedFields, FieldName, FilePath, SetMember};
 use crate::cid::Cid;
@@ -272,6 +273,28 @@ impl StoragedClient {
 
     pub async fn kv_range(&self, q: &RangeQuery) -> Result<KvRange, ClientError> {
         self.inner.get(&format!("/kv/range?{}", query(q)?)).await
+    }
+
+    /// Applies what the watcher observed, each observation in its own
+    /// savepoint (one refused leaves the others be); one outcome each, in
+    /// order. At most [`MAX_OBSERVATIONS`] a call.
+    pub async fn observe(&self, body: &ObserveBody) -> Result<Observed, ClientError> {
+        self.inner
+            .call(Method::POST, "/files/observe", Some(body))
+            .await
+    }
+
+    /// A page of the watcher's `seen:` rows, in path order.
+    pub async fn seen(&self, q: &SeenQuery) -> Result<SeenPage, ClientError> {
+        self.inner.get(&format!("/files/seen?{}", query(q)?)).await
+    }
+
+    /// Forgets what was seen under some folders and starts `file:events`
+    /// over with a `reset` entry, in one transaction.
+    pub async fn reset_files(&self, body: &ResetBody) -> Result<ResetDone, ClientError> {
+        self.inner
+            .call(Method::POST, "/files/reset", Some(body))
+            .await
     }
 
     pub async fn append(&self, entry: &CheckedEntry) -> Result<StreamId, ClientError> {

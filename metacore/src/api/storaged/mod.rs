@@ -3,7 +3,9 @@
 //! `docs/storaged-api.md`.
 
 mod client;
+mod watch;
 mod wire;
 
 pub use client::StoragedClient;
+pub use watch::*;
 pub use wire::*;
