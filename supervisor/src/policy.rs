@@ -57,7 +57,7 @@ pub(crate) const TABLE: &[Policy] = &[
         ready_timeout: Duration::from_secs(120),
         // Queued writes are committed before it exits (milliseconds). The
         // graces of the table add up to under Docker's default 10 s.
-        stop_grace: Duration::from_secs(6),
+        stop_grace: Duration::from_secs(5),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),
@@ -69,6 +69,21 @@ pub(crate) const TABLE: &[Policy] = &[
         after: &[Daemon::Storaged],
         ready_timeout: Duration::from_secs(30),
         stop_grace: Duration::from_secs(3),
+        first_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(10),
+        stable_after: Duration::from_secs(30),
+        crash_loop_after: 5,
+        on_crash_loop: OnCrashLoop::KeepRetrying,
+    },
+    Policy {
+        daemon: Daemon::Watcherd,
+        after: &[Daemon::Storaged],
+        // Ready once its socket is bound; it reads what it knows and scans
+        // after that, with the API up.
+        ready_timeout: Duration::from_secs(30),
+        // Nothing to flush: what it had not sent is found again by the
+        // scan of its next start.
+        stop_grace: Duration::from_secs(1),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),
@@ -175,6 +190,12 @@ mod tests {
             "never ready, however long it took, is a failure"
         );
         assert!(p.count_failure(4, Some(Duration::from_secs(1))) >= p.crash_loop_after);
+    }
+
+    #[test]
+    fn a_whole_stop_fits_in_dockers_ten_seconds() {
+        let total: Duration = TABLE.iter().map(|p| p.stop_grace).sum();
+        assert!(total < Duration::from_secs(10), "{total:?}");
     }
 
     #[test]

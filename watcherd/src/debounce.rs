@@ -9,14 +9,13 @@
 //! still is settled and leaves; one that is gone leaves without a word.
 
 use std::collections::HashMap;
-use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
 /// What a `stat` of a file said.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Seen {
     pub size: u64,
-    pub mtime_ns: i128,
+    pub mtime_ns: i64,
 }
 
 /// What the second look at a due path decided.
@@ -33,14 +32,15 @@ pub enum Settle {
 #[derive(Debug)]
 struct Pending {
     seen: Seen,
-    since: Instant,
+    /// When the quiet period ends.
+    due: Instant,
 }
 
 /// The paths waiting to be quiet.
 #[derive(Debug)]
 pub struct Debouncer {
     quiet: Duration,
-    pending: HashMap<PathBuf, Pending>,
+    pending: HashMap<String, Pending>,
 }
 
 impl Debouncer {
@@ -54,19 +54,27 @@ impl Debouncer {
     /// Something happened at `path`, which `stat`s as `seen` now. A change
     /// of size or mtime (or a first sight) starts the quiet period; the same
     /// `stat` again (an event that changed nothing) does not extend it.
-    pub fn touch(&mut self, path: &Path, seen: Seen, now: Instant) {
+    pub fn touch(&mut self, path: &str, seen: Seen, now: Instant) {
+        let due = now + self.quiet;
         match self.pending.get_mut(path) {
             Some(p) if p.seen == seen => {}
-            Some(p) => *p = Pending { seen, since: now },
+            Some(p) => *p = Pending { seen, due },
             None => {
-                self.pending
-                    .insert(path.to_owned(), Pending { seen, since: now });
+                self.pending.insert(path.to_owned(), Pending { seen, due });
             }
         }
     }
 
+    /// Like [`Debouncer::touch`], for a file known to be quiet already (its
+    /// mtime is older than the quiet period, or it is a known file moved
+    /// here): due at once, still checked by a second `stat`.
+    pub fn touch_due(&mut self, path: &str, seen: Seen, now: Instant) {
+        self.pending
+            .insert(path.to_owned(), Pending { seen, due: now });
+    }
+
     /// The path went away before it settled: nothing is announced for it.
-    pub fn forget(&mut self, path: &Path) {
+    pub fn forget(&mut self, path: &str) {
         self.pending.remove(path);
     }
 
@@ -81,15 +89,15 @@ impl Debouncer {
 
     /// When the next pending path is due, if any is pending.
     pub fn next_due(&self) -> Option<Instant> {
-        self.pending.values().map(|p| p.since + self.quiet).min()
+        self.pending.values().map(|p| p.due).min()
     }
 
     /// Paths quiet for the whole period by `now`, in path order.
-    pub fn due(&self, now: Instant) -> Vec<PathBuf> {
-        let mut due: Vec<PathBuf> = self
+    pub fn due(&self, now: Instant) -> Vec<String> {
+        let mut due: Vec<String> = self
             .pending
             .iter()
-            .filter(|(_, p)| now >= p.since + self.quiet)
+            .filter(|(_, p)| now >= p.due)
             .map(|(path, _)| path.clone())
             .collect();
         due.sort();
@@ -98,7 +106,7 @@ impl Debouncer {
 
     /// The second look at a due path: `now_seen` is its `stat` now (`None`
     /// when it is gone, which forgets it).
-    pub fn settle(&mut self, path: &Path, now_seen: Option<Seen>, now: Instant) -> Settle {
+    pub fn settle(&mut self, path: &str, now_seen: Option<Seen>, now: Instant) -> Settle {
         let Some(p) = self.pending.get_mut(path) else {
             return Settle::Unknown;
         };
@@ -112,7 +120,10 @@ impl Debouncer {
                 Settle::Settled(seen)
             }
             Some(seen) => {
-                *p = Pending { seen, since: now };
+                *p = Pending {
+                    seen,
+                    due: now + self.quiet,
+                };
                 Settle::Again
             }
         }
@@ -125,25 +136,25 @@ mod tests {
 
     const QUIET: Duration = Duration::from_secs(30);
 
-    fn seen(size: u64, mtime_ns: i128) -> Seen {
+    fn seen(size: u64, mtime_ns: i64) -> Seen {
         Seen { size, mtime_ns }
     }
 
     #[test]
     fn a_file_written_in_pieces_settles_once_after_the_last_write() {
         let t0 = Instant::now();
-        let p = Path::new("/files/watch/a.mkv");
+        let p = "watch/a.mkv";
         let mut d = Debouncer::new(QUIET);
         // Ten writes, 5 s apart: never quiet for 30 s until the end.
         for i in 0..10u64 {
             let now = t0 + Duration::from_secs(5 * i);
-            d.touch(p, seen(1 << (20 + i), i128::from(i)), now);
+            d.touch(p, seen(1 << (20 + i), i as i64), now);
             assert!(d.due(now).is_empty(), "write {i}");
         }
         let last = t0 + Duration::from_secs(45);
         assert_eq!(d.next_due(), Some(last + QUIET));
         assert!(d.due(last + QUIET - Duration::from_millis(1)).is_empty());
-        assert_eq!(d.due(last + QUIET), [p.to_path_buf()]);
+        assert_eq!(d.due(last + QUIET), [p.to_owned()]);
         let s = d.settle(p, Some(seen(1 << 29, 9)), last + QUIET);
         assert_eq!(s, Settle::Settled(seen(1 << 29, 9)));
         assert!(d.is_empty());
@@ -156,7 +167,7 @@ mod tests {
     #[test]
     fn an_event_that_changed_nothing_does_not_extend_the_wait() {
         let t0 = Instant::now();
-        let p = Path::new("a");
+        let p = "a";
         let mut d = Debouncer::new(QUIET);
         d.touch(p, seen(10, 1), t0);
         d.touch(p, seen(10, 1), t0 + Duration::from_secs(20));
@@ -166,7 +177,7 @@ mod tests {
     #[test]
     fn a_change_seen_at_the_second_look_starts_the_wait_over() {
         let t0 = Instant::now();
-        let p = Path::new("a");
+        let p = "a";
         let mut d = Debouncer::new(QUIET);
         d.touch(p, seen(10, 1), t0);
         let at = t0 + QUIET;
@@ -179,12 +190,22 @@ mod tests {
     fn a_file_gone_before_it_settled_is_never_announced() {
         let t0 = Instant::now();
         let mut d = Debouncer::new(QUIET);
-        d.touch(Path::new("a"), seen(1, 1), t0);
-        d.touch(Path::new("b"), seen(1, 1), t0);
-        d.forget(Path::new("a"));
-        assert_eq!(d.settle(Path::new("b"), None, t0 + QUIET), Settle::Unknown);
+        d.touch("a", seen(1, 1), t0);
+        d.touch("b", seen(1, 1), t0);
+        d.forget("a");
+        assert_eq!(d.settle("b", None, t0 + QUIET), Settle::Unknown);
         assert!(d.is_empty());
         assert_eq!(d.next_due(), None);
+    }
+
+    #[test]
+    fn a_file_quiet_already_is_due_at_once_and_still_checked() {
+        let t0 = Instant::now();
+        let mut d = Debouncer::new(QUIET);
+        d.touch_due("a", seen(10, 1), t0);
+        assert_eq!(d.due(t0), ["a"]);
+        assert_eq!(d.settle("a", Some(seen(11, 2)), t0), Settle::Again);
+        assert_eq!(d.next_due(), Some(t0 + QUIET));
     }
 
     #[test]
@@ -192,13 +213,9 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Debouncer::new(Duration::ZERO);
         for name in ["c", "a", "b"] {
-            d.touch(Path::new(name), seen(1, 1), t0);
+            d.touch(name, seen(1, 1), t0);
         }
-        let due: Vec<_> = d
-            .due(t0)
-            .into_iter()
-            .map(|p| p.display().to_string())
-            .collect();
+        let due: Vec<_> = d.due(t0).into_iter().map(|p| p.to_string()).collect();
         assert_eq!(due, ["a", "b", "c"]);
     }
 }

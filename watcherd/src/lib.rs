@@ -1,13 +1,25 @@
 //! watcherd: watches `FILES_PATH`, mints records and appends `file:events`
-//! (being built; the daemon itself is not in the supervisor's table yet).
+//! through storaged, and serves the watchers API on its socket.
 //!
+//! - [`engine`]: what is known, the debounce, renames, the batches sent to
+//!   storaged.
+//! - [`tree`]: the inotify watches, one per folder, up to the kernel's
+//!   limit; the folders past it are polled.
 //! - [`debounce`]: a file announced once, after it has been quiet.
 //! - [`midhash`]: the midhash256 content ID of a file (CONTRACT decision 7).
-//! - [`scan`]: walking a watched tree, the diff with what is known, renames.
+//! - [`scan`]: walking a watched tree and the diff with what is known.
 //! - [`watchers`]: `watchers.json`, the polling watchers, in the original's
 //!   format.
+//! - [`api`]: the socket routes.
 
+pub mod api;
 pub mod debounce;
+pub mod engine;
 pub mod midhash;
 pub mod scan;
+pub mod tree;
 pub mod watchers;
+
+mod run;
+
+pub use run::{RunError, run};

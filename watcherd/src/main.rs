@@ -1,6 +1,6 @@
-//! `watcherd`: not built yet; see the issue that introduces it.
+//! `watcherd`: parse the configuration, set up tracing, run.
 
-fn main() {
-    eprintln!("watcherd is not part of this build yet");
-    std::process::exit(2);
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    metacore::daemon::main("watcherd", watcherd::run).await
 }

@@ -1,26 +1,17 @@
-//! A scan: walk a watched tree, compare it with what is known, and pair
-//! the files that left one path and appeared at another into renames.
+//! A scan: walk a watched tree (or list one folder) and compare what it
+//! found with what is known.
 //!
 //! Paths are relative to `FILES_PATH` with `/` separators, as `file:events`
 //! carries them. The walk descends into every folder, hidden ones included,
 //! and skips files whose name starts with `.` (partial downloads, editor
 //! swap files), as the original did. It does not follow symlinks.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
-use metacore::cid::Cid;
-
 use crate::debounce::Seen;
-
-/// What the watcher knows of a file it has announced.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Known {
-    pub seen: Seen,
-    pub midhash: Cid,
-}
 
 /// How a path differs between what is known and what a walk found.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -37,37 +28,65 @@ pub enum Change {
 pub fn seen_of(meta: &std::fs::Metadata) -> Seen {
     Seen {
         size: meta.len(),
-        mtime_ns: i128::from(meta.mtime()) * 1_000_000_000 + i128::from(meta.mtime_nsec()),
+        mtime_ns: meta
+            .mtime()
+            .saturating_mul(1_000_000_000)
+            .saturating_add(meta.mtime_nsec()),
     }
 }
 
 /// Every regular, non-hidden file under `root`, by its path relative to
-/// `files_path`. A folder that vanishes or cannot be read mid-walk is
-/// skipped (the next scan sees it); `root` itself missing is an error.
-pub fn walk(root: &Path, files_path: &Path) -> io::Result<BTreeMap<String, Seen>> {
+/// `files_path`, leaving out the folder `skip`. A folder that vanishes or
+/// cannot be read mid-walk is skipped (the next scan sees it); `root`
+/// itself missing is an error.
+pub fn walk(
+    root: &Path,
+    files_path: &Path,
+    skip: Option<&Path>,
+) -> io::Result<BTreeMap<String, Seen>> {
     let mut out = BTreeMap::new();
     let mut dirs = vec![root.to_owned()];
     std::fs::metadata(root)?;
     while let Some(dir) = dirs.pop() {
-        let Ok(entries) = std::fs::read_dir(&dir) else {
+        if skip.is_some_and(|s| dir.starts_with(s)) {
             continue;
-        };
-        for entry in entries.flatten() {
-            let Ok(kind) = entry.file_type() else {
-                continue;
-            };
-            let path = entry.path();
-            if kind.is_dir() {
-                dirs.push(path);
-            } else if kind.is_file() && !entry.file_name().to_string_lossy().starts_with('.') {
-                let (Ok(meta), Some(rel)) = (entry.metadata(), relative(&path, files_path)) else {
-                    continue;
-                };
-                out.insert(rel, seen_of(&meta));
-            }
+        }
+        if let Ok(sub) = list_into(&dir, files_path, &mut out) {
+            dirs.extend(sub);
         }
     }
     Ok(out)
+}
+
+/// The regular, non-hidden files directly in `dir` (a polled folder).
+pub fn list(dir: &Path, files_path: &Path) -> io::Result<BTreeMap<String, Seen>> {
+    let mut out = BTreeMap::new();
+    list_into(dir, files_path, &mut out)?;
+    Ok(out)
+}
+
+/// Adds the files of `dir` to `out`; returns its folders.
+fn list_into(
+    dir: &Path,
+    files_path: &Path,
+    out: &mut BTreeMap<String, Seen>,
+) -> io::Result<Vec<std::path::PathBuf>> {
+    let mut dirs = Vec::new();
+    for entry in std::fs::read_dir(dir)?.flatten() {
+        let Ok(kind) = entry.file_type() else {
+            continue;
+        };
+        let path = entry.path();
+        if kind.is_dir() {
+            dirs.push(path);
+        } else if kind.is_file() && !entry.file_name().to_string_lossy().starts_with('.') {
+            let (Ok(meta), Some(rel)) = (entry.metadata(), relative(&path, files_path)) else {
+                continue;
+            };
+            out.insert(rel, seen_of(&meta));
+        }
+    }
+    Ok(dirs)
 }
 
 /// `path` relative to `files_path` with `/` separators; `None` outside it
@@ -79,20 +98,25 @@ pub fn relative(path: &Path, files_path: &Path) -> Option<String> {
     Some(parts?.join("/"))
 }
 
-/// The changes from `known` to `found`, in path order (`known` holds only
-/// the files of the walked tree).
-pub fn diff(known: &BTreeMap<String, Known>, found: &BTreeMap<String, Seen>) -> Vec<Change> {
+/// The changes from `known` (the known files of the scanned tree, with
+/// what was seen of each) to `found`, in path order.
+pub fn diff<'a>(
+    known: impl IntoIterator<Item = (&'a String, &'a Seen)>,
+    found: &BTreeMap<String, Seen>,
+) -> Vec<Change> {
     let mut out = Vec::new();
-    for (path, seen) in found {
-        match known.get(path) {
-            None => out.push(Change::Added(path.clone(), *seen)),
-            Some(k) if k.seen != *seen => out.push(Change::Changed(path.clone(), *seen)),
+    let mut known_paths = std::collections::BTreeSet::new();
+    for (path, seen) in known {
+        known_paths.insert(path.as_str());
+        match found.get(path) {
+            None => out.push(Change::Removed(path.clone())),
+            Some(now) if now != seen => out.push(Change::Changed(path.clone(), *now)),
             Some(_) => {}
         }
     }
-    for path in known.keys() {
-        if !found.contains_key(path) {
-            out.push(Change::Removed(path.clone()));
+    for (path, seen) in found {
+        if !known_paths.contains(path.as_str()) {
+            out.push(Change::Added(path.clone(), *seen));
         }
     }
     out.sort_by(|a, b| path_of(a).cmp(path_of(b)));
@@ -105,42 +129,9 @@ fn path_of(c: &Change) -> &str {
     }
 }
 
-/// Files that left one path and appeared at another with the same content.
-#[derive(Debug, Default, PartialEq, Eq)]
-pub struct Paired {
-    /// `(old path, new path)`.
-    pub renamed: Vec<(String, String)>,
-    pub added: Vec<String>,
-    pub removed: Vec<String>,
-}
-
-/// Pairs removed and added paths whose midhash is the same into renames,
-/// one to one, in path order; what is left stays added or removed.
-pub fn pair_renames(removed: Vec<(String, Cid)>, added: Vec<(String, Cid)>) -> Paired {
-    let mut gone: HashMap<Cid, Vec<String>> = HashMap::new();
-    let mut removed = removed;
-    removed.sort();
-    for (path, cid) in removed {
-        gone.entry(cid).or_default().push(path);
-    }
-    let mut out = Paired::default();
-    let mut added = added;
-    added.sort();
-    for (path, cid) in added {
-        match gone.get_mut(&cid).filter(|olds| !olds.is_empty()) {
-            Some(olds) => out.renamed.push((olds.remove(0), path)),
-            None => out.added.push(path),
-        }
-    }
-    out.removed = gone.into_values().flatten().collect();
-    out.removed.sort();
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::midhash;
 
     fn seen(size: u64) -> Seen {
         Seen { size, mtime_ns: 7 }
@@ -162,32 +153,24 @@ mod tests {
             std::fs::write(path, body).unwrap();
         }
         std::os::unix::fs::symlink(files.join("other"), files.join("watch/link")).unwrap();
-        let found = walk(&files.join("watch"), files).unwrap();
+        let found = walk(&files.join("watch"), files, Some(&files.join("watch/sub"))).unwrap();
         let names: Vec<&str> = found.keys().map(String::as_str).collect();
-        assert_eq!(
-            names,
-            [
-                "watch/.hidden-dir/b.mkv",
-                "watch/a.mkv",
-                "watch/sub/deeper/c.srt"
-            ]
-        );
+        assert_eq!(names, ["watch/.hidden-dir/b.mkv", "watch/a.mkv",]);
         assert_eq!(found["watch/a.mkv"].size, 2);
-        assert!(walk(&files.join("missing"), files).is_err());
+        assert!(walk(&files.join("missing"), files, None).is_err());
+        assert_eq!(walk(files, files, None).unwrap().len(), 4);
+        let here: Vec<String> = list(&files.join("watch"), files)
+            .unwrap()
+            .into_keys()
+            .collect();
+        assert_eq!(here, ["watch/a.mkv"]);
     }
 
     #[test]
     fn the_diff_names_each_added_changed_and_removed_path() {
-        let cid = midhash::of_bytes(b"x");
-        let known: BTreeMap<String, Known> = [("a", 1), ("b", 2), ("c", 3)]
+        let known: BTreeMap<String, Seen> = [("a", 1), ("b", 2), ("c", 3)]
             .into_iter()
-            .map(|(p, s)| {
-                let k = Known {
-                    seen: seen(s),
-                    midhash: cid.clone(),
-                };
-                (p.to_owned(), k)
-            })
+            .map(|(p, s)| (p.to_owned(), seen(s)))
             .collect();
         let found: BTreeMap<String, Seen> = [("a", 1), ("b", 20), ("d", 4)]
             .into_iter()
@@ -201,46 +184,7 @@ mod tests {
                 Change::Added("d".into(), seen(4)),
             ]
         );
-        assert!(
-            diff(
-                &known,
-                &known.iter().map(|(p, k)| (p.clone(), k.seen)).collect()
-            )
-            .is_empty()
-        );
-    }
-
-    #[test]
-    fn same_content_gone_here_and_new_there_is_a_rename() {
-        let (x, y, z) = (
-            midhash::of_bytes(b"x"),
-            midhash::of_bytes(b"y"),
-            midhash::of_bytes(b"z"),
-        );
-        let p = pair_renames(
-            vec![
-                ("watch/old.mkv".into(), x.clone()),
-                ("watch/gone.mkv".into(), y.clone()),
-                ("watch/twin-1".into(), z.clone()),
-                ("watch/twin-2".into(), z.clone()),
-            ],
-            vec![
-                ("sorted/new.mkv".into(), x),
-                ("sorted/brand-new.mkv".into(), midhash::of_bytes(b"w")),
-                ("sorted/twin".into(), z),
-            ],
-        );
-        assert_eq!(
-            p,
-            Paired {
-                renamed: vec![
-                    ("watch/old.mkv".into(), "sorted/new.mkv".into()),
-                    ("watch/twin-1".into(), "sorted/twin".into()),
-                ],
-                added: vec!["sorted/brand-new.mkv".into()],
-                removed: vec!["watch/gone.mkv".into(), "watch/twin-2".into()],
-            }
-        );
+        assert!(diff(&known, &known).is_empty());
     }
 
     #[test]

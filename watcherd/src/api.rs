@@ -1,0 +1,357 @@
+//! watcherd's socket: `/health`, `/status` and the watchers API, which
+//! apid exposes under `/api/watchers` (the original's routes and shapes).
+
+use std::path::PathBuf;
+use std::sync::atomic::Ordering;
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use axum::Router;
+use axum::extract::{DefaultBodyLimit, Path as UrlPath};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, extract::State as AxState};
+use metacore::clock::unix_ms;
+use metacore::error::{ApiError, ErrorCode};
+use metacore::layout::Daemon;
+use metacore::socket::Health;
+use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
+use serde::Serialize;
+use tokio::sync::{mpsc, oneshot};
+
+use crate::engine::{Input, KnownFiles, Stats};
+use crate::tree::max_user_watches;
+use crate::watchers::{NewWatcher, WatcherConfig, WatcherUpdate, Watchers};
+
+/// Largest body the watchers API takes (a watcher is a path and two flags).
+pub const MAX_BODY: usize = 16 * 1024;
+
+/// What every handler shares.
+#[derive(Debug)]
+pub struct AppState {
+    pub watchers: Arc<Mutex<Watchers>>,
+    /// The engine; `None` when `ENABLE_FILE_WATCHER=false`.
+    pub engine: Option<mpsc::Sender<Input>>,
+    pub stats: Arc<Stats>,
+    pub known: KnownFiles,
+    pub files: PathBuf,
+    pub started: Instant,
+}
+
+type State = AxState<Arc<AppState>>;
+
+pub fn router(state: Arc<AppState>) -> Router {
+    Router::new()
+        .route(
+            "/health",
+            get(|| async { Json(Health::ok(Daemon::Watcherd)) }),
+        )
+        .route("/status", get(status))
+        .route("/watchers", get(list).post(create))
+        .route("/watchers/scan-all", post(scan_all))
+        .route("/watchers/reset-all", post(reset_all))
+        .route("/watchers/{id}", get(get_one).put(update).delete(delete))
+        .route("/watchers/{id}/scan", post(scan))
+        .route("/watchers/{id}/reset", post(reset))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(state)
+}
+
+/// A watcher as the API shows it: its configuration and how it is doing.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatcherStatus {
+    #[serde(flatten)]
+    pub config: WatcherConfig,
+    /// Enabled, and the file watcher runs.
+    pub active: bool,
+    /// When its folder was last walked to the end (Unix ms), if ever.
+    pub last_scan: Option<u64>,
+    /// Files known under its folder.
+    pub file_count: usize,
+    pub is_scanning: bool,
+}
+
+#[derive(Debug, Serialize)]
+pub struct WatcherList {
+    pub watchers: Vec<WatcherStatus>,
+    pub count: usize,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct InotifyStatus {
+    /// Folders with an inotify watch.
+    pub watched_dirs: u64,
+    /// The kernel's per-user limit (`fs.inotify.max_user_watches`).
+    pub max_user_watches: Option<u64>,
+    /// The limit was met: `polledDirs` folders are listed every
+    /// `WATCH_INTERVAL_MS` instead.
+    pub limit_reached: bool,
+    pub polled_dirs: u64,
+    /// Queue overflows, each followed by a rescan of the whole tree.
+    pub overflows: u64,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatcherdStatus {
+    pub daemon: &'static str,
+    /// `ENABLE_FILE_WATCHER`; when false nothing is watched or announced.
+    pub enabled: bool,
+    pub files_path: String,
+    /// What was announced before has been read back from storaged.
+    pub loaded: bool,
+    pub known_files: usize,
+    /// Files waiting to be quiet (`DEBOUNCE_MS`).
+    pub pending: u64,
+    /// Known files gone, waiting to be a delete or a rename.
+    pub gone: u64,
+    pub announced: u64,
+    /// Observations storaged refused (logged with their cause).
+    pub refused: u64,
+    /// Times storaged could not be reached and the engine waited.
+    pub store_waits: u64,
+    pub inotify: InotifyStatus,
+    pub watchers: usize,
+    pub uptime_ms: u64,
+}
+
+async fn status(st: State) -> Json<WatcherdStatus> {
+    let s = &st.stats;
+    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+    Json(WatcherdStatus {
+        daemon: "watcherd",
+        enabled: st.engine.is_some(),
+        files_path: st.files.display().to_string(),
+        loaded: s.loaded.load(Ordering::Relaxed),
+        known_files: st.known.read().expect("known lock").len(),
+        pending: n(&s.pending),
+        gone: n(&s.gone),
+        announced: n(&s.announced),
+        refused: n(&s.refused),
+        store_waits: n(&s.store_waits),
+        inotify: InotifyStatus {
+            watched_dirs: n(&s.watched_dirs),
+            max_user_watches: max_user_watches(),
+            limit_reached: s.limit_reached.load(Ordering::Relaxed),
+            polled_dirs: n(&s.polled_dirs),
+            overflows: n(&s.overflows),
+        },
+        watchers: st.watchers.lock().expect("watchers lock").list().len(),
+        uptime_ms: st.started.elapsed().as_millis() as u64,
+    })
+}
+
+impl AppState {
+    fn status_of(&self, c: &WatcherConfig) -> WatcherStatus {
+        let dir = PathBuf::from(&c.path);
+        let prefix = crate::scan::relative(&dir, &self.files)
+            .filter(|r| !r.is_empty())
+            .map(|r| format!("{r}/"))
+            .unwrap_or_default();
+        let file_count = self
+            .known
+            .read()
+            .expect("known lock")
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .count();
+        WatcherStatus {
+            active: c.enabled && self.engine.is_some(),
+            // A walk of a folder above this one covered it too.
+            last_scan: self
+                .stats
+                .last_scan
+                .lock()
+                .expect("scan lock")
+                .iter()
+                .filter(|(walked, _)| dir.starts_with(walked))
+                .map(|(_, at)| *at)
+                .max(),
+            is_scanning: self
+                .stats
+                .walking
+                .lock()
+                .expect("walking lock")
+                .contains(&dir),
+            file_count,
+            config: c.clone(),
+        }
+    }
+
+    fn engine(&self) -> Result<&mpsc::Sender<Input>, ApiError> {
+        self.engine.as_ref().ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::Conflict,
+                "the file watcher is off (ENABLE_FILE_WATCHER=false): nothing is scanned",
+            )
+        })
+    }
+
+    /// Asks the engine and waits for its answer.
+    async fn ask(
+        &self,
+        make: impl FnOnce(oneshot::Sender<Result<usize, ApiError>>) -> Input,
+    ) -> Result<usize, ApiError> {
+        let (tx, rx) = oneshot::channel();
+        let gone = || ApiError::unavailable("the file watcher is stopping");
+        self.engine()?.send(make(tx)).await.map_err(|_| gone())?;
+        rx.await.map_err(|_| gone())?
+    }
+
+    fn config(&self, id: &str) -> Result<WatcherConfig, ApiError> {
+        self.watchers
+            .lock()
+            .expect("watchers lock")
+            .get(id)
+            .cloned()
+    }
+}
+
+async fn list(st: State) -> Json<WatcherList> {
+    let configs: Vec<WatcherConfig> = st.watchers.lock().expect("watchers lock").list().to_vec();
+    let watchers: Vec<WatcherStatus> = configs.iter().map(|c| st.status_of(c)).collect();
+    Json(WatcherList {
+        count: watchers.len(),
+        watchers,
+    })
+}
+
+async fn create(
+    st: State,
+    JsonBody(new): JsonBody<NewWatcher>,
+) -> Result<(StatusCode, Json<WatcherConfig>), ApiError> {
+    let c = st
+        .watchers
+        .lock()
+        .expect("watchers lock")
+        .create(new, unix_ms())?;
+    Ok((StatusCode::CREATED, Json(c)))
+}
+
+async fn get_one(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherStatus> {
+    let c = st.config(&id)?;
+    Ok(Json(st.status_of(&c)))
+}
+
+async fn update(
+    st: State,
+    UrlPath(id): UrlPath<String>,
+    JsonBody(change): JsonBody<WatcherUpdate>,
+) -> JsonReply<WatcherStatus> {
+    let c = st
+        .watchers
+        .lock()
+        .expect("watchers lock")
+        .update(&id, change)?;
+    Ok(Json(st.status_of(&c)))
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Done {
+    status: &'static str,
+    message: &'static str,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    watcher_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_count: Option<usize>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    total_files: Option<usize>,
+}
+
+impl Done {
+    fn new(message: &'static str) -> Self {
+        Self {
+            status: "ok",
+            message,
+            watcher_id: None,
+            file_count: None,
+            total_files: None,
+        }
+    }
+}
+
+async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    st.watchers.lock().expect("watchers lock").delete(&id)?;
+    Ok(Json(Done::new("Watcher deleted")))
+}
+
+async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    let dir = PathBuf::from(st.config(&id)?.path);
+    let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
+    Ok(Json(Done {
+        file_count: Some(n),
+        ..Done::new("Scan triggered")
+    }))
+}
+
+async fn scan_all(st: State) -> JsonReply<Done> {
+    let dirs: Vec<PathBuf> = enabled_dirs(&st);
+    let mut total = 0;
+    for dir in dirs {
+        total += st.ask(|reply| Input::Scan { dir, reply }).await?;
+    }
+    Ok(Json(Done {
+        total_files: Some(total),
+        ..Done::new("Scan triggered for all watchers")
+    }))
+}
+
+fn enabled_dirs(st: &AppState) -> Vec<PathBuf> {
+    st.watchers
+        .lock()
+        .expect("watchers lock")
+        .list()
+        .iter()
+        .filter(|c| c.enabled)
+        .map(|c| PathBuf::from(&c.path))
+        .collect()
+}
+
+async fn reset(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    let c = st.config(&id)?;
+    let dirs = vec![PathBuf::from(&c.path)];
+    let watcher_id = c.id.clone();
+    let n = st
+        .ask(|reply| Input::Reset {
+            dirs,
+            watcher_id,
+            reply,
+        })
+        .await?;
+    Ok(Json(Done {
+        watcher_id: Some(c.id),
+        file_count: Some(n),
+        ..Done::new("Reset complete")
+    }))
+}
+
+/// One `reset` entry (naming the first enabled watcher, as the original
+/// did), everything forgotten, the whole tree walked again.
+async fn reset_all(st: State) -> JsonReply<Done> {
+    let first = st
+        .watchers
+        .lock()
+        .expect("watchers lock")
+        .list()
+        .iter()
+        .find(|c| c.enabled)
+        .map(|c| c.id.clone())
+        .unwrap_or_default();
+    let dirs = vec![st.files.clone()];
+    let n = st
+        .ask(|reply| Input::Reset {
+            dirs,
+            watcher_id: first,
+            reply,
+        })
+        .await?;
+    Ok(Json(Done {
+        total_files: Some(n),
+        ..Done::new("All watchers reset")
+    }))
+}

@@ -1,0 +1,872 @@
+//! The engine: one task that owns what watcherd knows and decides what to
+//! announce. Its inputs are inotify events (through `notify`), the results
+//! of walks (run on the blocking pool: the start-up scan, the polling
+//! watchers, folders that appeared, rescans after a queue overflow) and
+//! the API's commands.
+//!
+//! - A path that changed waits in the [`Debouncer`] until it has been
+//!   quiet for `DEBOUNCE_MS` and a second `stat` agrees; a file whose mtime
+//!   is older than that already (found by a walk, moved in with `mv`) is
+//!   due at once.
+//! - A known path that disappeared waits as long in [`Gone`]: if the same
+//!   content (midhash) settles at another path meanwhile, the two are one
+//!   `rename`; if not, it is a `delete`.
+//! - Settled files are hashed on the blocking pool and sent to storaged in
+//!   batches ([`Observation`]); storaged applies each with its record and
+//!   its `file:events` entry in one transaction, and what it committed
+//!   becomes what the engine knows. When storaged is away the engine waits
+//!   and retries; events pile up meanwhile in the kernel's queue, and if it
+//!   overflows, the rescan that follows finds everything.
+//!
+//! What is known is read back from storaged's `seen:` rows at start, so a
+//! restart announces exactly what changed while watcherd was down.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::{
+    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ResetBody, SeenQuery, StoragedClient,
+};
+use metacore::checked::{FilePath, RelPath};
+use metacore::cid::Cid;
+use metacore::clock::unix_ms;
+use metacore::error::ApiError;
+use metacore::rid::Rid;
+use metacore::shutdown::Shutdown;
+use notify::EventKind;
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::debounce::{Debouncer, Seen, Settle};
+use crate::scan::{self, Change};
+use crate::tree::{MOUNTS_DIR, Tree};
+use crate::watchers::Watchers;
+
+/// Files hashed and sent to storaged per round.
+const ROUND: usize = 512;
+
+/// What the engine knows of a file it announced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    pub seen: Seen,
+    pub midhash: Cid,
+    pub rid: Rid,
+}
+
+/// Every known file by its path relative to `FILES_PATH`; written by the
+/// engine only, read by the API (file counts).
+pub type KnownFiles = Arc<RwLock<BTreeMap<String, Known>>>;
+
+/// Figures the API reads without asking the engine.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub loaded: AtomicBool,
+    pub pending: AtomicU64,
+    pub gone: AtomicU64,
+    pub watched_dirs: AtomicU64,
+    pub polled_dirs: AtomicU64,
+    pub limit_reached: AtomicBool,
+    pub overflows: AtomicU64,
+    pub announced: AtomicU64,
+    pub refused: AtomicU64,
+    pub store_waits: AtomicU64,
+    /// Folders being walked now, and when each watcher root was last
+    /// walked to the end (Unix ms).
+    pub walking: Mutex<HashSet<PathBuf>>,
+    pub last_scan: Mutex<HashMap<PathBuf, u64>>,
+}
+
+/// What the engine is asked to do.
+#[derive(Debug)]
+pub enum Input {
+    Fs(notify::Result<notify::Event>),
+    Walked {
+        scope: Scope,
+        found: io::Result<BTreeMap<String, Seen>>,
+        done: Option<oneshot::Sender<Result<usize, ApiError>>>,
+    },
+    /// Walk a folder now; reply with the number of files found.
+    Scan {
+        dir: PathBuf,
+        reply: oneshot::Sender<Result<usize, ApiError>>,
+    },
+    /// Forget what was seen under `dirs`, start `file:events` over with a
+    /// `reset` entry naming `watcher_id`, walk them again.
+    Reset {
+        dirs: Vec<PathBuf>,
+        watcher_id: String,
+        reply: oneshot::Sender<Result<usize, ApiError>>,
+    },
+}
+
+/// What a walk covered.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// A folder and everything under it.
+    Tree(PathBuf),
+    /// One folder's own files (a folder polled because it is not watched).
+    Dir(PathBuf),
+}
+
+/// Known paths that disappeared, waiting to become a delete or a rename.
+#[derive(Debug, Default)]
+struct Gone {
+    since: BTreeMap<String, Instant>,
+    by_hash: HashMap<Cid, BTreeSet<String>>,
+    by_seen: HashMap<Seen, usize>,
+}
+
+impl Gone {
+    fn insert(&mut self, path: &str, known: &Known, now: Instant) {
+        if self.since.insert(path.to_owned(), now).is_none() {
+            self.by_hash
+                .entry(known.midhash.clone())
+                .or_default()
+                .insert(path.to_owned());
+            *self.by_seen.entry(known.seen).or_default() += 1;
+        }
+    }
+
+    fn remove(&mut self, path: &str, known: Option<&Known>) -> bool {
+        if self.since.remove(path).is_none() {
+            return false;
+        }
+        if let Some(k) = known {
+            if let Some(set) = self.by_hash.get_mut(&k.midhash) {
+                set.remove(path);
+                if set.is_empty() {
+                    self.by_hash.remove(&k.midhash);
+                }
+            }
+            if let Some(n) = self.by_seen.get_mut(&k.seen) {
+                *n -= 1;
+                if *n == 0 {
+                    self.by_seen.remove(&k.seen);
+                }
+            }
+        }
+        true
+    }
+
+    /// A gone path whose content was `midhash` (the first in path order).
+    fn matching(&self, midhash: &Cid) -> Option<String> {
+        self.by_hash.get(midhash)?.iter().next().cloned()
+    }
+
+    fn has_seen(&self, seen: &Seen) -> bool {
+        self.by_seen.contains_key(seen)
+    }
+
+    fn next_due(&self, quiet: Duration) -> Option<Instant> {
+        self.since.values().min().map(|t| *t + quiet)
+    }
+
+    fn due(&self, now: Instant, quiet: Duration) -> Vec<String> {
+        self.since
+            .iter()
+            .filter(|(_, t)| now >= **t + quiet)
+            .map(|(p, _)| p.clone())
+            .collect()
+    }
+}
+
+/// The engine's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub files: PathBuf,
+    pub quiet: Duration,
+    /// How often folders past the inotify limit are listed.
+    pub poll_unwatched: Duration,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    settings: Settings,
+    root: FilePath,
+    store: StoragedClient,
+    known: KnownFiles,
+    debounce: Debouncer,
+    gone: Gone,
+    tree: Arc<Mutex<Tree>>,
+    inputs: mpsc::Sender<Input>,
+    watchers: Arc<Mutex<Watchers>>,
+    next_poll: HashMap<String, Instant>,
+    next_unwatched_poll: Instant,
+    /// Folders gone whose watches the tree should drop (when it is free).
+    forget: Vec<PathBuf>,
+    stats: Arc<Stats>,
+    shutdown: Shutdown,
+}
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        settings: Settings,
+        store: StoragedClient,
+        known: KnownFiles,
+        tree: Arc<Mutex<Tree>>,
+        inputs: mpsc::Sender<Input>,
+        watchers: Arc<Mutex<Watchers>>,
+        stats: Arc<Stats>,
+        shutdown: Shutdown,
+    ) -> Result<Self, ApiError> {
+        let root = FilePath::new(settings.files.display().to_string())?;
+        Ok(Self {
+            debounce: Debouncer::new(settings.quiet),
+            next_unwatched_poll: Instant::now() + settings.poll_unwatched,
+            settings,
+            root,
+            store,
+            known,
+            gone: Gone::default(),
+            tree,
+            inputs,
+            watchers,
+            next_poll: HashMap::new(),
+            forget: Vec::new(),
+            stats,
+            shutdown,
+        })
+    }
+
+    /// Loads what is known, starts the first scan and runs until shutdown.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Input>) {
+        if !self.load().await {
+            return;
+        }
+        let files = self.settings.files.clone();
+        self.walk(Scope::Tree(files), true, None);
+        loop {
+            self.publish_stats();
+            let wake = self.next_wake();
+            tokio::select! {
+                () = self.shutdown.wait() => return,
+                input = rx.recv() => match input {
+                    Some(input) => self.handle(input).await,
+                    None => return,
+                },
+                () = tokio::time::sleep_until(wake.into()) => {}
+            }
+            // Take whatever else is queued before settling: a burst of
+            // events is one pass of the debouncer, not one per event.
+            while let Ok(input) = rx.try_recv() {
+                self.handle(input).await;
+            }
+            self.poll_watchers();
+            self.settle_due().await;
+        }
+    }
+
+    /// Reads the `seen:` rows; false when shutdown came first.
+    async fn load(&mut self) -> bool {
+        let mut map = BTreeMap::new();
+        let mut after: Option<String> = None;
+        loop {
+            let q = SeenQuery {
+                after: after.clone(),
+                limit: Some(10_000),
+            };
+            let page = loop {
+                match self.store.seen(&q).await {
+                    Ok(p) => break p,
+                    Err(e) => {
+                        tracing::warn!("cannot read what was seen from storaged, retrying: {e}");
+                        if !self.pause(Duration::from_millis(500)).await {
+                            return false;
+                        }
+                    }
+                }
+            };
+            for row in page.rows {
+                map.insert(
+                    row.path.to_string(),
+                    Known {
+                        seen: Seen {
+                            size: row.file.size,
+                            mtime_ns: row.file.mtime_ns,
+                        },
+                        midhash: row.file.midhash,
+                        rid: row.rid,
+                    },
+                );
+            }
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        tracing::info!(files = map.len(), "loaded what was announced before");
+        *self.known.write().expect("known lock") = map;
+        self.stats.loaded.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Sleeps unless shutdown comes first; false on shutdown.
+    async fn pause(&self, d: Duration) -> bool {
+        tokio::select! {
+            () = self.shutdown.wait() => false,
+            () = tokio::time::sleep(d) => true,
+        }
+    }
+
+    fn publish_stats(&mut self) {
+        let s = &self.stats;
+        s.pending
+            .store(self.debounce.len() as u64, Ordering::Relaxed);
+        s.gone
+            .store(self.gone.since.len() as u64, Ordering::Relaxed);
+        let forget = std::mem::take(&mut self.forget);
+        let left = self.with_tree(|tree| {
+            for dir in &forget {
+                tree.forget(dir);
+            }
+            s.watched_dirs
+                .store(tree.watched() as u64, Ordering::Relaxed);
+            s.polled_dirs
+                .store(tree.unwatched_count() as u64, Ordering::Relaxed);
+            s.limit_reached.store(tree.limit_reached, Ordering::Relaxed);
+        });
+        if left.is_none() {
+            self.forget = forget;
+        }
+    }
+
+    fn next_wake(&self) -> Instant {
+        let mut wake = Instant::now() + Duration::from_secs(1);
+        for t in [
+            self.debounce.next_due(),
+            self.gone.next_due(self.settings.quiet),
+            self.next_poll.values().min().copied(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            wake = wake.min(t);
+        }
+        wake
+    }
+
+    async fn handle(&mut self, input: Input) {
+        match input {
+            Input::Fs(Ok(event)) => self.on_event(event),
+            Input::Fs(Err(e)) => {
+                tracing::warn!("inotify: {e}");
+            }
+            Input::Walked { scope, found, done } => self.on_walked(scope, found, done),
+            Input::Scan { dir, reply } => self.walk(Scope::Tree(dir), false, Some(reply)),
+            Input::Reset {
+                dirs,
+                watcher_id,
+                reply,
+            } => self.reset(dirs, watcher_id, reply).await,
+        }
+    }
+
+    /// Inside `FILES_PATH`, outside the mounts folder (what inotify
+    /// watches). Never takes the tree's lock: a walk holding it may be
+    /// waiting on notify's thread, which may be waiting on this engine to
+    /// take its events.
+    fn covers(&self, path: &Path) -> bool {
+        path.starts_with(&self.settings.files)
+            && !path.starts_with(self.settings.files.join(MOUNTS_DIR))
+    }
+
+    /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).
+    fn with_tree<T>(&self, f: impl FnOnce(&mut Tree) -> T) -> Option<T> {
+        match self.tree.try_lock() {
+            Ok(mut t) => Some(f(&mut t)),
+            Err(_) => None,
+        }
+    }
+
+    fn rel(&self, path: &Path) -> Option<String> {
+        scan::relative(path, &self.settings.files).filter(|r| !r.is_empty())
+    }
+
+    fn on_event(&mut self, event: notify::Event) {
+        if event.need_rescan() {
+            self.stats.overflows.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("inotify queue overflowed: rescanning the whole tree");
+            let files = self.settings.files.clone();
+            self.walk(Scope::Tree(files), true, None);
+            return;
+        }
+        match event.kind {
+            // Our own reads (hashing) and other readers: nothing changed.
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+            EventKind::Access(_) => return,
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => return,
+            _ => {}
+        }
+        let gone = matches!(
+            event.kind,
+            EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From))
+        );
+        for path in &event.paths {
+            if gone {
+                self.on_absent(path);
+            } else {
+                self.on_present(path);
+            }
+        }
+    }
+
+    fn on_present(&mut self, path: &Path) {
+        if !self.covers(path) {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            self.on_absent(path);
+            return;
+        };
+        if meta.is_dir() {
+            // A folder made or moved in: watch it, then walk it.
+            self.walk(Scope::Tree(path.to_owned()), true, None);
+        } else if meta.is_file()
+            && !hidden(path)
+            && let Some(rel) = self.rel(path)
+        {
+            self.touch(&rel, scan::seen_of(&meta));
+        }
+    }
+
+    fn on_absent(&mut self, path: &Path) {
+        if path.exists() {
+            // Replaced at once (an editor's save, a move over it).
+            if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+                self.on_present(path);
+            }
+            return;
+        }
+        let Some(rel) = self.rel(path) else {
+            return;
+        };
+        self.forget.push(path.to_owned());
+        self.mark_gone(&rel);
+        // A folder: everything known under it.
+        let prefix = format!("{rel}/");
+        let under: Vec<String> = self
+            .known
+            .read()
+            .expect("known lock")
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in under {
+            self.mark_gone(&p);
+        }
+    }
+
+    /// Something happened at a file that `stat`s as `seen`.
+    fn touch(&mut self, rel: &str, seen: Seen) {
+        let known = self.known.read().expect("known lock").get(rel).cloned();
+        self.gone.remove(rel, known.as_ref());
+        if known.as_ref().is_some_and(|k| k.seen == seen) {
+            self.debounce.forget(rel);
+            return;
+        }
+        let now = Instant::now();
+        let quiet_already = unix_ms()
+            .saturating_sub(u64::try_from(seen.mtime_ns / 1_000_000).unwrap_or(0))
+            >= self.settings.quiet.as_millis() as u64;
+        if quiet_already || self.gone.has_seen(&seen) {
+            self.debounce.touch_due(rel, seen, now);
+        } else {
+            self.debounce.touch(rel, seen, now);
+        }
+    }
+
+    fn mark_gone(&mut self, rel: &str) {
+        self.debounce.forget(rel);
+        let known = self.known.read().expect("known lock").get(rel).cloned();
+        if let Some(k) = known {
+            self.gone.insert(rel, &k, Instant::now());
+        }
+    }
+
+    /// Walks `scope` on the blocking pool (after watching its folders when
+    /// `watch`); the result comes back as [`Input::Walked`].
+    fn walk(
+        &mut self,
+        scope: Scope,
+        watch: bool,
+        done: Option<oneshot::Sender<Result<usize, ApiError>>>,
+    ) {
+        let dir = match &scope {
+            Scope::Tree(d) | Scope::Dir(d) => d.clone(),
+        };
+        if !self
+            .stats
+            .walking
+            .lock()
+            .expect("walking lock")
+            .insert(dir.clone())
+            && done.is_none()
+        {
+            return; // walking it already
+        }
+        let tree = self.tree.clone();
+        let files = self.settings.files.clone();
+        let inputs = self.inputs.clone();
+        tokio::task::spawn_blocking(move || {
+            let found = match &scope {
+                Scope::Tree(d) => {
+                    let skip = files.join(MOUNTS_DIR);
+                    if watch {
+                        tree.lock().expect("tree lock").watch_all(d);
+                    }
+                    let skip = (!d.starts_with(&skip)).then_some(skip);
+                    scan::walk(d, &files, skip.as_deref())
+                }
+                Scope::Dir(d) => scan::list(d, &files),
+            };
+            let _ = inputs.blocking_send(Input::Walked { scope, found, done });
+        });
+    }
+
+    fn on_walked(
+        &mut self,
+        scope: Scope,
+        found: io::Result<BTreeMap<String, Seen>>,
+        done: Option<oneshot::Sender<Result<usize, ApiError>>>,
+    ) {
+        let (dir, one_level) = match &scope {
+            Scope::Tree(d) => (d.clone(), false),
+            Scope::Dir(d) => (d.clone(), true),
+        };
+        self.stats
+            .walking
+            .lock()
+            .expect("walking lock")
+            .remove(&dir);
+        let found = match found {
+            Ok(f) => f,
+            Err(e) => {
+                tracing::warn!(dir = %dir.display(), "cannot walk: {e}");
+                if let Some(done) = done {
+                    let _ = done.send(Err(ApiError::bad_request(format!(
+                        "cannot scan {}: {e}",
+                        dir.display()
+                    ))));
+                }
+                return;
+            }
+        };
+        let prefix = match self.rel(&dir) {
+            Some(r) => format!("{r}/"),
+            None => String::new(),
+        };
+        let changes = {
+            let known = self.known.read().expect("known lock");
+            let under = known
+                .range(prefix.clone()..)
+                .take_while(|(p, _)| p.starts_with(&prefix))
+                .filter(|(p, _)| !one_level || !p[prefix.len()..].contains('/'))
+                .filter(|(p, _)| !in_mounts(p) || in_mounts(&prefix))
+                .map(|(p, k)| (p, &k.seen));
+            scan::diff(under, &found)
+        };
+        // Removals first, so a file moved within the scope pairs up.
+        let (removed, rest): (Vec<Change>, Vec<Change>) = changes
+            .into_iter()
+            .partition(|c| matches!(c, Change::Removed(_)));
+        for c in removed.into_iter().chain(rest) {
+            match c {
+                Change::Removed(p) => self.mark_gone(&p),
+                Change::Added(p, seen) | Change::Changed(p, seen) => self.touch(&p, seen),
+            }
+        }
+        self.stats
+            .last_scan
+            .lock()
+            .expect("scan lock")
+            .insert(dir, unix_ms());
+        if let Some(done) = done {
+            let _ = done.send(Ok(found.len()));
+        }
+    }
+
+    /// Starts the walks of the polling watchers that are due, and the
+    /// listing of folders past the inotify limit.
+    fn poll_watchers(&mut self) {
+        let now = Instant::now();
+        let configs: Vec<(String, PathBuf, Duration)> = self
+            .watchers
+            .lock()
+            .expect("watchers lock")
+            .list()
+            .iter()
+            .filter(|c| c.enabled)
+            .map(|c| {
+                (
+                    c.id.clone(),
+                    PathBuf::from(&c.path),
+                    Duration::from_millis(c.interval_ms),
+                )
+            })
+            .collect();
+        self.next_poll
+            .retain(|id, _| configs.iter().any(|(i, _, _)| i == id));
+        for (id, path, every) in configs {
+            let due = self.next_poll.entry(id).or_insert(now + every);
+            if now >= *due {
+                *due = now + every;
+                self.walk(Scope::Tree(path), false, None);
+            }
+        }
+        if now >= self.next_unwatched_poll {
+            self.next_unwatched_poll = now + self.settings.poll_unwatched;
+            let dirs: Vec<PathBuf> = self
+                .with_tree(|tree| {
+                    tree.retry_unwatched();
+                    tree.unwatched().cloned().collect()
+                })
+                .unwrap_or_default();
+            for d in dirs {
+                self.walk(Scope::Dir(d), false, None);
+            }
+        }
+    }
+
+    /// Settles what is due, a round at a time: hash, pair renames, send.
+    async fn settle_due(&mut self) {
+        loop {
+            let now = Instant::now();
+            let mut due = self.debounce.due(now);
+            due.truncate(ROUND);
+            let mut settled = Vec::new();
+            for rel in due {
+                let abs = self.settings.files.join(&rel);
+                let seen = std::fs::symlink_metadata(&abs)
+                    .ok()
+                    .filter(|m| m.is_file())
+                    .map(|m| scan::seen_of(&m));
+                if let Settle::Settled(seen) = self.debounce.settle(&rel, seen, now) {
+                    let unchanged = self
+                        .known
+                        .read()
+                        .expect("known lock")
+                        .get(&rel)
+                        .is_some_and(|k| k.seen == seen);
+                    if !unchanged {
+                        settled.push((rel, seen));
+                    }
+                }
+            }
+            let gone_due = self.gone.due(now, self.settings.quiet);
+            if settled.is_empty() && gone_due.is_empty() {
+                return;
+            }
+            let more = settled.len() == ROUND;
+            let hashed = self.hash(settled).await;
+            let mut observations = Vec::with_capacity(hashed.len() + gone_due.len());
+            for (rel, seen, midhash) in hashed {
+                let Ok(path) = RelPath::new(rel.clone()) else {
+                    continue;
+                };
+                let file = FileState {
+                    size: seen.size,
+                    mtime_ns: seen.mtime_ns,
+                    midhash,
+                };
+                let is_known = self.known.read().expect("known lock").contains_key(&rel);
+                let from = if is_known {
+                    None
+                } else {
+                    self.gone.matching(&file.midhash)
+                };
+                match from {
+                    Some(from) => {
+                        let k = self.known.read().expect("known lock").get(&from).cloned();
+                        self.gone.remove(&from, k.as_ref());
+                        match RelPath::new(from) {
+                            Ok(from) => observations.push(Observation::Moved { from, path, file }),
+                            Err(_) => observations.push(Observation::Present { path, file }),
+                        }
+                    }
+                    None => observations.push(Observation::Present { path, file }),
+                }
+            }
+            for rel in gone_due {
+                let k = self.known.read().expect("known lock").get(&rel).cloned();
+                if !self.gone.remove(&rel, k.as_ref()) {
+                    continue; // taken by a rename just now
+                }
+                let abs = self.settings.files.join(&rel);
+                if abs.exists() {
+                    self.on_present(&abs);
+                } else if let Ok(path) = RelPath::new(rel) {
+                    observations.push(Observation::Gone { path });
+                }
+            }
+            if !self.send(observations).await || !more {
+                return;
+            }
+        }
+    }
+
+    /// The midhash of each settled file, read on the blocking pool. A file
+    /// that changed since it settled goes back to the debouncer; one that
+    /// vanished is dropped (its removal event or the next scan tells).
+    async fn hash(&mut self, files: Vec<(String, Seen)>) -> Vec<(String, Seen, Cid)> {
+        if files.is_empty() {
+            return Vec::new();
+        }
+        let root = self.settings.files.clone();
+        let results = tokio::task::spawn_blocking(move || {
+            files
+                .into_iter()
+                .map(|(rel, seen)| {
+                    let abs = root.join(&rel);
+                    let r = std::fs::File::open(&abs).and_then(|f| {
+                        let now = scan::seen_of(&f.metadata()?);
+                        if now != seen {
+                            return Ok(Err(now));
+                        }
+                        Ok(Ok(crate::midhash::of_file(&f, seen.size)?))
+                    });
+                    (rel, seen, r)
+                })
+                .collect::<Vec<_>>()
+        })
+        .await
+        .unwrap_or_default();
+        let mut out = Vec::with_capacity(results.len());
+        for (rel, seen, r) in results {
+            match r {
+                Ok(Ok(cid)) => out.push((rel, seen, cid)),
+                Ok(Err(now)) => self.debounce.touch(&rel, now, Instant::now()),
+                Err(e) => tracing::debug!(path = %rel, "not hashed: {e}"),
+            }
+        }
+        out
+    }
+
+    /// Sends observations to storaged, waiting while it is away; what it
+    /// committed becomes known. False on shutdown.
+    async fn send(&mut self, observations: Vec<Observation>) -> bool {
+        for chunk in observations.chunks(MAX_OBSERVATIONS) {
+            let body = ObserveBody {
+                root: self.root.clone(),
+                observations: chunk.to_vec(),
+            };
+            let mut wait = Duration::from_millis(50);
+            let outcomes = loop {
+                match self.store.observe(&body).await {
+                    Ok(o) => break o.outcomes,
+                    Err(e) => {
+                        self.stats.store_waits.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("storaged did not take the observations, retrying: {e}");
+                        if !self.pause(wait).await {
+                            return false;
+                        }
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
+                }
+            };
+            let mut known = self.known.write().expect("known lock");
+            for (o, out) in chunk.iter().zip(outcomes) {
+                if let Some(e) = out.error {
+                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                    tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
+                    continue;
+                }
+                if out.event.is_some() {
+                    self.stats.announced.fetch_add(1, Ordering::Relaxed);
+                }
+                match (o, out.rid) {
+                    (Observation::Present { path, file }, Some(rid)) => {
+                        known.insert(path.to_string(), known_of(file, rid));
+                    }
+                    (Observation::Moved { from, path, file }, Some(rid)) => {
+                        known.remove(from.as_str());
+                        known.insert(path.to_string(), known_of(file, rid));
+                    }
+                    (Observation::Gone { path }, _) => {
+                        known.remove(path.as_str());
+                    }
+                    _ => {}
+                }
+            }
+        }
+        true
+    }
+
+    async fn reset(
+        &mut self,
+        dirs: Vec<PathBuf>,
+        watcher_id: String,
+        reply: oneshot::Sender<Result<usize, ApiError>>,
+    ) {
+        let rels: Vec<String> = dirs
+            .iter()
+            .map(|d| self.rel(d).unwrap_or_default())
+            .collect();
+        let body = ResetBody {
+            dirs: rels.clone(),
+            watcher_id,
+        };
+        if let Err(e) = self.store.reset_files(&body).await {
+            let _ = reply.send(Err(e.into()));
+            return;
+        }
+        {
+            let mut known = self.known.write().expect("known lock");
+            known.retain(|p, _| {
+                !rels.iter().any(|r| {
+                    r.is_empty()
+                        || p.strip_prefix(r.as_str())
+                            .is_some_and(|x| x.starts_with('/'))
+                })
+            });
+        }
+        self.gone = Gone::default();
+        // Walk each again; the reply sums what they found.
+        let mut waits = Vec::new();
+        for d in dirs {
+            let (tx, rx) = oneshot::channel();
+            self.walk(Scope::Tree(d), false, Some(tx));
+            waits.push(rx);
+        }
+        tokio::spawn(async move {
+            let mut total = 0;
+            for w in waits {
+                match w.await {
+                    Ok(Ok(n)) => total += n,
+                    Ok(Err(e)) => {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                    Err(_) => {}
+                }
+            }
+            let _ = reply.send(Ok(total));
+        });
+    }
+}
+
+fn known_of(file: &FileState, rid: Rid) -> Known {
+    Known {
+        seen: Seen {
+            size: file.size,
+            mtime_ns: file.mtime_ns,
+        },
+        midhash: file.midhash.clone(),
+        rid,
+    }
+}
+
+fn hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+}
+
+/// Whether a relative path lies under the mounts folder.
+fn in_mounts(rel: &str) -> bool {
+    rel == MOUNTS_DIR || rel.starts_with(&format!("{MOUNTS_DIR}/"))
+}

@@ -1,0 +1,122 @@
+//! `run`: what the binary calls and the tests call. Open `watchers.json`,
+//! start the engine (unless `ENABLE_FILE_WATCHER=false`), serve the socket
+//! until shutdown.
+
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
+
+use metacore::Config;
+use metacore::api::storaged::StoragedClient;
+use metacore::clock::unix_ms;
+use metacore::layout::Daemon;
+use metacore::shutdown::Shutdown;
+use notify::Watcher;
+use tokio::sync::mpsc;
+
+use crate::api::{self, AppState};
+use crate::engine::{Engine, Input, KnownFiles, Settings, Stats};
+use crate::tree::Tree;
+use crate::watchers::{OpenError, Watchers};
+
+/// inotify events queued for the engine; past this, notify's thread
+/// waits, the kernel's queue fills, and its overflow makes a rescan.
+const EVENT_QUEUE: usize = 16 * 1024;
+
+/// Why watcherd stopped with an error.
+#[derive(Debug, thiserror::Error)]
+pub enum RunError {
+    #[error("cannot make FILES_PATH {path}")]
+    Files {
+        path: std::path::PathBuf,
+        #[source]
+        source: std::io::Error,
+    },
+    #[error("cannot open the watchers file")]
+    Watchers(#[source] OpenError),
+    #[error("cannot start inotify")]
+    Inotify(#[source] notify::Error),
+    #[error("cannot start the engine: {0}")]
+    Engine(String),
+    #[error("cannot serve the socket")]
+    Bind(#[source] metacore::socket::server::BindError),
+    #[error("the socket server failed")]
+    Serve(#[source] std::io::Error),
+}
+
+pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
+    let layout = config.layout();
+    let files = std::path::absolute(&config.files_path).unwrap_or(config.files_path.clone());
+    std::fs::create_dir_all(&files).map_err(|source| RunError::Files {
+        path: files.clone(),
+        source,
+    })?;
+    let (watchers, opened) =
+        Watchers::open(&config.meta_core_path, &files, unix_ms()).map_err(RunError::Watchers)?;
+    if let Some((aside, why)) = &opened.set_aside {
+        tracing::warn!(
+            kept = %aside.display(),
+            "watchers.json could not be read ({why}); it was set aside and the defaults start over"
+        );
+    }
+    for path in &opened.seeded {
+        tracing::info!(path, "added the default watcher");
+    }
+    let watchers = Arc::new(Mutex::new(watchers));
+    let stats = Arc::new(Stats::default());
+    let known = KnownFiles::default();
+    let engine = if config.enable_file_watcher {
+        let (tx, rx) = mpsc::channel(EVENT_QUEUE);
+        let events = tx.clone();
+        let watcher = notify::RecommendedWatcher::new(
+            move |e| {
+                let _ = events.blocking_send(Input::Fs(e));
+            },
+            notify::Config::default(),
+        )
+        .map_err(RunError::Inotify)?;
+        let settings = Settings {
+            files: files.clone(),
+            quiet: config.debounce,
+            poll_unwatched: config.watch_interval,
+        };
+        let engine = Engine::new(
+            settings,
+            StoragedClient::new(&layout.socket(Daemon::Storaged)),
+            known.clone(),
+            Arc::new(Mutex::new(Tree::new(watcher, &files))),
+            tx.clone(),
+            watchers.clone(),
+            stats.clone(),
+            shutdown.clone(),
+        )
+        .map_err(|e| RunError::Engine(e.message))?;
+        tokio::spawn(engine.run(rx));
+        Some(tx)
+    } else {
+        tracing::warn!("ENABLE_FILE_WATCHER=false: nothing is watched or announced");
+        None
+    };
+    let socket = layout.socket(Daemon::Watcherd);
+    let listener = metacore::socket::server::bind(&socket)
+        .await
+        .map_err(RunError::Bind)?;
+    tracing::info!(
+        files = %files.display(),
+        socket = %socket.display(),
+        debounce_ms = config.debounce.as_millis() as u64,
+        enabled = config.enable_file_watcher,
+        "watcherd ready"
+    );
+    metacore::daemon::notify_ready();
+    let state = Arc::new(AppState {
+        watchers,
+        engine,
+        stats,
+        known,
+        files,
+        started: Instant::now(),
+    });
+    metacore::socket::server::serve(listener, &socket, api::router(state), shutdown)
+        .await
+        .map_err(RunError::Serve)
+}

@@ -1,0 +1,158 @@
+//! The inotify side: one watch per folder of `FILES_PATH` (through
+//! `notify`, each folder non-recursive, so we know every watch we hold),
+//! up to the kernel's `max_user_watches`. Folders past the limit are kept
+//! in a list the engine polls instead, and `/status` shows both.
+//!
+//! Folders are watched before they are walked, so a file written while a
+//! folder is being set up is seen by the walk or by the watch, never by
+//! neither. `FILES_PATH/corn` (the rclone mounts, where inotify sees only
+//! local changes and a walk can list a whole cloud drive) is left to the
+//! polling watchers and to mount scans.
+
+use std::collections::BTreeSet;
+use std::path::{Path, PathBuf};
+
+use notify::{ErrorKind, RecursiveMode, Watcher};
+
+/// Where the kernel says how many watches a user may hold.
+const MAX_USER_WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
+
+/// The folder under `FILES_PATH` that inotify leaves alone.
+pub const MOUNTS_DIR: &str = "corn";
+
+/// The kernel's per-user watch limit, when it can be read.
+pub fn max_user_watches() -> Option<u64> {
+    std::fs::read_to_string(MAX_USER_WATCHES)
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+/// The folders watched and those left to polling.
+#[derive(Debug)]
+pub struct Tree {
+    watcher: notify::RecommendedWatcher,
+    root: PathBuf,
+    skip: PathBuf,
+    watched: BTreeSet<PathBuf>,
+    /// Folders that could not be watched (the limit was reached).
+    unwatched: BTreeSet<PathBuf>,
+    /// The limit was met at least once.
+    pub limit_reached: bool,
+}
+
+impl Tree {
+    pub fn new(watcher: notify::RecommendedWatcher, root: &Path) -> Self {
+        Self {
+            watcher,
+            root: root.to_owned(),
+            skip: root.join(MOUNTS_DIR),
+            watched: BTreeSet::new(),
+            unwatched: BTreeSet::new(),
+            limit_reached: false,
+        }
+    }
+
+    /// Whether events and walks of `path` are the tree's (inside
+    /// `FILES_PATH`, outside the mounts folder).
+    pub fn covers(&self, path: &Path) -> bool {
+        path.starts_with(&self.root) && !path.starts_with(&self.skip)
+    }
+
+    pub fn watched(&self) -> usize {
+        self.watched.len()
+    }
+
+    pub fn unwatched(&self) -> impl Iterator<Item = &PathBuf> {
+        self.unwatched.iter()
+    }
+
+    pub fn unwatched_count(&self) -> usize {
+        self.unwatched.len()
+    }
+
+    /// Watches `dir` and every folder under it (symlinks not followed).
+    /// Past the limit, the rest are listed for polling. Returns the
+    /// folders newly watched.
+    pub fn watch_all(&mut self, dir: &Path) -> usize {
+        let mut added = 0;
+        let mut stack = vec![dir.to_owned()];
+        while let Some(d) = stack.pop() {
+            if !self.covers(&d) {
+                continue;
+            }
+            if self.watch_one(&d) {
+                added += 1;
+            }
+            let Ok(entries) = std::fs::read_dir(&d) else {
+                continue;
+            };
+            for e in entries.flatten() {
+                if e.file_type().is_ok_and(|t| t.is_dir()) {
+                    stack.push(e.path());
+                }
+            }
+        }
+        added
+    }
+
+    fn watch_one(&mut self, dir: &Path) -> bool {
+        if self.watched.contains(dir) {
+            return false;
+        }
+        if self.limit_reached {
+            self.unwatched.insert(dir.to_owned());
+            return false;
+        }
+        match self.watcher.watch(dir, RecursiveMode::NonRecursive) {
+            Ok(()) => {
+                self.unwatched.remove(dir);
+                self.watched.insert(dir.to_owned());
+                true
+            }
+            Err(e) if matches!(e.kind, ErrorKind::MaxFilesWatch) => {
+                tracing::warn!(
+                    watched = self.watched.len(),
+                    limit = ?max_user_watches(),
+                    "inotify watch limit reached (fs.inotify.max_user_watches): \
+                     the folders left are polled instead"
+                );
+                self.limit_reached = true;
+                self.unwatched.insert(dir.to_owned());
+                false
+            }
+            // Gone meanwhile, or unreadable: nothing to watch.
+            Err(_) => false,
+        }
+    }
+
+    /// A folder went away (deleted, or moved out): its watches and those
+    /// under it are dropped (the kernel dropped them already).
+    pub fn forget(&mut self, dir: &Path) {
+        let under = |p: &PathBuf| p.starts_with(dir);
+        let gone: Vec<PathBuf> = self.watched.iter().filter(|p| under(p)).cloned().collect();
+        for p in gone {
+            let _ = self.watcher.unwatch(&p);
+            self.watched.remove(&p);
+        }
+        self.unwatched.retain(|p| !under(p));
+    }
+
+    /// After a limit was met, tries again to watch the polled folders
+    /// (watches may have been freed since).
+    pub fn retry_unwatched(&mut self) {
+        if self.unwatched.is_empty() {
+            return;
+        }
+        self.limit_reached = false;
+        let dirs: Vec<PathBuf> = self.unwatched.iter().cloned().collect();
+        for d in dirs {
+            if d.is_dir() {
+                self.watch_one(&d);
+            } else {
+                self.unwatched.remove(&d);
+            }
+        }
+    }
+}
