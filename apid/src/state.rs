@@ -20,6 +20,8 @@ pub struct AppState {
     /// storaged's socket; connections are pooled and re-made after a
     /// storaged restart, so nothing here needs resetting.
     pub store: StoragedClient,
+    /// watcherd's socket: the watchers API is relayed to it.
+    pub watcherd: metacore::socket::client::SocketClient,
     /// The supervisor's control socket, for the daemon table in `/status`.
     pub supervisor: SupervisorClient,
     pub urls: Urls,
@@ -34,7 +36,12 @@ impl AppState {
     pub fn new(config: Config, shutdown: Shutdown) -> Self {
         let store = StoragedClient::new(&config.layout().socket(Daemon::Storaged));
         let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
+        let watcherd = metacore::socket::client::SocketClient::new(
+            Daemon::Watcherd.name(),
+            &config.layout().socket(Daemon::Watcherd),
+        );
         Self {
+            watcherd,
             events: Events::new(&config, shutdown),
             urls: Urls::from_config(&config),
             store,

@@ -46,6 +46,9 @@ pub enum ErrorCode {
     Conflict,
     /// A bounded resource is taken (every SSE follower slot); retry later.
     Overloaded,
+    /// The feature the route drives is switched off by configuration
+    /// (`ENABLE_FILE_WATCHER=false`); retrying will not help.
+    Disabled,
 }
 
 /// One row of the error table.
@@ -141,6 +144,12 @@ const TABLE: &[Row] = &[
         status: 503,
         slug: "overloaded",
         retryable: true,
+    },
+    Row {
+        code: ErrorCode::Disabled,
+        status: 409,
+        slug: "disabled",
+        retryable: false,
     },
 ];
 
@@ -278,7 +287,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 14] = [
+    const ALL: [ErrorCode; 15] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -293,6 +302,7 @@ mod tests {
         ErrorCode::BadRequest,
         ErrorCode::Conflict,
         ErrorCode::Overloaded,
+        ErrorCode::Disabled,
     ];
 
     #[test]

@@ -185,7 +185,7 @@ impl AppState {
     fn engine(&self) -> Result<&mpsc::Sender<Input>, ApiError> {
         self.engine.as_ref().ok_or_else(|| {
             ApiError::new(
-                ErrorCode::Conflict,
+                ErrorCode::Disabled,
                 "the file watcher is off (ENABLE_FILE_WATCHER=false): nothing is scanned",
             )
         })

@@ -8,6 +8,7 @@ pub(crate) mod meta;
 pub(crate) mod openapi;
 pub mod snapshot;
 pub(crate) mod stats;
+pub(crate) mod watchers;
 
 use std::sync::Arc;
 
@@ -92,6 +93,7 @@ fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/metadata/batch", post(editor::batch))
         .route("/api/metadata/clear", post(editor::clear))
         .route("/api/kv/value", put(kv::put_value).delete(kv::delete_value))
+        .merge(watchers::routes())
         .route_layer(from_fn_with_state(state, admin_only))
 }
 

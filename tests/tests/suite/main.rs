@@ -17,3 +17,4 @@ mod storaged_events;
 mod storaged_lifecycle;
 mod storaged_records;
 mod supervisor;
+mod watcherd;
