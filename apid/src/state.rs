@@ -21,7 +21,7 @@ pub struct AppState {
     /// storaged restart, so nothing here needs resetting.
     pub store: StoragedClient,
     /// watcherd's socket: the watchers API is relayed to it.
-    pub watcherd: metacore::socket::client::SocketClient,
+    pub watcherd: metacore::api::watcherd::WatcherdClient,
     /// The supervisor's control socket, for the daemon table in `/status`.
     pub supervisor: SupervisorClient,
     pub urls: Urls,
@@ -36,10 +36,8 @@ impl AppState {
     pub fn new(config: Config, shutdown: Shutdown) -> Self {
         let store = StoragedClient::new(&config.layout().socket(Daemon::Storaged));
         let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
-        let watcherd = metacore::socket::client::SocketClient::new(
-            Daemon::Watcherd.name(),
-            &config.layout().socket(Daemon::Watcherd),
-        );
+        let watcherd =
+            metacore::api::watcherd::WatcherdClient::new(&config.layout().socket(Daemon::Watcherd));
         Self {
             watcherd,
             events: Events::new(&config, shutdown),

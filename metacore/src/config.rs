@@ -75,6 +75,11 @@ pub struct Config {
     /// SSE streams served at once per apid (`META_CORE_SSE_MAX_FOLLOWERS`);
     /// one more is answered 503 with `Retry-After`.
     pub sse_max_followers: usize,
+    /// Most inotify watches (folders) watcherd takes
+    /// (`META_CORE_WATCH_MAX_DIRS`; 0, the default, is the kernel's
+    /// `max_user_watches`). Folders past it are polled every
+    /// `WATCH_INTERVAL_MS`.
+    pub watch_max_dirs: usize,
 }
 
 impl fmt::Debug for Config {
@@ -301,6 +306,12 @@ impl Config {
                 10_000,
                 "a follower count (1-1000000)",
                 |v| (1..=1_000_000).contains(v),
+            )?,
+            watch_max_dirs: r.parse(
+                "META_CORE_WATCH_MAX_DIRS",
+                0,
+                "a folder count (0 for the kernel's limit)",
+                |_| true,
             )?,
             meta_core_path,
         })

@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::engine::{Input, KnownFiles, Stats};
 use crate::tree::max_user_watches;
 use crate::watchers::{NewWatcher, WatcherConfig, WatcherUpdate, Watchers};
+use metacore::api::watcherd::{InotifyStatus, WatcherdStatus};
 
 /// Largest body the watchers API takes (a watcher is a path and two flags).
 pub const MAX_BODY: usize = 16 * 1024;
@@ -80,50 +81,11 @@ pub struct WatcherList {
     pub count: usize,
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct InotifyStatus {
-    /// Folders with an inotify watch.
-    pub watched_dirs: u64,
-    /// The kernel's per-user limit (`fs.inotify.max_user_watches`).
-    pub max_user_watches: Option<u64>,
-    /// The limit was met: `polledDirs` folders are listed every
-    /// `WATCH_INTERVAL_MS` instead.
-    pub limit_reached: bool,
-    pub polled_dirs: u64,
-    /// Queue overflows, each followed by a rescan of the whole tree.
-    pub overflows: u64,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WatcherdStatus {
-    pub daemon: &'static str,
-    /// `ENABLE_FILE_WATCHER`; when false nothing is watched or announced.
-    pub enabled: bool,
-    pub files_path: String,
-    /// What was announced before has been read back from storaged.
-    pub loaded: bool,
-    pub known_files: usize,
-    /// Files waiting to be quiet (`DEBOUNCE_MS`).
-    pub pending: u64,
-    /// Known files gone, waiting to be a delete or a rename.
-    pub gone: u64,
-    pub announced: u64,
-    /// Observations storaged refused (logged with their cause).
-    pub refused: u64,
-    /// Times storaged could not be reached and the engine waited.
-    pub store_waits: u64,
-    pub inotify: InotifyStatus,
-    pub watchers: usize,
-    pub uptime_ms: u64,
-}
-
 async fn status(st: State) -> Json<WatcherdStatus> {
     let s = &st.stats;
     let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
     Json(WatcherdStatus {
-        daemon: "watcherd",
+        daemon: Daemon::Watcherd,
         enabled: st.engine.is_some(),
         files_path: st.files.display().to_string(),
         loaded: s.loaded.load(Ordering::Relaxed),

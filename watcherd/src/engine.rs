@@ -523,7 +523,19 @@ impl Engine {
                     let skip = (!d.starts_with(&skip)).then_some(skip);
                     scan::walk(d, &files, skip.as_deref())
                 }
-                Scope::Dir(d) => scan::list(d, &files),
+                Scope::Dir(d) => {
+                    // A folder made inside a polled one is polled too.
+                    let listed = scan::list(d, &files);
+                    if let Ok(entries) = std::fs::read_dir(d) {
+                        let mut tree = tree.lock().expect("tree lock");
+                        for e in entries.flatten() {
+                            if e.file_type().is_ok_and(|t| t.is_dir()) && !tree.knows(&e.path()) {
+                                tree.watch_all(&e.path());
+                            }
+                        }
+                    }
+                    listed
+                }
             };
             let _ = inputs.blocking_send(Input::Walked { scope, found, done });
         });

@@ -83,7 +83,11 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             settings,
             StoragedClient::new(&layout.socket(Daemon::Storaged)),
             known.clone(),
-            Arc::new(Mutex::new(Tree::new(watcher, &files))),
+            Arc::new(Mutex::new(Tree::new(
+                watcher,
+                &files,
+                (config.watch_max_dirs > 0).then_some(config.watch_max_dirs),
+            ))),
             tx.clone(),
             watchers.clone(),
             stats.clone(),

@@ -38,19 +38,27 @@ pub struct Tree {
     watched: BTreeSet<PathBuf>,
     /// Folders that could not be watched (the limit was reached).
     unwatched: BTreeSet<PathBuf>,
+    /// Our own cap on watches (`META_CORE_WATCH_MAX_DIRS`), under the
+    /// kernel's.
+    max: Option<usize>,
     /// The limit was met at least once.
     pub limit_reached: bool,
+    /// The operator was told (once until every folder is watched again).
+    warned: bool,
 }
 
 impl Tree {
-    pub fn new(watcher: notify::RecommendedWatcher, root: &Path) -> Self {
+    /// `max`: most folders to watch (`None`: as many as the kernel allows).
+    pub fn new(watcher: notify::RecommendedWatcher, root: &Path, max: Option<usize>) -> Self {
         Self {
+            max,
             watcher,
             root: root.to_owned(),
             skip: root.join(MOUNTS_DIR),
             watched: BTreeSet::new(),
             unwatched: BTreeSet::new(),
             limit_reached: false,
+            warned: false,
         }
     }
 
@@ -58,6 +66,11 @@ impl Tree {
     /// `FILES_PATH`, outside the mounts folder).
     pub fn covers(&self, path: &Path) -> bool {
         path.starts_with(&self.root) && !path.starts_with(&self.skip)
+    }
+
+    /// Whether `dir` is watched or polled already.
+    pub fn knows(&self, dir: &Path) -> bool {
+        self.watched.contains(dir) || self.unwatched.contains(dir)
     }
 
     pub fn watched(&self) -> usize {
@@ -101,7 +114,15 @@ impl Tree {
         if self.watched.contains(dir) {
             return false;
         }
-        if self.limit_reached {
+        if self.limit_reached || self.max.is_some_and(|m| self.watched.len() >= m) {
+            if !self.warned {
+                self.warned = true;
+                tracing::warn!(
+                    watched = self.watched.len(),
+                    "META_CORE_WATCH_MAX_DIRS reached: the folders left are polled instead"
+                );
+            }
+            self.limit_reached = true;
             self.unwatched.insert(dir.to_owned());
             return false;
         }
@@ -112,12 +133,14 @@ impl Tree {
                 true
             }
             Err(e) if matches!(e.kind, ErrorKind::MaxFilesWatch) => {
-                tracing::warn!(
+                if !std::mem::replace(&mut self.warned, true) {
+                    tracing::warn!(
                     watched = self.watched.len(),
                     limit = ?max_user_watches(),
                     "inotify watch limit reached (fs.inotify.max_user_watches): \
                      the folders left are polled instead"
-                );
+                    );
+                }
                 self.limit_reached = true;
                 self.unwatched.insert(dir.to_owned());
                 false
@@ -143,7 +166,11 @@ impl Tree {
     /// (watches may have been freed since).
     pub fn retry_unwatched(&mut self) {
         if self.unwatched.is_empty() {
+            self.warned = false;
             return;
+        }
+        if self.max.is_some_and(|m| self.watched.len() >= m) {
+            return; // our own cap: no watch was freed for us
         }
         self.limit_reached = false;
         let dirs: Vec<PathBuf> = self.unwatched.iter().cloned().collect();

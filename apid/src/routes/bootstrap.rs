@@ -6,6 +6,7 @@ use std::time::SystemTime;
 use axum::Json;
 use metacore::api::apid::ApidStatus;
 use metacore::api::supervisor::SupervisorStatus;
+use metacore::api::watcherd::WatcherdStatus;
 use metacore::layout::Daemon;
 use metacore::socket::Health;
 use serde::Serialize;
@@ -36,6 +37,9 @@ pub(crate) struct PublicStatus {
     /// The supervisor's daemon table (`meta-core status`); null when apid
     /// runs without the supervisor.
     pub supervisor: Option<SupervisorStatus>,
+    /// watcherd's figures (watched folders against the inotify limit,
+    /// files known and pending); null when it does not answer.
+    pub watcher: Option<WatcherdStatus>,
 }
 
 pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
@@ -62,7 +66,11 @@ pub(super) async fn health(st: State) -> Json<PublicHealth> {
 }
 
 pub(super) async fn status(st: State) -> Json<PublicStatus> {
-    let (stats, supervisor) = tokio::join!(st.store.stats(), st.supervisor.status());
+    let (stats, supervisor, watcher) = tokio::join!(
+        st.store.stats(),
+        st.supervisor.status(),
+        st.watcherd.status()
+    );
     Json(PublicStatus {
         status: status_word(stats.is_ok()),
         redis: stats.is_ok(),
@@ -72,6 +80,7 @@ pub(super) async fn status(st: State) -> Json<PublicStatus> {
         file_count: stats.map(|s| s.roots).unwrap_or(0),
         leader: leader_info(&st.urls),
         supervisor: supervisor.ok(),
+        watcher: watcher.ok(),
     })
 }
 

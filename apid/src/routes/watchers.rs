@@ -52,7 +52,7 @@ fn checked_id(id: &str) -> Result<&str, ApiError> {
 
 /// Calls watcherd and relays its answer.
 async fn relay(st: &AppState, method: Method, path: &str, body: Option<Bytes>) -> Response {
-    match st.watcherd.send(method, path, body).await {
+    match st.watcherd.socket().send(method, path, body).await {
         Ok(resp) => (
             resp.status(),
             [(header::CONTENT_TYPE, "application/json")],

@@ -4,3 +4,4 @@
 pub mod apid;
 pub mod storaged;
 pub mod supervisor;
+pub mod watcherd;

@@ -601,3 +601,37 @@ async fn with_the_watcher_off_nothing_is_announced_and_status_says_so() {
         .assert_error(409, "disabled");
     assert_eq!(w.roots(), 0);
 }
+
+#[tokio::test]
+async fn folders_past_the_watch_limit_are_polled_and_status_shows_it() {
+    // The root, watch/ and plugin/ take the three watches allowed.
+    let w = Watched::start(&[
+        ("META_CORE_WATCH_MAX_DIRS", "3"),
+        ("WATCH_INTERVAL_MS", "300"),
+    ])
+    .await;
+    let mut f = w.follow().await;
+    w.write("watch/deep/er/film.mkv", b"past the limit");
+    w.write("watch/top.mkv", b"watched");
+    let mut got = kinds(&drain(&mut f).await);
+    got.sort();
+    assert_eq!(
+        got,
+        [
+            ("add".into(), "watch/deep/er/film.mkv".into()),
+            ("add".into(), "watch/top.mkv".into()),
+        ]
+    );
+    let s = w.status().await;
+    let i = &s["inotify"];
+    assert_eq!(i["watchedDirs"], 3, "{s}");
+    assert_eq!(i["limitReached"], true, "{s}");
+    assert!(i["polledDirs"].as_u64().unwrap() >= 2, "{s}");
+    assert!(i["maxUserWatches"].as_u64().unwrap() > 0, "{s}");
+    // A file changed in a polled folder is a change, found by the poll.
+    w.write("watch/deep/er/film.mkv", b"past the limit, changed");
+    assert_eq!(
+        kinds(&drain(&mut f).await),
+        [("change".into(), "watch/deep/er/film.mkv".into())]
+    );
+}
