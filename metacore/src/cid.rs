@@ -116,6 +116,17 @@ impl Cid {
         &self.text
     }
 
+    /// The digest the CID carries, decoded from its text (checked when the
+    /// CID was made).
+    pub fn digest(&self) -> Vec<u8> {
+        let bytes = base32_lower_decode(&self.text[1..]).expect("a checked CID decodes");
+        let mut rest = &bytes[..];
+        for _ in 0..4 {
+            read_uvarint(&mut rest).expect("a checked CID has its header");
+        }
+        rest.to_vec()
+    }
+
     pub fn codec(&self) -> u64 {
         self.codec
     }
@@ -279,6 +290,14 @@ fn write_uvarint(out: &mut Vec<u8>, mut v: u64) {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_cid_gives_back_its_digest() {
+        let digest = [7u8; 32];
+        let cid = Cid::midhash256(&digest);
+        assert_eq!(cid.digest(), digest);
+        assert_eq!(Cid::parse(cid.as_str()).unwrap().digest(), digest);
+    }
 
     #[test]
     fn base32_round_trips() {

@@ -65,12 +65,20 @@ impl Debouncer {
         }
     }
 
-    /// Like [`Debouncer::touch`], for a file known to be quiet already (its
-    /// mtime is older than the quiet period, or it is a known file moved
-    /// here): due at once, still checked by a second `stat`.
-    pub fn touch_due(&mut self, path: &str, seen: Seen, now: Instant) {
-        self.pending
-            .insert(path.to_owned(), Pending { seen, due: now });
+    /// [`Debouncer::touch`] of a path the caller owns already (a walk's
+    /// result): no copy of it is made. `due_now` is for a file known to be
+    /// quiet already (its mtime is older than the quiet period, or it is a
+    /// known file moved here): due at once, still checked by a second
+    /// `stat`.
+    pub fn touch_owned(&mut self, path: String, seen: Seen, now: Instant, due_now: bool) {
+        let due = if due_now { now } else { now + self.quiet };
+        match self.pending.get_mut(&path) {
+            Some(p) if p.seen == seen && !due_now => {}
+            Some(p) => *p = Pending { seen, due },
+            None => {
+                self.pending.insert(path, Pending { seen, due });
+            }
+        }
     }
 
     /// The path went away before it settled: nothing is announced for it.
@@ -92,12 +100,15 @@ impl Debouncer {
         self.pending.values().map(|p| p.due).min()
     }
 
-    /// Paths quiet for the whole period by `now`, in path order.
-    pub fn due(&self, now: Instant) -> Vec<String> {
+    /// Up to `max` paths quiet for the whole period by `now`, in path
+    /// order (which ones, when more are due, is unspecified: the rest come
+    /// in the next call). Only the paths returned are copied.
+    pub fn due(&self, now: Instant, max: usize) -> Vec<String> {
         let mut due: Vec<String> = self
             .pending
             .iter()
             .filter(|(_, p)| now >= p.due)
+            .take(max)
             .map(|(path, _)| path.clone())
             .collect();
         due.sort();
@@ -149,12 +160,15 @@ mod tests {
         for i in 0..10u64 {
             let now = t0 + Duration::from_secs(5 * i);
             d.touch(p, seen(1 << (20 + i), i as i64), now);
-            assert!(d.due(now).is_empty(), "write {i}");
+            assert!(d.due(now, 10).is_empty(), "write {i}");
         }
         let last = t0 + Duration::from_secs(45);
         assert_eq!(d.next_due(), Some(last + QUIET));
-        assert!(d.due(last + QUIET - Duration::from_millis(1)).is_empty());
-        assert_eq!(d.due(last + QUIET), [p.to_owned()]);
+        assert!(
+            d.due(last + QUIET - Duration::from_millis(1), 10)
+                .is_empty()
+        );
+        assert_eq!(d.due(last + QUIET, 10), [p.to_owned()]);
         let s = d.settle(p, Some(seen(1 << 29, 9)), last + QUIET);
         assert_eq!(s, Settle::Settled(seen(1 << 29, 9)));
         assert!(d.is_empty());
@@ -202,8 +216,8 @@ mod tests {
     fn a_file_quiet_already_is_due_at_once_and_still_checked() {
         let t0 = Instant::now();
         let mut d = Debouncer::new(QUIET);
-        d.touch_due("a", seen(10, 1), t0);
-        assert_eq!(d.due(t0), ["a"]);
+        d.touch_owned("a".into(), seen(10, 1), t0, true);
+        assert_eq!(d.due(t0, 10), ["a"]);
         assert_eq!(d.settle("a", Some(seen(11, 2)), t0), Settle::Again);
         assert_eq!(d.next_due(), Some(t0 + QUIET));
     }
@@ -215,7 +229,8 @@ mod tests {
         for name in ["c", "a", "b"] {
             d.touch(name, seen(1, 1), t0);
         }
-        let due: Vec<_> = d.due(t0).into_iter().map(|p| p.to_string()).collect();
+        let due: Vec<_> = d.due(t0, 10).into_iter().map(|p| p.to_string()).collect();
+        assert_eq!(d.due(t0, 2).len(), 2);
         assert_eq!(due, ["a", "b", "c"]);
     }
 }

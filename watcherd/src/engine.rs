@@ -29,7 +29,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
-    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ResetBody, SeenQuery, StoragedClient,
+    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, ResetBody, SeenQuery,
+    StoragedClient,
 };
 use metacore::checked::{FilePath, RelPath};
 use metacore::cid::Cid;
@@ -42,9 +43,12 @@ use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::debounce::{Debouncer, Seen, Settle};
-use crate::scan::{self, Change};
+use crate::scan;
 use crate::tree::{MOUNTS_DIR, Tree};
 use crate::watchers::Watchers;
+
+/// Observations sent and what storaged did with each, in order.
+type Sent = Vec<(Observation, ObserveOutcome)>;
 
 /// Files hashed and sent to storaged per round.
 const ROUND: usize = 512;
@@ -53,7 +57,9 @@ const ROUND: usize = 512;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Known {
     pub seen: Seen,
-    pub midhash: Cid,
+    /// The midhash's SHA-256 digest (32 bytes, not the CID's 62 chars:
+    /// this is kept for every file).
+    pub midhash: [u8; 32],
     pub rid: Rid,
 }
 
@@ -116,7 +122,7 @@ pub enum Scope {
 #[derive(Debug, Default)]
 struct Gone {
     since: BTreeMap<String, Instant>,
-    by_hash: HashMap<Cid, BTreeSet<String>>,
+    by_hash: HashMap<[u8; 32], BTreeSet<String>>,
     by_seen: HashMap<Seen, usize>,
 }
 
@@ -124,7 +130,7 @@ impl Gone {
     fn insert(&mut self, path: &str, known: &Known, now: Instant) {
         if self.since.insert(path.to_owned(), now).is_none() {
             self.by_hash
-                .entry(known.midhash.clone())
+                .entry(known.midhash)
                 .or_default()
                 .insert(path.to_owned());
             *self.by_seen.entry(known.seen).or_default() += 1;
@@ -153,7 +159,7 @@ impl Gone {
     }
 
     /// A gone path whose content was `midhash` (the first in path order).
-    fn matching(&self, midhash: &Cid) -> Option<String> {
+    fn matching(&self, midhash: &[u8; 32]) -> Option<String> {
         self.by_hash.get(midhash)?.iter().next().cloned()
     }
 
@@ -198,6 +204,8 @@ pub struct Engine {
     next_unwatched_poll: Instant,
     /// Folders gone whose watches the tree should drop (when it is free).
     forget: Vec<PathBuf>,
+    /// The batch storaged is committing now.
+    inflight: Option<tokio::task::JoinHandle<Option<Sent>>>,
     stats: Arc<Stats>,
     shutdown: Shutdown,
 }
@@ -228,6 +236,7 @@ impl Engine {
             watchers,
             next_poll: HashMap::new(),
             forget: Vec::new(),
+            inflight: None,
             stats,
             shutdown,
         })
@@ -243,12 +252,25 @@ impl Engine {
         loop {
             self.publish_stats();
             let wake = self.next_wake();
+            let inflight = async {
+                match self.inflight.as_mut() {
+                    Some(h) => Some(h.await),
+                    None => std::future::pending().await,
+                }
+            };
             tokio::select! {
                 () = self.shutdown.wait() => return,
                 input = rx.recv() => match input {
                     Some(input) => self.handle(input).await,
                     None => return,
                 },
+                done = inflight => {
+                    self.inflight = None;
+                    match done {
+                        Some(Ok(Some(sent))) => self.apply(sent),
+                        _ => return,
+                    }
+                }
                 () = tokio::time::sleep_until(wake.into()) => {}
             }
             // Take whatever else is queued before settling: a burst of
@@ -257,7 +279,7 @@ impl Engine {
                 self.handle(input).await;
             }
             self.poll_watchers();
-            self.settle_due().await;
+            self.settle_round().await;
         }
     }
 
@@ -289,7 +311,7 @@ impl Engine {
                             size: row.file.size,
                             mtime_ns: row.file.mtime_ns,
                         },
-                        midhash: row.file.midhash,
+                        midhash: digest_of(&row.file.midhash),
                         rid: row.rid,
                     },
                 );
@@ -430,7 +452,7 @@ impl Engine {
             && !hidden(path)
             && let Some(rel) = self.rel(path)
         {
-            self.touch(&rel, scan::seen_of(&meta));
+            self.touch(rel, scan::seen_of(&meta));
         }
     }
 
@@ -463,22 +485,23 @@ impl Engine {
     }
 
     /// Something happened at a file that `stat`s as `seen`.
-    fn touch(&mut self, rel: &str, seen: Seen) {
-        let known = self.known.read().expect("known lock").get(rel).cloned();
-        self.gone.remove(rel, known.as_ref());
-        if known.as_ref().is_some_and(|k| k.seen == seen) {
-            self.debounce.forget(rel);
+    fn touch(&mut self, rel: String, seen: Seen) {
+        let same = {
+            let known = self.known.read().expect("known lock");
+            let k = known.get(&rel);
+            self.gone.remove(&rel, k);
+            k.is_some_and(|k| k.seen == seen)
+        };
+        if same {
+            self.debounce.forget(&rel);
             return;
         }
-        let now = Instant::now();
-        let quiet_already = unix_ms()
-            .saturating_sub(u64::try_from(seen.mtime_ns / 1_000_000).unwrap_or(0))
-            >= self.settings.quiet.as_millis() as u64;
-        if quiet_already || self.gone.has_seen(&seen) {
-            self.debounce.touch_due(rel, seen, now);
-        } else {
-            self.debounce.touch(rel, seen, now);
-        }
+        let mtime_ms = u64::try_from(seen.mtime_ns / 1_000_000).unwrap_or(0);
+        let quiet_already =
+            unix_ms().saturating_sub(mtime_ms) >= self.settings.quiet.as_millis() as u64;
+        let due_now = quiet_already || self.gone.has_seen(&seen);
+        self.debounce
+            .touch_owned(rel, seen, Instant::now(), due_now);
     }
 
     fn mark_gone(&mut self, rel: &str) {
@@ -573,25 +596,25 @@ impl Engine {
             Some(r) => format!("{r}/"),
             None => String::new(),
         };
-        let changes = {
+        // Removals first, so a file moved within the scope pairs up; then
+        // the found paths, moved (not copied) into the debouncer.
+        let removed: Vec<String> = {
             let known = self.known.read().expect("known lock");
-            let under = known
+            known
                 .range(prefix.clone()..)
                 .take_while(|(p, _)| p.starts_with(&prefix))
                 .filter(|(p, _)| !one_level || !p[prefix.len()..].contains('/'))
                 .filter(|(p, _)| !in_mounts(p) || in_mounts(&prefix))
-                .map(|(p, k)| (p, &k.seen));
-            scan::diff(under, &found)
+                .filter(|(p, _)| !found.contains_key(*p))
+                .map(|(p, _)| p.clone())
+                .collect()
         };
-        // Removals first, so a file moved within the scope pairs up.
-        let (removed, rest): (Vec<Change>, Vec<Change>) = changes
-            .into_iter()
-            .partition(|c| matches!(c, Change::Removed(_)));
-        for c in removed.into_iter().chain(rest) {
-            match c {
-                Change::Removed(p) => self.mark_gone(&p),
-                Change::Added(p, seen) | Change::Changed(p, seen) => self.touch(&p, seen),
-            }
+        for p in removed {
+            self.mark_gone(&p);
+        }
+        let count = found.len();
+        for (path, seen) in found {
+            self.touch(path, seen);
         }
         self.stats
             .last_scan
@@ -599,7 +622,7 @@ impl Engine {
             .expect("scan lock")
             .insert(dir, unix_ms());
         if let Some(done) = done {
-            let _ = done.send(Ok(found.len()));
+            let _ = done.send(Ok(count));
         }
     }
 
@@ -645,12 +668,14 @@ impl Engine {
         }
     }
 
-    /// Settles what is due, a round at a time: hash, pair renames, send.
-    async fn settle_due(&mut self) {
-        loop {
+    /// Settles one round of what is due: hash, pair renames, and send,
+    /// while the round before is still being committed (hashing this one
+    /// overlaps storaged's work on that one). One round a turn of the
+    /// loop, so events are taken between rounds of a long backlog.
+    async fn settle_round(&mut self) {
+        {
             let now = Instant::now();
-            let mut due = self.debounce.due(now);
-            due.truncate(ROUND);
+            let due = self.debounce.due(now, ROUND);
             let mut settled = Vec::new();
             for rel in due {
                 let abs = self.settings.files.join(&rel);
@@ -670,11 +695,11 @@ impl Engine {
                     }
                 }
             }
-            let gone_due = self.gone.due(now, self.settings.quiet);
+            let mut gone_due = self.gone.due(now, self.settings.quiet);
+            gone_due.truncate(ROUND);
             if settled.is_empty() && gone_due.is_empty() {
                 return;
             }
-            let more = settled.len() == ROUND;
             let hashed = self.hash(settled).await;
             let mut observations = Vec::with_capacity(hashed.len() + gone_due.len());
             for (rel, seen, midhash) in hashed {
@@ -684,13 +709,13 @@ impl Engine {
                 let file = FileState {
                     size: seen.size,
                     mtime_ns: seen.mtime_ns,
-                    midhash,
+                    midhash: Cid::midhash256(&midhash),
                 };
                 let is_known = self.known.read().expect("known lock").contains_key(&rel);
                 let from = if is_known {
                     None
                 } else {
-                    self.gone.matching(&file.midhash)
+                    self.gone.matching(&midhash)
                 };
                 match from {
                     Some(from) => {
@@ -716,16 +741,41 @@ impl Engine {
                     observations.push(Observation::Gone { path });
                 }
             }
-            if !self.send(observations).await || !more {
+            if observations.is_empty() {
                 return;
             }
+            if !self.finish_inflight().await {
+                return;
+            }
+            let sender = Sender {
+                store: self.store.clone(),
+                root: self.root.clone(),
+                stats: self.stats.clone(),
+                shutdown: self.shutdown.clone(),
+            };
+            self.inflight = Some(tokio::spawn(sender.send(observations)));
+        }
+    }
+
+    /// Waits for the batch being committed, if any, and makes what it
+    /// committed known. False on shutdown.
+    async fn finish_inflight(&mut self) -> bool {
+        match self.inflight.take() {
+            None => true,
+            Some(h) => match h.await {
+                Ok(Some(sent)) => {
+                    self.apply(sent);
+                    true
+                }
+                _ => false,
+            },
         }
     }
 
     /// The midhash of each settled file, read on the blocking pool. A file
     /// that changed since it settled goes back to the debouncer; one that
     /// vanished is dropped (its removal event or the next scan tells).
-    async fn hash(&mut self, files: Vec<(String, Seen)>) -> Vec<(String, Seen, Cid)> {
+    async fn hash(&mut self, files: Vec<(String, Seen)>) -> Vec<(String, Seen, [u8; 32])> {
         if files.is_empty() {
             return Vec::new();
         }
@@ -740,7 +790,7 @@ impl Engine {
                         if now != seen {
                             return Ok(Err(now));
                         }
-                        Ok(Ok(crate::midhash::of_file(&f, seen.size)?))
+                        Ok(Ok(crate::midhash::digest_of_file(&f, seen.size)?))
                     });
                     (rel, seen, r)
                 })
@@ -759,54 +809,32 @@ impl Engine {
         out
     }
 
-    /// Sends observations to storaged, waiting while it is away; what it
-    /// committed becomes known. False on shutdown.
-    async fn send(&mut self, observations: Vec<Observation>) -> bool {
-        for chunk in observations.chunks(MAX_OBSERVATIONS) {
-            let body = ObserveBody {
-                root: self.root.clone(),
-                observations: chunk.to_vec(),
-            };
-            let mut wait = Duration::from_millis(50);
-            let outcomes = loop {
-                match self.store.observe(&body).await {
-                    Ok(o) => break o.outcomes,
-                    Err(e) => {
-                        self.stats.store_waits.fetch_add(1, Ordering::Relaxed);
-                        tracing::warn!("storaged did not take the observations, retrying: {e}");
-                        if !self.pause(wait).await {
-                            return false;
-                        }
-                        wait = (wait * 2).min(Duration::from_secs(5));
-                    }
+    /// What storaged committed becomes known.
+    fn apply(&mut self, sent: Sent) {
+        let mut known = self.known.write().expect("known lock");
+        for (o, out) in sent {
+            if let Some(e) = out.error {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
+                continue;
+            }
+            if out.event.is_some() {
+                self.stats.announced.fetch_add(1, Ordering::Relaxed);
+            }
+            match (o, out.rid) {
+                (Observation::Present { path, file }, Some(rid)) => {
+                    known.insert(path.into(), known_of(&file, rid));
                 }
-            };
-            let mut known = self.known.write().expect("known lock");
-            for (o, out) in chunk.iter().zip(outcomes) {
-                if let Some(e) = out.error {
-                    self.stats.refused.fetch_add(1, Ordering::Relaxed);
-                    tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
-                    continue;
+                (Observation::Moved { from, path, file }, Some(rid)) => {
+                    known.remove(from.as_str());
+                    known.insert(path.into(), known_of(&file, rid));
                 }
-                if out.event.is_some() {
-                    self.stats.announced.fetch_add(1, Ordering::Relaxed);
+                (Observation::Gone { path }, _) => {
+                    known.remove(path.as_str());
                 }
-                match (o, out.rid) {
-                    (Observation::Present { path, file }, Some(rid)) => {
-                        known.insert(path.to_string(), known_of(file, rid));
-                    }
-                    (Observation::Moved { from, path, file }, Some(rid)) => {
-                        known.remove(from.as_str());
-                        known.insert(path.to_string(), known_of(file, rid));
-                    }
-                    (Observation::Gone { path }, _) => {
-                        known.remove(path.as_str());
-                    }
-                    _ => {}
-                }
+                _ => {}
             }
         }
-        true
     }
 
     async fn reset(
@@ -823,6 +851,10 @@ impl Engine {
             dirs: rels.clone(),
             watcher_id,
         };
+        // What is being committed lands before the reset, not after it.
+        if !self.finish_inflight().await {
+            return;
+        }
         if let Err(e) = self.store.reset_files(&body).await {
             let _ = reply.send(Err(e.into()));
             return;
@@ -862,15 +894,59 @@ impl Engine {
     }
 }
 
+/// Sends a batch to storaged off the engine's task, waiting while storaged
+/// is away (the engine goes on taking events meanwhile).
+struct Sender {
+    store: StoragedClient,
+    root: FilePath,
+    stats: Arc<Stats>,
+    shutdown: Shutdown,
+}
+
+impl Sender {
+    /// Each observation with what storaged did with it; `None` on shutdown.
+    async fn send(self, observations: Vec<Observation>) -> Option<Sent> {
+        let mut out = Vec::with_capacity(observations.len());
+        for chunk in observations.chunks(MAX_OBSERVATIONS) {
+            let body = ObserveBody {
+                root: self.root.clone(),
+                observations: chunk.to_vec(),
+            };
+            let mut wait = Duration::from_millis(50);
+            let outcomes = loop {
+                match self.store.observe(&body).await {
+                    Ok(o) => break o.outcomes,
+                    Err(e) => {
+                        self.stats.store_waits.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("storaged did not take the observations, retrying: {e}");
+                        tokio::select! {
+                            () = self.shutdown.wait() => return None,
+                            () = tokio::time::sleep(wait) => {}
+                        }
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
+                }
+            };
+            out.extend(body.observations.into_iter().zip(outcomes));
+        }
+        Some(out)
+    }
+}
+
 fn known_of(file: &FileState, rid: Rid) -> Known {
     Known {
         seen: Seen {
             size: file.size,
             mtime_ns: file.mtime_ns,
         },
-        midhash: file.midhash.clone(),
+        midhash: digest_of(&file.midhash),
         rid,
     }
+}
+
+/// The digest of a midhash CID (any other CID gives one no file matches).
+fn digest_of(cid: &Cid) -> [u8; 32] {
+    cid.digest().try_into().unwrap_or([0; 32])
 }
 
 fn hidden(path: &Path) -> bool {

@@ -68,7 +68,22 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         let (tx, rx) = mpsc::channel(EVENT_QUEUE);
         let events = tx.clone();
         let watcher = notify::RecommendedWatcher::new(
-            move |e| {
+            move |e: notify::Result<notify::Event>| {
+                // notify watches IN_OPEN too: every read of a watched file
+                // (ours while hashing, a player's, a WebDAV GET) is an
+                // event. Dropped here, on notify's own thread, they never
+                // take room in the queue, so reads cannot overflow it.
+                if let Ok(ev) = &e
+                    && matches!(
+                        ev.kind,
+                        notify::EventKind::Access(
+                            notify::event::AccessKind::Open(_)
+                                | notify::event::AccessKind::Close(notify::event::AccessMode::Read)
+                        )
+                    )
+                {
+                    return;
+                }
                 let _ = events.blocking_send(Input::Fs(e));
             },
             notify::Config::default(),

@@ -1,5 +1,4 @@
-//! A scan: walk a watched tree (or list one folder) and compare what it
-//! found with what is known.
+//! A scan: walk a watched tree, or list one folder.
 //!
 //! Paths are relative to `FILES_PATH` with `/` separators, as `file:events`
 //! carries them. The walk descends into every folder, hidden ones included,
@@ -12,17 +11,6 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::debounce::Seen;
-
-/// How a path differs between what is known and what a walk found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Change {
-    /// Not known before.
-    Added(String, Seen),
-    /// Known, with another size or mtime.
-    Changed(String, Seen),
-    /// Known, not found now.
-    Removed(String),
-}
 
 /// The `stat` of a file as the debounce and the diff compare it.
 pub fn seen_of(meta: &std::fs::Metadata) -> Seen {
@@ -98,44 +86,9 @@ pub fn relative(path: &Path, files_path: &Path) -> Option<String> {
     Some(parts?.join("/"))
 }
 
-/// The changes from `known` (the known files of the scanned tree, with
-/// what was seen of each) to `found`, in path order.
-pub fn diff<'a>(
-    known: impl IntoIterator<Item = (&'a String, &'a Seen)>,
-    found: &BTreeMap<String, Seen>,
-) -> Vec<Change> {
-    let mut out = Vec::new();
-    let mut known_paths = std::collections::BTreeSet::new();
-    for (path, seen) in known {
-        known_paths.insert(path.as_str());
-        match found.get(path) {
-            None => out.push(Change::Removed(path.clone())),
-            Some(now) if now != seen => out.push(Change::Changed(path.clone(), *now)),
-            Some(_) => {}
-        }
-    }
-    for (path, seen) in found {
-        if !known_paths.contains(path.as_str()) {
-            out.push(Change::Added(path.clone(), *seen));
-        }
-    }
-    out.sort_by(|a, b| path_of(a).cmp(path_of(b)));
-    out
-}
-
-fn path_of(c: &Change) -> &str {
-    match c {
-        Change::Added(p, _) | Change::Changed(p, _) | Change::Removed(p) => p,
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    fn seen(size: u64) -> Seen {
-        Seen { size, mtime_ns: 7 }
-    }
 
     #[test]
     fn the_walk_skips_hidden_files_but_not_hidden_folders() {
@@ -164,27 +117,6 @@ mod tests {
             .into_keys()
             .collect();
         assert_eq!(here, ["watch/a.mkv"]);
-    }
-
-    #[test]
-    fn the_diff_names_each_added_changed_and_removed_path() {
-        let known: BTreeMap<String, Seen> = [("a", 1), ("b", 2), ("c", 3)]
-            .into_iter()
-            .map(|(p, s)| (p.to_owned(), seen(s)))
-            .collect();
-        let found: BTreeMap<String, Seen> = [("a", 1), ("b", 20), ("d", 4)]
-            .into_iter()
-            .map(|(p, s)| (p.to_owned(), seen(s)))
-            .collect();
-        assert_eq!(
-            diff(&known, &found),
-            [
-                Change::Changed("b".into(), seen(20)),
-                Change::Removed("c".into()),
-                Change::Added("d".into(), seen(4)),
-            ]
-        );
-        assert!(diff(&known, &known).is_empty());
     }
 
     #[test]
