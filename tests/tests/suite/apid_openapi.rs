@@ -1,8 +1,9 @@
 //! What apid really answers, held against `docs/openapi.json`: one real
 //! request for every operation the document says answers JSON, under the
 //! real supervisor (so `/status` carries its table), each 200 body checked
-//! strictly against the documented schema; the snapshot's `manifest.json`
-//! against its schema too.
+//! strictly against the documented schema; the 201 of `POST /api/watchers`,
+//! the snapshot's `manifest.json` and the deprecated routes' headers
+//! against the document too.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -93,6 +94,20 @@ fn snapshot_zip() -> Vec<u8> {
     zip.finish().unwrap().into_inner()
 }
 
+/// The one value a documented header may take (its schema's `const`), its
+/// `$ref` followed.
+fn documented_header<'a>(doc: &'a Value, header: &'a Value) -> &'a str {
+    let header = match header["$ref"].as_str() {
+        Some(r) => doc
+            .pointer(r.strip_prefix('#').expect("a local reference"))
+            .expect("the reference resolves"),
+        None => header,
+    };
+    header["schema"]["const"]
+        .as_str()
+        .unwrap_or_else(|| panic!("a header with a const value: {header}"))
+}
+
 #[tokio::test]
 async fn every_json_answer_matches_the_openapi_document() {
     let dir = e2e::daemon::test_dir();
@@ -122,6 +137,30 @@ async fn every_json_answer_matches_the_openapi_document() {
     check_component(&doc, "SnapshotManifest", &zip_entry(&zip, "manifest.json"))
         .unwrap_or_else(|why| panic!("{why}"));
     let raw = |text: &str| Body::Raw(text.as_bytes().to_vec(), "text/plain");
+
+    // A watcher for the watchers routes, on a folder made for it. Creating
+    // answers 201, so its body is checked here against the documented 201
+    // schema; the calls below take its id.
+    std::fs::create_dir_all(dir.path().join("files/corn/x")).unwrap();
+    let r = mc
+        .send_json(
+            "POST",
+            "/api/watchers",
+            &json!({"path": "corn/x", "intervalMs": 1000}),
+        )
+        .await;
+    assert_eq!(r.status, 201, "POST /api/watchers: {}", r.text());
+    let created = r.json();
+    let schema = &doc["paths"]["/api/watchers"]["post"]["responses"]["201"]["content"]["application/json"]
+        ["schema"]["$ref"];
+    let name = schema
+        .as_str()
+        .and_then(|r| r.strip_prefix("#/components/schemas/"))
+        .expect("POST /api/watchers documents its 201 schema");
+    check_component(&doc, name, &created).unwrap_or_else(|why| panic!("{why}"));
+    assert_eq!(created["enabled"], false, "{created}");
+    assert_eq!(created["intervalMs"], 30_000, "{created}");
+    let watcher = created["id"].as_str().unwrap().to_owned();
 
     let calls = vec![
         get("/health", "/health"),
@@ -218,6 +257,51 @@ async fn every_json_answer_matches_the_openapi_document() {
             "/api/kv/value?key=udl:u/x".into(),
             Body::None,
         ),
+        get("/api/watchers", "/api/watchers"),
+        get("/api/watchers/{id}", format!("/api/watchers/{watcher}")),
+        call(
+            "/api/watchers/{id}",
+            "put",
+            format!("/api/watchers/{watcher}"),
+            Body::Json(json!({"intervalMs": 100, "enabled": false})),
+        ),
+        call(
+            "/api/watchers/{id}/scan",
+            "post",
+            format!("/api/watchers/{watcher}/scan"),
+            Body::None,
+        ),
+        call(
+            "/api/watchers/{id}/reset",
+            "post",
+            format!("/api/watchers/{watcher}/reset"),
+            Body::None,
+        ),
+        call(
+            "/api/watchers/scan-all",
+            "post",
+            "/api/watchers/scan-all".into(),
+            Body::None,
+        ),
+        call(
+            "/api/watchers/reset-all",
+            "post",
+            "/api/watchers/reset-all".into(),
+            Body::None,
+        ),
+        call(
+            "/api/scan/trigger",
+            "post",
+            "/api/scan/trigger".into(),
+            Body::None,
+        ),
+        get("/api/scan/status", "/api/scan/status"),
+        call(
+            "/api/watchers/{id}",
+            "delete",
+            format!("/api/watchers/{watcher}"),
+            Body::None,
+        ),
         call(
             "/api/snapshot/import",
             "post",
@@ -253,6 +337,23 @@ async fn every_json_answer_matches_the_openapi_document() {
         let answer = send(&mc, c).await;
         if let Err(why) = check_answer(&doc, c.doc_path, c.method, &answer) {
             panic!("{why}");
+        }
+    }
+
+    // The retired routes are marked so, and their answers carry the
+    // documented `Deprecation` and `Link`.
+    for (method, path) in [("post", "/api/scan/trigger"), ("get", "/api/scan/status")] {
+        let op = &doc["paths"][path][method];
+        assert_eq!(op["deprecated"], true, "{method} {path}");
+        let r = mc.send(&method.to_uppercase(), path, Vec::new(), &[]).await;
+        assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
+        for name in ["Deprecation", "Link"] {
+            let want = documented_header(&doc, &op["responses"]["200"]["headers"][name]);
+            assert_eq!(
+                r.header(name),
+                Some(want),
+                "{method} {path}: the header {name}"
+            );
         }
     }
 
