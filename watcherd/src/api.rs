@@ -24,6 +24,9 @@ use crate::tree::max_user_watches;
 use crate::watchers::{NewWatcher, WatcherConfig, WatcherUpdate, Watchers};
 use metacore::api::watcherd::{InotifyStatus, WatcherdStatus};
 
+/// How long a scan or reset request waits for the engine.
+pub const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
+
 /// Largest body the watchers API takes (a watcher is a path and two flags).
 pub const MAX_BODY: usize = 16 * 1024;
 
@@ -110,6 +113,8 @@ async fn status(st: State) -> Json<WatcherdStatus> {
 impl AppState {
     fn status_of(&self, c: &WatcherConfig) -> WatcherStatus {
         let dir = PathBuf::from(&c.path);
+        let mounts = self.files.join(crate::tree::MOUNTS_DIR);
+        let in_mounts = dir.starts_with(&mounts);
         let prefix = crate::scan::relative(&dir, &self.files)
             .filter(|r| !r.is_empty())
             .map(|r| format!("{r}/"))
@@ -123,14 +128,17 @@ impl AppState {
             .count();
         WatcherStatus {
             active: c.enabled && self.engine.is_some(),
-            // A walk of a folder above this one covered it too.
+            // A walk of a folder above this one covered it too, except a
+            // walk of the inotify tree for a folder under corn/ (it skips it).
             last_scan: self
                 .stats
                 .last_scan
                 .lock()
                 .expect("scan lock")
                 .iter()
-                .filter(|(walked, _)| dir.starts_with(walked))
+                .filter(|(walked, _)| {
+                    dir.starts_with(walked) && (!in_mounts || walked.starts_with(&mounts))
+                })
                 .map(|(_, at)| *at)
                 .max(),
             is_scanning: self
@@ -138,7 +146,7 @@ impl AppState {
                 .walking
                 .lock()
                 .expect("walking lock")
-                .contains(&dir),
+                .contains_key(&dir),
             file_count,
             config: c.clone(),
         }
@@ -153,15 +161,27 @@ impl AppState {
         })
     }
 
-    /// Asks the engine and waits for its answer.
+    /// Asks the engine and waits for its answer, at most [`ASK_TIMEOUT`]
+    /// (the engine waits for storaged while storaged is away).
     async fn ask(
         &self,
         make: impl FnOnce(oneshot::Sender<Result<usize, ApiError>>) -> Input,
     ) -> Result<usize, ApiError> {
         let (tx, rx) = oneshot::channel();
         let gone = || ApiError::unavailable("the file watcher is stopping");
-        self.engine()?.send(make(tx)).await.map_err(|_| gone())?;
-        rx.await.map_err(|_| gone())?
+        let answer = async {
+            self.engine()?.send(make(tx)).await.map_err(|_| gone())?;
+            rx.await.map_err(|_| gone())?
+        };
+        tokio::time::timeout(ASK_TIMEOUT, answer)
+            .await
+            .unwrap_or_else(|_| {
+                Err(ApiError::unavailable(format!(
+                    "the file watcher did not finish within {} s (is storaged answering?); \
+                     the scan goes on",
+                    ASK_TIMEOUT.as_secs()
+                )))
+            })
     }
 
     fn config(&self, id: &str) -> Result<WatcherConfig, ApiError> {
@@ -252,6 +272,7 @@ async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
 }
 
 async fn scan_all(st: State) -> JsonReply<Done> {
+    st.engine()?;
     let dirs: Vec<PathBuf> = enabled_dirs(&st);
     let mut total = 0;
     for dir in dirs {

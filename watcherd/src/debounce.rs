@@ -103,15 +103,16 @@ impl Debouncer {
     /// Up to `max` paths quiet for the whole period by `now`, in path
     /// order (which ones, when more are due, is unspecified: the rest come
     /// in the next call). Only the paths returned are copied.
-    pub fn due(&self, now: Instant, max: usize) -> Vec<String> {
-        let mut due: Vec<String> = self
+    /// Each with the `stat` it waits on, for the second look to compare.
+    pub fn due(&self, now: Instant, max: usize) -> Vec<(String, Seen)> {
+        let mut due: Vec<(String, Seen)> = self
             .pending
             .iter()
             .filter(|(_, p)| now >= p.due)
             .take(max)
-            .map(|(path, _)| path.clone())
+            .map(|(path, p)| (path.clone(), p.seen))
             .collect();
-        due.sort();
+        due.sort_by(|a, b| a.0.cmp(&b.0));
         due
     }
 
@@ -168,7 +169,7 @@ mod tests {
             d.due(last + QUIET - Duration::from_millis(1), 10)
                 .is_empty()
         );
-        assert_eq!(d.due(last + QUIET, 10), [p.to_owned()]);
+        assert_eq!(d.due(last + QUIET, 10), [(p.to_owned(), seen(1 << 29, 9))]);
         let s = d.settle(p, Some(seen(1 << 29, 9)), last + QUIET);
         assert_eq!(s, Settle::Settled(seen(1 << 29, 9)));
         assert!(d.is_empty());
@@ -217,7 +218,7 @@ mod tests {
         let t0 = Instant::now();
         let mut d = Debouncer::new(QUIET);
         d.touch_owned("a".into(), seen(10, 1), t0, true);
-        assert_eq!(d.due(t0, 10), ["a"]);
+        assert_eq!(d.due(t0, 10), [("a".to_owned(), seen(10, 1))]);
         assert_eq!(d.settle("a", Some(seen(11, 2)), t0), Settle::Again);
         assert_eq!(d.next_due(), Some(t0 + QUIET));
     }
@@ -229,7 +230,7 @@ mod tests {
         for name in ["c", "a", "b"] {
             d.touch(name, seen(1, 1), t0);
         }
-        let due: Vec<_> = d.due(t0, 10).into_iter().map(|p| p.to_string()).collect();
+        let due: Vec<_> = d.due(t0, 10).into_iter().map(|(p, _)| p).collect();
         assert_eq!(d.due(t0, 2).len(), 2);
         assert_eq!(due, ["a", "b", "c"]);
     }

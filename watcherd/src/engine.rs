@@ -21,7 +21,7 @@
 //! What is known is read back from storaged's `seen:` rows at start, so a
 //! restart announces exactly what changed while watcherd was down.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::collections::{BTreeMap, BTreeSet, HashMap};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -45,10 +45,14 @@ use tokio::sync::{mpsc, oneshot};
 use crate::debounce::{Debouncer, Seen, Settle};
 use crate::scan;
 use crate::tree::{MOUNTS_DIR, Tree};
-use crate::watchers::Watchers;
+use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
 
 /// Observations sent and what storaged did with each, in order.
 type Sent = Vec<(Observation, ObserveOutcome)>;
+
+/// A due file's second look: its `stat` now (`None`: gone) and, when that
+/// is the `stat` it waited on, its midhash digest.
+type Looked = (String, Option<Seen>, Option<[u8; 32]>);
 
 /// Files hashed and sent to storaged per round.
 const ROUND: usize = 512;
@@ -82,7 +86,7 @@ pub struct Stats {
     pub store_waits: AtomicU64,
     /// Folders being walked now, and when each watcher root was last
     /// walked to the end (Unix ms).
-    pub walking: Mutex<HashSet<PathBuf>>,
+    pub walking: Mutex<HashMap<PathBuf, usize>>,
     pub last_scan: Mutex<HashMap<PathBuf, u64>>,
 }
 
@@ -523,15 +527,13 @@ impl Engine {
         let dir = match &scope {
             Scope::Tree(d) | Scope::Dir(d) => d.clone(),
         };
-        if !self
-            .stats
-            .walking
-            .lock()
-            .expect("walking lock")
-            .insert(dir.clone())
-            && done.is_none()
         {
-            return; // walking it already
+            let mut walking = self.stats.walking.lock().expect("walking lock");
+            let n = walking.entry(dir.clone()).or_insert(0);
+            if *n > 0 && done.is_none() {
+                return; // walking it already
+            }
+            *n += 1;
         }
         let tree = self.tree.clone();
         let files = self.settings.files.clone();
@@ -574,11 +576,15 @@ impl Engine {
             Scope::Tree(d) => (d.clone(), false),
             Scope::Dir(d) => (d.clone(), true),
         };
-        self.stats
-            .walking
-            .lock()
-            .expect("walking lock")
-            .remove(&dir);
+        {
+            let mut walking = self.stats.walking.lock().expect("walking lock");
+            if let Some(n) = walking.get_mut(&dir) {
+                *n -= 1;
+                if *n == 0 {
+                    walking.remove(&dir);
+                }
+            }
+        }
         let found = match found {
             Ok(f) => f,
             Err(e) => {
@@ -616,11 +622,13 @@ impl Engine {
         for (path, seen) in found {
             self.touch(path, seen);
         }
-        self.stats
-            .last_scan
-            .lock()
-            .expect("scan lock")
-            .insert(dir, unix_ms());
+        if !one_level {
+            self.stats
+                .last_scan
+                .lock()
+                .expect("scan lock")
+                .insert(dir, unix_ms());
+        }
         if let Some(done) = done {
             let _ = done.send(Ok(count));
         }
@@ -636,12 +644,19 @@ impl Engine {
             .expect("watchers lock")
             .list()
             .iter()
-            .filter(|c| c.enabled)
+            .filter(|c| c.enabled && Path::new(&c.path).starts_with(&self.settings.files))
             .map(|c| {
+                // As the original: under the minimum (a hand-edited file),
+                // the default.
+                let ms = if c.interval_ms < MIN_INTERVAL_MS {
+                    DEFAULT_INTERVAL_MS
+                } else {
+                    c.interval_ms
+                };
                 (
                     c.id.clone(),
                     PathBuf::from(&c.path),
-                    Duration::from_millis(c.interval_ms),
+                    Duration::from_millis(ms),
                 )
             })
             .collect();
@@ -675,32 +690,29 @@ impl Engine {
     async fn settle_round(&mut self) {
         {
             let now = Instant::now();
+            // The second look is the hashing thread's fstat of the open
+            // file: no stat here, on the engine's task.
             let due = self.debounce.due(now, ROUND);
-            let mut settled = Vec::new();
-            for rel in due {
-                let abs = self.settings.files.join(&rel);
-                let seen = std::fs::symlink_metadata(&abs)
-                    .ok()
-                    .filter(|m| m.is_file())
-                    .map(|m| scan::seen_of(&m));
-                if let Settle::Settled(seen) = self.debounce.settle(&rel, seen, now) {
+            let looked = self.hash(due).await;
+            let mut hashed = Vec::with_capacity(looked.len());
+            for (rel, now_seen, digest) in looked {
+                if let Settle::Settled(seen) = self.debounce.settle(&rel, now_seen, now) {
                     let unchanged = self
                         .known
                         .read()
                         .expect("known lock")
                         .get(&rel)
                         .is_some_and(|k| k.seen == seen);
-                    if !unchanged {
-                        settled.push((rel, seen));
+                    if let (false, Some(digest)) = (unchanged, digest) {
+                        hashed.push((rel, seen, digest));
                     }
                 }
             }
             let mut gone_due = self.gone.due(now, self.settings.quiet);
             gone_due.truncate(ROUND);
-            if settled.is_empty() && gone_due.is_empty() {
+            if hashed.is_empty() && gone_due.is_empty() {
                 return;
             }
-            let hashed = self.hash(settled).await;
             let mut observations = Vec::with_capacity(hashed.len() + gone_due.len());
             for (rel, seen, midhash) in hashed {
                 let Ok(path) = RelPath::new(rel.clone()) else {
@@ -772,41 +784,43 @@ impl Engine {
         }
     }
 
-    /// The midhash of each settled file, read on the blocking pool. A file
-    /// that changed since it settled goes back to the debouncer; one that
-    /// vanished is dropped (its removal event or the next scan tells).
-    async fn hash(&mut self, files: Vec<(String, Seen)>) -> Vec<(String, Seen, [u8; 32])> {
-        if files.is_empty() {
+    /// The second look at each due file and its midhash, on the blocking
+    /// pool: open it, `fstat` the open file, and hash it only when the
+    /// `stat` is the one it waited on (`None`: gone or unreadable).
+    async fn hash(&self, due: Vec<(String, Seen)>) -> Vec<Looked> {
+        if due.is_empty() {
             return Vec::new();
         }
         let root = self.settings.files.clone();
-        let results = tokio::task::spawn_blocking(move || {
-            files
-                .into_iter()
-                .map(|(rel, seen)| {
-                    let abs = root.join(&rel);
-                    let r = std::fs::File::open(&abs).and_then(|f| {
-                        let now = scan::seen_of(&f.metadata()?);
-                        if now != seen {
-                            return Ok(Err(now));
+        tokio::task::spawn_blocking(move || {
+            due.into_iter()
+                .map(|(rel, waited)| {
+                    let Ok(f) = std::fs::File::open(root.join(&rel)) else {
+                        return (rel, None, None);
+                    };
+                    let now = f
+                        .metadata()
+                        .ok()
+                        .filter(|m| m.is_file())
+                        .map(|m| scan::seen_of(&m));
+                    let Some(now) = now else {
+                        return (rel, None, None);
+                    };
+                    if now != waited {
+                        return (rel, Some(now), None);
+                    }
+                    match crate::midhash::digest_of_file(&f, now.size) {
+                        Ok(d) => (rel, Some(now), Some(d)),
+                        Err(e) => {
+                            tracing::debug!(path = %rel, "not hashed: {e}");
+                            (rel, None, None)
                         }
-                        Ok(Ok(crate::midhash::digest_of_file(&f, seen.size)?))
-                    });
-                    (rel, seen, r)
+                    }
                 })
-                .collect::<Vec<_>>()
+                .collect()
         })
         .await
-        .unwrap_or_default();
-        let mut out = Vec::with_capacity(results.len());
-        for (rel, seen, r) in results {
-            match r {
-                Ok(Ok(cid)) => out.push((rel, seen, cid)),
-                Ok(Err(now)) => self.debounce.touch(&rel, now, Instant::now()),
-                Err(e) => tracing::debug!(path = %rel, "not hashed: {e}"),
-            }
-        }
-        out
+        .unwrap_or_default()
     }
 
     /// What storaged committed becomes known.
@@ -859,6 +873,22 @@ impl Engine {
             let _ = reply.send(Err(e.into()));
             return;
         }
+        // What vanished under the reset folders is forgotten with them; a
+        // delete pending elsewhere still comes.
+        let gone: Vec<String> = self
+            .gone
+            .since
+            .keys()
+            .filter(|p| {
+                rels.iter()
+                    .any(|r| r.is_empty() || RelPath::new(p.as_str()).is_ok_and(|p| p.is_under(r)))
+            })
+            .cloned()
+            .collect();
+        for p in gone {
+            let k = self.known.read().expect("known lock").get(&p).cloned();
+            self.gone.remove(&p, k.as_ref());
+        }
         {
             let mut known = self.known.write().expect("known lock");
             known.retain(|p, _| {
@@ -869,7 +899,6 @@ impl Engine {
                 })
             });
         }
-        self.gone = Gone::default();
         // Walk each again; the reply sums what they found.
         let mut waits = Vec::new();
         for d in dirs {

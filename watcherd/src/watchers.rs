@@ -307,8 +307,14 @@ pub fn check_path(files_path: &Path, raw: &str) -> Result<String, ApiError> {
     {
         return Err(bad("contains .."));
     }
+    // Lexically normal (no `.`, no `//`), so one folder has one spelling
+    // and a second watcher of it is refused as a duplicate.
+    let given: PathBuf = given
+        .components()
+        .filter(|c| !matches!(c, Component::CurDir))
+        .collect();
     let path = if given.is_absolute() {
-        given.to_owned()
+        given
     } else {
         files_path.join(given)
     };
@@ -511,10 +517,22 @@ mod tests {
             let r = check_path(&e.files, &raw);
             assert_eq!(r.unwrap_err().code, ErrorCode::BadRequest, "{raw:?}");
         }
-        std::fs::create_dir_all(e.files.join("ok")).unwrap();
+        std::fs::create_dir_all(e.files.join("ok/sub")).unwrap();
+        let ok = e.files.join("ok").display().to_string();
+        // One folder, one spelling.
+        for raw in [
+            "ok",
+            "./ok",
+            "ok/",
+            "ok/.",
+            &format!("{ok}//"),
+            &format!("{ok}/./"),
+        ] {
+            assert_eq!(check_path(&e.files, raw).unwrap(), ok, "{raw:?}");
+        }
         assert_eq!(
-            check_path(&e.files, "ok").unwrap(),
-            e.files.join("ok").display().to_string()
+            check_path(&e.files, "ok//sub").unwrap(),
+            e.files.join("ok/sub").display().to_string()
         );
     }
 }

@@ -34,13 +34,24 @@ mod tests {
     ];
 
     /// The admin routes: the ones behind `META_CORE_ADMIN_TOKEN`.
-    const ADMIN: [(&str, &str); 6] = [
+    const ADMIN: [(&str, &str); 17] = [
         ("/api/kv/value", "put"),
         ("/api/kv/value", "delete"),
         ("/api/metadata/batch", "post"),
         ("/api/metadata/clear", "post"),
         ("/api/snapshot/import", "post"),
         ("/api/snapshot/wipe", "post"),
+        ("/api/watchers", "get"),
+        ("/api/watchers", "post"),
+        ("/api/watchers/scan-all", "post"),
+        ("/api/watchers/reset-all", "post"),
+        ("/api/watchers/{id}", "get"),
+        ("/api/watchers/{id}", "put"),
+        ("/api/watchers/{id}", "delete"),
+        ("/api/watchers/{id}/scan", "post"),
+        ("/api/watchers/{id}/reset", "post"),
+        ("/api/scan/trigger", "post"),
+        ("/api/scan/status", "get"),
     ];
 
     fn doc() -> Value {

@@ -16,6 +16,10 @@ use metacore::socket::body::RawBody;
 
 use crate::state::{AppState, State};
 
+/// How long a watchers call may take (watcherd bounds its own waits at
+/// 25 s; this is the backstop).
+const RELAY_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(30);
+
 /// Largest body a watchers route takes (a path and two settings).
 pub(crate) const MAX_WATCHER_BODY: usize = 16 * 1024;
 
@@ -52,7 +56,12 @@ fn checked_id(id: &str) -> Result<&str, ApiError> {
 
 /// Calls watcherd and relays its answer.
 async fn relay(st: &AppState, method: Method, path: &str, body: Option<Bytes>) -> Response {
-    match st.watcherd.socket().send(method, path, body).await {
+    let call = st.watcherd.socket().send(method, path, body);
+    let Ok(answer) = tokio::time::timeout(RELAY_TIMEOUT, call).await else {
+        return ApiError::unavailable("watcherd did not answer in time, retry shortly")
+            .into_response();
+    };
+    match answer {
         Ok(resp) => (
             resp.status(),
             [(header::CONTENT_TYPE, "application/json")],

@@ -487,10 +487,19 @@ async fn watchers_through_apid_behind_the_token_and_polling_where_inotify_is_off
             .await;
         assert_eq!(r.status, 400, "{bad:?}: {}", r.text());
     }
+    // A folder watched already, under another spelling.
+    let spelled = w.abs("watch//");
+    for twin in ["./watch", "watch/", "watch/.", spelled.as_str()] {
+        let r = w
+            .admin("POST", "/api/watchers", Some(json!({"path": twin})))
+            .await;
+        assert_eq!(r.status, 400, "{twin:?}: {}", r.text());
+        assert!(r.text().contains("exists already"), "{}", r.text());
+    }
     let r = w
         .admin("POST", "/api/watchers", Some(json!({"path": 7})))
         .await;
-    assert!(r.status == 400 || r.status == 422, "{}", r.text());
+    r.assert_error(400, "schema_violation");
 
     // corn/ is left to polling: a watcher there finds what inotify does not.
     std::fs::create_dir_all(w.files().join("corn/remote")).unwrap();
@@ -597,6 +606,9 @@ async fn with_the_watcher_off_nothing_is_announced_and_status_says_so() {
         .unwrap()
         .to_owned();
     w.mc.send("POST", &format!("/api/watchers/{id}/scan"), "", &[])
+        .await
+        .assert_error(409, "disabled");
+    w.mc.send("POST", "/api/watchers/scan-all", "", &[])
         .await
         .assert_error(409, "disabled");
     assert_eq!(w.roots(), 0);
