@@ -160,8 +160,12 @@ async fn scan(dir: &Path, expect: u64) -> (Duration, f64) {
     let start = Instant::now();
     let watcherd = Proc::spawn("watcherd", dir, &[("DEBOUNCE_MS", DEBOUNCE_MS.to_string())]);
     let mut last_report = Instant::now();
+    let mut first = None;
     loop {
         let n = announced(&client).await;
+        if n > 0 && first.is_none() {
+            first = Some(start.elapsed());
+        }
         if n >= expect {
             break;
         }
@@ -178,6 +182,8 @@ async fn scan(dir: &Path, expect: u64) -> (Duration, f64) {
         );
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
+    let first = first.unwrap_or_default();
+    eprintln!("  first add after {:.2} s (start, watches, walk)", first.as_secs_f64());
     (start.elapsed(), watcherd.peak_rss_mib())
 }
 
