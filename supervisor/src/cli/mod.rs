@@ -344,11 +344,11 @@ mod tests {
                 "{bad:?} must be refused"
             );
         }
-        for unknown in ["logs nope", "restart nope", "logs watcherd"] {
+        for unknown in ["logs nope", "restart nope", "logs mountd"] {
             let Err(BadArgs::UnknownDaemon(why)) = Cli::parse(&args(unknown)) else {
                 panic!("{unknown:?} names no daemon of the tree");
             };
-            assert!(why.contains("storaged, apid"), "{why}");
+            assert!(why.contains("storaged, apid, watcherd"), "{why}");
         }
     }
 }
