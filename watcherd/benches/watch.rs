@@ -183,7 +183,10 @@ async fn scan(dir: &Path, expect: u64) -> (Duration, f64) {
         tokio::time::sleep(Duration::from_millis(10)).await;
     }
     let first = first.unwrap_or_default();
-    eprintln!("  first add after {:.2} s (start, watches, walk)", first.as_secs_f64());
+    eprintln!(
+        "  first add after {:.2} s (start, watches, walk)",
+        first.as_secs_f64()
+    );
     (start.elapsed(), watcherd.peak_rss_mib())
 }
 
