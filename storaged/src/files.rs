@@ -117,8 +117,10 @@ fn announce(
     Ok(())
 }
 
-/// Writes `filePath`, `sizeByte` and `mtimeNano` of a record.
+/// Writes `filePath`, `sizeByte` and `mtimeNano` of a record; the path is
+/// its own, so it is not (any more) one of its duplicates.
 fn put_file_fields(tx: &mut Tx<'_>, rid: Rid, abs: &str, file: &FileState) -> Result<()> {
+    tx.delete_raw(&dup_key(rid, abs))?;
     for (field, value) in [
         ("filePath", abs.to_owned()),
         ("sizeByte", file.size.to_string()),
@@ -184,11 +186,21 @@ fn attach(
         },
     };
     records::ensure_root(tx, rid)?;
-    // The path was a duplicate of another record: it is not any more.
     if let Some(b) = before.filter(|b| b.rid != rid) {
-        tx.delete_raw(&dup_key(b.rid, &abs))?;
+        release(tx, b.rid, &abs)?;
     }
     Ok((rid, minted))
+}
+
+/// The path `abs` no longer holds the content of `rid`'s record (it was
+/// overwritten with another's): not its duplicate, and not its `filePath`
+/// (a write by that record's CID must not reach the other content).
+fn release(tx: &mut Tx<'_>, rid: Rid, abs: &str) -> Result<()> {
+    tx.delete_raw(&dup_key(rid, abs))?;
+    if tx.get(&field_key(rid, "filePath"))?.as_deref() == Some(abs) {
+        records::delete_field_row(tx, rid, "filePath")?;
+    }
+    Ok(())
 }
 
 /// Applies one observation.
@@ -263,15 +275,16 @@ fn moved(
     let (abs_from, abs_to) = (absolute(root, from), absolute(root, path));
     let rid = if cid_index::owner(tx.conn, &file.midhash)? == Some(old.rid) {
         let rid = old.rid;
+        // The old path is not a duplicate any more, whatever it was.
+        tx.delete_raw(&dup_key(rid, &abs_from))?;
         let current = tx.get(&field_key(rid, "filePath"))?;
         if current.as_deref() == Some(&abs_from) || current.is_none() {
             put_file_fields(tx, rid, &abs_to, file)?;
         } else if current.as_deref() != Some(&abs_to) {
-            tx.delete_raw(&dup_key(rid, &abs_from))?;
             tx.insert_new(&dup_key(rid, &abs_to), "")?;
         }
         if let Some(b) = before.as_ref().filter(|b| b.rid != rid) {
-            tx.delete_raw(&dup_key(b.rid, &abs_to))?;
+            release(tx, b.rid, &abs_to)?;
         }
         rid
     } else {

@@ -344,3 +344,99 @@ async fn seen_rows_page_in_path_order() {
     assert!(all.windows(2).all(|w| w[0].path < w[1].path));
     assert_eq!(all[3].file.size, 3);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_overwritten_with_another_records_content_leaves_its_old_record() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let (a, b) = (state("a", 5), state("b", 6));
+    let rec_a = one(&store, present("watch/a.mkv", a.clone()))
+        .await
+        .rid
+        .unwrap();
+    let rec_b = one(&store, present("watch/b.mkv", b.clone()))
+        .await
+        .rid
+        .unwrap();
+    // a.mkv now holds b's content: a duplicate of B, and A's filePath no
+    // longer names a file with A's content.
+    let out = one(&store, present("watch/a.mkv", b.clone())).await;
+    assert_eq!(out.rid, Some(rec_b));
+    assert_eq!(out.event.as_deref(), Some("change"));
+    assert_eq!(field(&store, &a.midhash, "filePath").await, None);
+    assert_eq!(
+        store.resolve(Target::Cid(a.midhash.clone())).await.unwrap(),
+        rec_a
+    );
+    let doc = serde_json::to_value(
+        store
+            .document(Target::Cid(b.midhash.clone()))
+            .await
+            .unwrap(),
+    )
+    .unwrap();
+    assert!(doc.to_string().contains("/files/watch/a.mkv"), "{doc}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_path_that_takes_the_record_is_no_longer_its_duplicate() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let a = state("a", 5);
+    let rid = one(&store, present("watch/a.mkv", a.clone()))
+        .await
+        .rid
+        .unwrap();
+    one(&store, present("plugin/a-copy.mkv", a.clone())).await;
+    let dup = format!("dup:{rid}//files/plugin/a-copy.mkv");
+    let dups = |store: &Store| {
+        let key = dup.clone();
+        let path = store.db_path().to_owned();
+        async move {
+            let c = rusqlite::Connection::open(path).unwrap();
+            c.query_row("SELECT count(*) FROM kv WHERE k = ?1", [key], |r| {
+                r.get::<_, i64>(0)
+            })
+            .unwrap()
+        }
+    };
+    assert_eq!(dups(&store).await, 1);
+    // After a reset, the copy is seen first: it takes the record's path,
+    // and its duplicate row goes.
+    store
+        .reset_files(ResetBody {
+            dirs: vec![],
+            watcher_id: "w".into(),
+        })
+        .await
+        .unwrap();
+    one(&store, present("plugin/a-copy.mkv", a.clone())).await;
+    assert_eq!(
+        field(&store, &a.midhash, "filePath").await.as_deref(),
+        Some("/files/plugin/a-copy.mkv")
+    );
+    assert_eq!(dups(&store).await, 0);
+    // A duplicate moved: the old duplicate row goes, the new path is one.
+    one(&store, present("watch/a.mkv", a.clone())).await;
+    one(
+        &store,
+        Observation::Moved {
+            from: rel("watch/a.mkv"),
+            path: rel("watch/moved.mkv"),
+            file: a.clone(),
+        },
+    )
+    .await;
+    let doc = serde_json::to_value(
+        store
+            .document(Target::Cid(a.midhash.clone()))
+            .await
+            .unwrap(),
+    )
+    .unwrap()
+    .to_string();
+    assert!(
+        doc.contains("/files/watch/moved.mkv") && !doc.contains("/files/watch/a.mkv"),
+        "{doc}"
+    );
+}

@@ -90,7 +90,6 @@ async fn status(st: State) -> Json<WatcherdStatus> {
     Json(WatcherdStatus {
         daemon: Daemon::Watcherd,
         enabled: st.engine.is_some(),
-        files_path: st.files.display().to_string(),
         loaded: s.loaded.load(Ordering::Relaxed),
         known_files: st.known.read().expect("known lock").len(),
         pending: n(&s.pending),

@@ -34,6 +34,8 @@ struct Pending {
     seen: Seen,
     /// When the quiet period ends.
     due: Instant,
+    /// When something last happened at the path.
+    touched: Instant,
 }
 
 /// The paths waiting to be quiet.
@@ -56,11 +58,13 @@ impl Debouncer {
     /// `stat` again (an event that changed nothing) does not extend it.
     pub fn touch(&mut self, path: &str, seen: Seen, now: Instant) {
         let due = now + self.quiet;
+        let touched = now;
         match self.pending.get_mut(path) {
-            Some(p) if p.seen == seen => {}
-            Some(p) => *p = Pending { seen, due },
+            Some(p) if p.seen == seen => p.touched = now,
+            Some(p) => *p = Pending { seen, due, touched },
             None => {
-                self.pending.insert(path.to_owned(), Pending { seen, due });
+                self.pending
+                    .insert(path.to_owned(), Pending { seen, due, touched });
             }
         }
     }
@@ -72,13 +76,19 @@ impl Debouncer {
     /// `stat`.
     pub fn touch_owned(&mut self, path: String, seen: Seen, now: Instant, due_now: bool) {
         let due = if due_now { now } else { now + self.quiet };
+        let touched = now;
         match self.pending.get_mut(&path) {
-            Some(p) if p.seen == seen && !due_now => {}
-            Some(p) => *p = Pending { seen, due },
+            Some(p) if p.seen == seen && !due_now => p.touched = now,
+            Some(p) => *p = Pending { seen, due, touched },
             None => {
-                self.pending.insert(path, Pending { seen, due });
+                self.pending.insert(path, Pending { seen, due, touched });
             }
         }
+    }
+
+    /// When something last happened at a pending path.
+    pub fn touched_at(&self, path: &str) -> Option<Instant> {
+        self.pending.get(path).map(|p| p.touched)
     }
 
     /// The path went away before it settled: nothing is announced for it.
@@ -135,6 +145,7 @@ impl Debouncer {
                 *p = Pending {
                     seen,
                     due: now + self.quiet,
+                    touched: now,
                 };
                 Settle::Again
             }

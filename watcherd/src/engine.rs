@@ -21,7 +21,7 @@
 //! What is known is read back from storaged's `seen:` rows at start, so a
 //! restart announces exactly what changed while watcherd was down.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
@@ -38,6 +38,7 @@ use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 use metacore::rid::Rid;
 use metacore::shutdown::Shutdown;
+use metacore::socket::client::ClientError;
 use notify::EventKind;
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use tokio::sync::{mpsc, oneshot};
@@ -96,8 +97,10 @@ pub enum Input {
     Fs(notify::Result<notify::Event>),
     Walked {
         scope: Scope,
+        /// When the walk began: what happened at a path since is newer
+        /// than what the walk saw of it.
+        started: Instant,
         found: io::Result<BTreeMap<String, Seen>>,
-        done: Option<oneshot::Sender<Result<usize, ApiError>>>,
     },
     /// Walk a folder now; reply with the number of files found.
     Scan {
@@ -123,43 +126,53 @@ pub enum Scope {
 }
 
 /// Known paths that disappeared, waiting to become a delete or a rename.
+/// Each keeps what was known of it when it went (the index entries are
+/// removed with the same values, whatever `known` says by then), and the
+/// time it was first missed: seeing it missing again does not restart its
+/// wait.
 #[derive(Debug, Default)]
 struct Gone {
-    since: BTreeMap<String, Instant>,
+    since: BTreeMap<String, (Instant, [u8; 32], Seen)>,
     by_hash: HashMap<[u8; 32], BTreeSet<String>>,
     by_seen: HashMap<Seen, usize>,
 }
 
 impl Gone {
     fn insert(&mut self, path: &str, known: &Known, now: Instant) {
-        if self.since.insert(path.to_owned(), now).is_none() {
-            self.by_hash
-                .entry(known.midhash)
-                .or_default()
-                .insert(path.to_owned());
-            *self.by_seen.entry(known.seen).or_default() += 1;
+        if self.since.contains_key(path) {
+            return;
         }
+        self.since
+            .insert(path.to_owned(), (now, known.midhash, known.seen));
+        self.by_hash
+            .entry(known.midhash)
+            .or_default()
+            .insert(path.to_owned());
+        *self.by_seen.entry(known.seen).or_default() += 1;
     }
 
-    fn remove(&mut self, path: &str, known: Option<&Known>) -> bool {
-        if self.since.remove(path).is_none() {
+    fn remove(&mut self, path: &str) -> bool {
+        let Some((_, midhash, seen)) = self.since.remove(path) else {
             return false;
-        }
-        if let Some(k) = known {
-            if let Some(set) = self.by_hash.get_mut(&k.midhash) {
-                set.remove(path);
-                if set.is_empty() {
-                    self.by_hash.remove(&k.midhash);
-                }
+        };
+        if let Some(set) = self.by_hash.get_mut(&midhash) {
+            set.remove(path);
+            if set.is_empty() {
+                self.by_hash.remove(&midhash);
             }
-            if let Some(n) = self.by_seen.get_mut(&k.seen) {
-                *n -= 1;
-                if *n == 0 {
-                    self.by_seen.remove(&k.seen);
-                }
+        }
+        if let Some(n) = self.by_seen.get_mut(&seen) {
+            *n -= 1;
+            if *n == 0 {
+                self.by_seen.remove(&seen);
             }
         }
         true
+    }
+
+    /// When `path` was first missed, if it is waiting.
+    fn since(&self, path: &str) -> Option<Instant> {
+        self.since.get(path).map(|(t, _, _)| *t)
     }
 
     /// A gone path whose content was `midhash` (the first in path order).
@@ -172,16 +185,24 @@ impl Gone {
     }
 
     fn next_due(&self, quiet: Duration) -> Option<Instant> {
-        self.since.values().min().map(|t| *t + quiet)
+        self.since.values().map(|(t, _, _)| *t + quiet).min()
     }
 
     fn due(&self, now: Instant, quiet: Duration) -> Vec<String> {
         self.since
             .iter()
-            .filter(|(_, t)| now >= **t + quiet)
+            .filter(|(_, (t, _, _))| now >= *t + quiet)
             .map(|(p, _)| p.clone())
             .collect()
     }
+}
+
+/// A walk under way.
+#[derive(Debug, Default)]
+struct Walk {
+    waiters: Vec<oneshot::Sender<Result<usize, ApiError>>>,
+    again: bool,
+    watch: bool,
 }
 
 /// The engine's settings.
@@ -208,6 +229,13 @@ pub struct Engine {
     next_unwatched_poll: Instant,
     /// Folders gone whose watches the tree should drop (when it is free).
     forget: Vec<PathBuf>,
+    /// Walks under way, by folder: who waits for each, and whether it
+    /// must run again when it ends (asked again meanwhile).
+    walks: HashMap<PathBuf, Walk>,
+    /// Paths of the batch being committed, and those of them something
+    /// happened to meanwhile (looked at again once it is applied).
+    inflight_paths: HashSet<String>,
+    dirty: BTreeSet<String>,
     /// The batch storaged is committing now.
     inflight: Option<tokio::task::JoinHandle<Option<Sent>>>,
     stats: Arc<Stats>,
@@ -240,6 +268,9 @@ impl Engine {
             watchers,
             next_poll: HashMap::new(),
             forget: Vec::new(),
+            walks: HashMap::new(),
+            inflight_paths: HashSet::new(),
+            dirty: BTreeSet::new(),
             inflight: None,
             stats,
             shutdown,
@@ -252,7 +283,7 @@ impl Engine {
             return;
         }
         let files = self.settings.files.clone();
-        self.walk(Scope::Tree(files), true, None);
+        self.walk(files, true, None);
         loop {
             self.publish_stats();
             let wake = self.next_wake();
@@ -339,26 +370,21 @@ impl Engine {
         }
     }
 
+    /// Copies the figures the API shows. Never calls into notify (see
+    /// [`Engine::covers`]): only counts, and only if no walk holds the tree.
     fn publish_stats(&mut self) {
         let s = &self.stats;
         s.pending
             .store(self.debounce.len() as u64, Ordering::Relaxed);
         s.gone
             .store(self.gone.since.len() as u64, Ordering::Relaxed);
-        let forget = std::mem::take(&mut self.forget);
-        let left = self.with_tree(|tree| {
-            for dir in &forget {
-                tree.forget(dir);
-            }
+        self.with_tree(|tree| {
             s.watched_dirs
                 .store(tree.watched() as u64, Ordering::Relaxed);
             s.polled_dirs
                 .store(tree.unwatched_count() as u64, Ordering::Relaxed);
             s.limit_reached.store(tree.limit_reached, Ordering::Relaxed);
         });
-        if left.is_none() {
-            self.forget = forget;
-        }
     }
 
     fn next_wake(&self) -> Instant {
@@ -382,8 +408,12 @@ impl Engine {
             Input::Fs(Err(e)) => {
                 tracing::warn!("inotify: {e}");
             }
-            Input::Walked { scope, found, done } => self.on_walked(scope, found, done),
-            Input::Scan { dir, reply } => self.walk(Scope::Tree(dir), false, Some(reply)),
+            Input::Walked {
+                scope,
+                started,
+                found,
+            } => self.on_walked(scope, started, found),
+            Input::Scan { dir, reply } => self.walk(dir, false, Some(reply)),
             Input::Reset {
                 dirs,
                 watcher_id,
@@ -418,7 +448,7 @@ impl Engine {
             self.stats.overflows.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("inotify queue overflowed: rescanning the whole tree");
             let files = self.settings.files.clone();
-            self.walk(Scope::Tree(files), true, None);
+            self.walk_again(files);
             return;
         }
         match event.kind {
@@ -451,7 +481,7 @@ impl Engine {
         };
         if meta.is_dir() {
             // A folder made or moved in: watch it, then walk it.
-            self.walk(Scope::Tree(path.to_owned()), true, None);
+            self.walk_again(path.to_owned());
         } else if meta.is_file()
             && !hidden(path)
             && let Some(rel) = self.rel(path)
@@ -490,12 +520,16 @@ impl Engine {
 
     /// Something happened at a file that `stat`s as `seen`.
     fn touch(&mut self, rel: String, seen: Seen) {
-        let same = {
-            let known = self.known.read().expect("known lock");
-            let k = known.get(&rel);
-            self.gone.remove(&rel, k);
-            k.is_some_and(|k| k.seen == seen)
-        };
+        if self.inflight_paths.contains(&rel) {
+            self.dirty.insert(rel.clone());
+        }
+        self.gone.remove(&rel);
+        let same = self
+            .known
+            .read()
+            .expect("known lock")
+            .get(&rel)
+            .is_some_and(|k| k.seen == seen);
         if same {
             self.debounce.forget(&rel);
             return;
@@ -509,6 +543,9 @@ impl Engine {
     }
 
     fn mark_gone(&mut self, rel: &str) {
+        if self.inflight_paths.contains(rel) {
+            self.dirty.insert(rel.to_owned());
+        }
         self.debounce.forget(rel);
         let known = self.known.read().expect("known lock").get(rel).cloned();
         if let Some(k) = known {
@@ -516,84 +553,136 @@ impl Engine {
         }
     }
 
-    /// Walks `scope` on the blocking pool (after watching its folders when
-    /// `watch`); the result comes back as [`Input::Walked`].
+    /// A walk that must see what happened since it was asked for (a
+    /// folder that appeared, a queue overflow): if one of the folder is
+    /// under way, it runs again when that one ends.
+    fn walk_again(&mut self, dir: PathBuf) {
+        if let Some(w) = self.walks.get_mut(&dir) {
+            w.again = true;
+            w.watch = true;
+            return;
+        }
+        self.walk(dir, true, None);
+    }
+
+    /// Walks a folder's tree on the blocking pool (after watching its
+    /// folders when `watch`); the result comes back as [`Input::Walked`].
+    /// One walk of a folder at a time: asked again meanwhile, the asker
+    /// waits for the one under way.
     fn walk(
         &mut self,
-        scope: Scope,
+        dir: PathBuf,
         watch: bool,
         done: Option<oneshot::Sender<Result<usize, ApiError>>>,
     ) {
-        let dir = match &scope {
-            Scope::Tree(d) | Scope::Dir(d) => d.clone(),
-        };
-        {
-            let mut walking = self.stats.walking.lock().expect("walking lock");
-            let n = walking.entry(dir.clone()).or_insert(0);
-            if *n > 0 && done.is_none() {
-                return; // walking it already
-            }
-            *n += 1;
+        if let Some(w) = self.walks.get_mut(&dir) {
+            w.waiters.extend(done);
+            return;
         }
+        let mut w = Walk::default();
+        w.waiters.extend(done);
+        self.walks.insert(dir.clone(), w);
+        self.stats
+            .walking
+            .lock()
+            .expect("walking lock")
+            .insert(dir.clone(), 1);
+        let tree = self.tree.clone();
+        let files = self.settings.files.clone();
+        let inputs = self.inputs.clone();
+        let started = Instant::now();
+        tokio::task::spawn_blocking(move || {
+            let skip = files.join(MOUNTS_DIR);
+            if watch {
+                tree.lock().expect("tree lock").watch_all(&dir);
+            }
+            let skip = (!dir.starts_with(&skip)).then_some(skip);
+            let found = scan::walk(&dir, &files, skip.as_deref());
+            let _ = inputs.blocking_send(Input::Walked {
+                scope: Scope::Tree(dir),
+                started,
+                found,
+            });
+        });
+    }
+
+    /// Lists the folders past the inotify limit, in one task on the
+    /// blocking pool, after the tree's upkeep: the watches of folders gone
+    /// are dropped and those refused before are tried again (all calls into
+    /// notify, so never on the engine's task).
+    fn list_unwatched(&mut self) {
+        let forget = std::mem::take(&mut self.forget);
         let tree = self.tree.clone();
         let files = self.settings.files.clone();
         let inputs = self.inputs.clone();
         tokio::task::spawn_blocking(move || {
-            let found = match &scope {
-                Scope::Tree(d) => {
-                    let skip = files.join(MOUNTS_DIR);
-                    if watch {
-                        tree.lock().expect("tree lock").watch_all(d);
-                    }
-                    let skip = (!d.starts_with(&skip)).then_some(skip);
-                    scan::walk(d, &files, skip.as_deref())
+            let dirs: Vec<PathBuf> = {
+                let mut tree = tree.lock().expect("tree lock");
+                for d in &forget {
+                    tree.forget(d);
                 }
-                Scope::Dir(d) => {
-                    // A folder made inside a polled one is polled too.
-                    let listed = scan::list(d, &files);
-                    if let Ok(entries) = std::fs::read_dir(d) {
-                        let mut tree = tree.lock().expect("tree lock");
-                        for e in entries.flatten() {
-                            if e.file_type().is_ok_and(|t| t.is_dir()) && !tree.knows(&e.path()) {
-                                tree.watch_all(&e.path());
-                            }
+                tree.retry_unwatched();
+                tree.unwatched().cloned().collect()
+            };
+            for d in dirs {
+                let started = Instant::now();
+                let found = scan::list(&d, &files);
+                // A folder made inside a polled one is polled too.
+                if let Ok(entries) = std::fs::read_dir(&d) {
+                    let mut tree = tree.lock().expect("tree lock");
+                    for e in entries.flatten() {
+                        if e.file_type().is_ok_and(|t| t.is_dir()) && !tree.knows(&e.path()) {
+                            tree.watch_all(&e.path());
                         }
                     }
-                    listed
                 }
-            };
-            let _ = inputs.blocking_send(Input::Walked { scope, found, done });
+                let walked = Input::Walked {
+                    scope: Scope::Dir(d),
+                    started,
+                    found,
+                };
+                if inputs.blocking_send(walked).is_err() {
+                    return;
+                }
+            }
         });
+    }
+
+    /// Whether what a walk begun at `started` saw of `rel` is older than
+    /// what happened to it since (an event touched or missed it).
+    fn newer_than(&self, rel: &str, started: Instant) -> bool {
+        self.debounce.touched_at(rel).is_some_and(|t| t > started)
+            || self.gone.since(rel).is_some_and(|t| t > started)
     }
 
     fn on_walked(
         &mut self,
         scope: Scope,
+        started: Instant,
         found: io::Result<BTreeMap<String, Seen>>,
-        done: Option<oneshot::Sender<Result<usize, ApiError>>>,
     ) {
         let (dir, one_level) = match &scope {
             Scope::Tree(d) => (d.clone(), false),
             Scope::Dir(d) => (d.clone(), true),
         };
-        {
-            let mut walking = self.stats.walking.lock().expect("walking lock");
-            if let Some(n) = walking.get_mut(&dir) {
-                *n -= 1;
-                if *n == 0 {
-                    walking.remove(&dir);
-                }
-            }
-        }
+        let walk = if one_level {
+            Walk::default()
+        } else {
+            self.stats
+                .walking
+                .lock()
+                .expect("walking lock")
+                .remove(&dir);
+            self.walks.remove(&dir).unwrap_or_default()
+        };
         let found = match found {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), "cannot walk: {e}");
-                if let Some(done) = done {
-                    let _ = done.send(Err(ApiError::bad_request(format!(
-                        "cannot scan {}: {e}",
-                        dir.display()
-                    ))));
+                for done in walk.waiters {
+                    let _ = done.send(Err(ApiError::bad_request(
+                        "cannot scan the watcher's folder (is it still there?)",
+                    )));
                 }
                 return;
             }
@@ -615,22 +704,31 @@ impl Engine {
                 .map(|(p, _)| p.clone())
                 .collect()
         };
+        // What happened at a path after the walk began is newer than what
+        // the walk saw: it is left as the events made it.
         for p in removed {
-            self.mark_gone(&p);
+            if !self.newer_than(&p, started) {
+                self.mark_gone(&p);
+            }
         }
         let count = found.len();
         for (path, seen) in found {
-            self.touch(path, seen);
+            if !self.newer_than(&path, started) {
+                self.touch(path, seen);
+            }
         }
         if !one_level {
             self.stats
                 .last_scan
                 .lock()
                 .expect("scan lock")
-                .insert(dir, unix_ms());
+                .insert(dir.clone(), unix_ms());
         }
-        if let Some(done) = done {
+        for done in walk.waiters {
             let _ = done.send(Ok(count));
+        }
+        if walk.again {
+            self.walk(dir, walk.watch, None);
         }
     }
 
@@ -666,20 +764,12 @@ impl Engine {
             let due = self.next_poll.entry(id).or_insert(now + every);
             if now >= *due {
                 *due = now + every;
-                self.walk(Scope::Tree(path), false, None);
+                self.walk(path, false, None);
             }
         }
         if now >= self.next_unwatched_poll {
             self.next_unwatched_poll = now + self.settings.poll_unwatched;
-            let dirs: Vec<PathBuf> = self
-                .with_tree(|tree| {
-                    tree.retry_unwatched();
-                    tree.unwatched().cloned().collect()
-                })
-                .unwrap_or_default();
-            for d in dirs {
-                self.walk(Scope::Dir(d), false, None);
-            }
+            self.list_unwatched();
         }
     }
 
@@ -693,6 +783,10 @@ impl Engine {
             // The second look is the hashing thread's fstat of the open
             // file: no stat here, on the engine's task.
             let due = self.debounce.due(now, ROUND);
+            // A backlog of due files may hold the new paths of files that
+            // vanished: they pair into renames before the old paths can
+            // become deletes.
+            let backlog = due.len() == ROUND;
             let looked = self.hash(due).await;
             let mut hashed = Vec::with_capacity(looked.len());
             for (rel, now_seen, digest) in looked {
@@ -708,7 +802,11 @@ impl Engine {
                     }
                 }
             }
-            let mut gone_due = self.gone.due(now, self.settings.quiet);
+            let mut gone_due = if backlog {
+                Vec::new()
+            } else {
+                self.gone.due(now, self.settings.quiet)
+            };
             gone_due.truncate(ROUND);
             if hashed.is_empty() && gone_due.is_empty() {
                 return;
@@ -731,8 +829,7 @@ impl Engine {
                 };
                 match from {
                     Some(from) => {
-                        let k = self.known.read().expect("known lock").get(&from).cloned();
-                        self.gone.remove(&from, k.as_ref());
+                        self.gone.remove(&from);
                         match RelPath::new(from) {
                             Ok(from) => observations.push(Observation::Moved { from, path, file }),
                             Err(_) => observations.push(Observation::Present { path, file }),
@@ -742,8 +839,7 @@ impl Engine {
                 }
             }
             for rel in gone_due {
-                let k = self.known.read().expect("known lock").get(&rel).cloned();
-                if !self.gone.remove(&rel, k.as_ref()) {
+                if !self.gone.remove(&rel) {
                     continue; // taken by a rename just now
                 }
                 let abs = self.settings.files.join(&rel);
@@ -765,6 +861,15 @@ impl Engine {
                 stats: self.stats.clone(),
                 shutdown: self.shutdown.clone(),
             };
+            self.inflight_paths = observations
+                .iter()
+                .flat_map(|o| match o {
+                    Observation::Moved { from, path, .. } => {
+                        vec![from.to_string(), path.to_string()]
+                    }
+                    other => vec![other.path().to_string()],
+                })
+                .collect();
             self.inflight = Some(tokio::spawn(sender.send(observations)));
         }
     }
@@ -823,8 +928,22 @@ impl Engine {
         .unwrap_or_default()
     }
 
-    /// What storaged committed becomes known.
+    /// What storaged committed becomes known. A path something happened
+    /// to while its observation was on the way is looked at again, now
+    /// against what is known.
     fn apply(&mut self, sent: Sent) {
+        self.apply_outcomes(sent);
+        self.inflight_paths.clear();
+        for rel in std::mem::take(&mut self.dirty) {
+            let abs = self.settings.files.join(&rel);
+            match std::fs::symlink_metadata(&abs) {
+                Ok(m) if m.is_file() => self.touch(rel, scan::seen_of(&m)),
+                _ => self.mark_gone(&rel),
+            }
+        }
+    }
+
+    fn apply_outcomes(&mut self, sent: Sent) {
         let mut known = self.known.write().expect("known lock");
         for (o, out) in sent {
             if let Some(e) = out.error {
@@ -857,10 +976,21 @@ impl Engine {
         watcher_id: String,
         reply: oneshot::Sender<Result<usize, ApiError>>,
     ) {
-        let rels: Vec<String> = dirs
-            .iter()
-            .map(|d| self.rel(d).unwrap_or_default())
-            .collect();
+        // FILES_PATH itself is "" (everything); a folder outside it (a
+        // hand-edited watchers.json) is refused, never taken for it.
+        let mut rels = Vec::with_capacity(dirs.len());
+        for d in &dirs {
+            match self.rel(d) {
+                Some(r) => rels.push(r),
+                None if *d == self.settings.files => rels.push(String::new()),
+                None => {
+                    let _ = reply.send(Err(ApiError::bad_request(
+                        "the watcher's folder is not under FILES_PATH",
+                    )));
+                    return;
+                }
+            }
+        }
         let body = ResetBody {
             dirs: rels.clone(),
             watcher_id,
@@ -886,8 +1016,7 @@ impl Engine {
             .cloned()
             .collect();
         for p in gone {
-            let k = self.known.read().expect("known lock").get(&p).cloned();
-            self.gone.remove(&p, k.as_ref());
+            self.gone.remove(&p);
         }
         {
             let mut known = self.known.write().expect("known lock");
@@ -903,7 +1032,7 @@ impl Engine {
         let mut waits = Vec::new();
         for d in dirs {
             let (tx, rx) = oneshot::channel();
-            self.walk(Scope::Tree(d), false, Some(tx));
+            self.walk(d, false, Some(tx));
             waits.push(rx);
         }
         tokio::spawn(async move {
@@ -945,6 +1074,17 @@ impl Sender {
             let outcomes = loop {
                 match self.store.observe(&body).await {
                     Ok(o) => break o.outcomes,
+                    // Refused as a whole: sending it again will not help.
+                    // Each observation is reported refused; the files are
+                    // looked at again by the next walk of their folder.
+                    Err(ClientError::Api(e)) if e.code.status().is_client_error() => {
+                        tracing::error!("storaged refused a batch of observations: {e}");
+                        let refused = ObserveOutcome {
+                            error: Some(e.to_string()),
+                            ..ObserveOutcome::default()
+                        };
+                        break vec![refused; body.observations.len()];
+                    }
                     Err(e) => {
                         self.stats.store_waits.fetch_add(1, Ordering::Relaxed);
                         tracing::warn!("storaged did not take the observations, retrying: {e}");

@@ -64,6 +64,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let watchers = Arc::new(Mutex::new(watchers));
     let stats = Arc::new(Stats::default());
     let known = KnownFiles::default();
+    let mut engine_task = None;
     let engine = if config.enable_file_watcher {
         let (tx, rx) = mpsc::channel(EVENT_QUEUE);
         let events = tx.clone();
@@ -109,7 +110,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             shutdown.clone(),
         )
         .map_err(|e| RunError::Engine(e.message))?;
-        tokio::spawn(engine.run(rx));
+        engine_task = Some(tokio::spawn(engine.run(rx)));
         Some(tx)
     } else {
         tracing::warn!("ENABLE_FILE_WATCHER=false: nothing is watched or announced");
@@ -135,7 +136,25 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         files,
         started: Instant::now(),
     });
-    metacore::socket::server::serve(listener, &socket, api::router(state), shutdown)
-        .await
-        .map_err(RunError::Serve)
+    let serve =
+        metacore::socket::server::serve(listener, &socket, api::router(state), shutdown.clone());
+    let Some(engine_task) = engine_task else {
+        return serve.await.map_err(RunError::Serve);
+    };
+    // The engine ends only at shutdown. If it ends before (a panic, a bug),
+    // watcherd exits so the supervisor restarts it: a watcher that answers
+    // its health check while nothing is watched would hide it.
+    tokio::select! {
+        served = serve => served.map_err(RunError::Serve),
+        ended = engine_task => {
+            if shutdown.is_triggered() {
+                return Ok(());
+            }
+            let why = match ended {
+                Err(e) if e.is_panic() => "the engine panicked".to_owned(),
+                _ => "the engine stopped".to_owned(),
+            };
+            Err(RunError::Engine(why))
+        }
+    }
 }

@@ -86,10 +86,13 @@ impl Tree {
     }
 
     /// Watches `dir` and every folder under it (symlinks not followed).
-    /// Past the limit, the rest are listed for polling. Returns the
-    /// folders newly watched.
+    /// Past the limit, the rest are listed for polling. `dir` itself is
+    /// watched again even if it was (a folder made where one was removed
+    /// has the old one's name, not its watch). Returns the folders newly
+    /// watched.
     pub fn watch_all(&mut self, dir: &Path) -> usize {
         let mut added = 0;
+        self.watched.remove(dir);
         let mut stack = vec![dir.to_owned()];
         while let Some(d) = stack.pop() {
             if !self.covers(&d) {
@@ -152,14 +155,24 @@ impl Tree {
 
     /// A folder went away (deleted, or moved out): its watches and those
     /// under it are dropped (the kernel dropped them already).
+    /// A folder there again (made anew since) is left to `watch_all`.
     pub fn forget(&mut self, dir: &Path) {
-        let under = |p: &PathBuf| p.starts_with(dir);
-        let gone: Vec<PathBuf> = self.watched.iter().filter(|p| under(p)).cloned().collect();
-        for p in gone {
+        if dir.is_dir() {
+            return;
+        }
+        let under = |set: &BTreeSet<PathBuf>| -> Vec<PathBuf> {
+            set.range(dir.to_owned()..)
+                .take_while(|p| p.starts_with(dir))
+                .cloned()
+                .collect()
+        };
+        for p in under(&self.watched) {
             let _ = self.watcher.unwatch(&p);
             self.watched.remove(&p);
         }
-        self.unwatched.retain(|p| !under(p));
+        for p in under(&self.unwatched) {
+            self.unwatched.remove(&p);
+        }
     }
 
     /// After a limit was met, tries again to watch the polled folders

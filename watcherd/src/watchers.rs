@@ -28,6 +28,8 @@ pub const FILE_NAME: &str = "watchers.json";
 pub const DEFAULT_DIRS: [&str; 2] = ["watch", "plugin"];
 /// An interval given below [`MIN_INTERVAL_MS`] on create becomes this.
 pub const DEFAULT_INTERVAL_MS: u64 = 30_000;
+/// Most watchers `watchers.json` may hold (each is a walk every interval).
+pub const MAX_WATCHERS: usize = 256;
 /// The shortest polling interval.
 pub const MIN_INTERVAL_MS: u64 = 5_000;
 
@@ -176,6 +178,11 @@ impl Watchers {
     /// Adds a watcher; an interval under the minimum becomes the default,
     /// as in the original.
     pub fn create(&mut self, new: NewWatcher, now_ms: u64) -> Result<WatcherConfig, ApiError> {
+        if self.watchers.len() >= MAX_WATCHERS {
+            return Err(ApiError::bad_request(format!(
+                "at most {MAX_WATCHERS} watchers; delete one first"
+            )));
+        }
         let path = check_path(&self.files_path, &new.path)?;
         if self.watchers.iter().any(|c| c.path == path) {
             return Err(ApiError::bad_request(format!(
@@ -318,6 +325,11 @@ pub fn check_path(files_path: &Path, raw: &str) -> Result<String, ApiError> {
     } else {
         files_path.join(given)
     };
+    // Under FILES_PATH as written too (not only once symlinks are
+    // resolved): events and records name paths as written.
+    if !path.starts_with(files_path) {
+        return Err(bad("outside FILES_PATH"));
+    }
     let root = std::fs::canonicalize(files_path)
         .map_err(|e| ApiError::internal(format!("FILES_PATH cannot be resolved: {e}")))?;
     let real = std::fs::canonicalize(&path).map_err(|_| bad("no such folder"))?;

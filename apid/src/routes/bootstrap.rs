@@ -69,8 +69,11 @@ pub(super) async fn status(st: State) -> Json<PublicStatus> {
     let (stats, supervisor, watcher) = tokio::join!(
         st.store.stats(),
         st.supervisor.status(),
-        st.watcherd.status()
+        // watcherd's figures are a bonus: a busy or restarting watcherd
+        // does not hold up the status.
+        tokio::time::timeout(std::time::Duration::from_secs(2), st.watcherd.status())
     );
+    let watcher = watcher.ok().and_then(Result::ok);
     Json(PublicStatus {
         status: status_word(stats.is_ok()),
         redis: stats.is_ok(),
@@ -80,7 +83,7 @@ pub(super) async fn status(st: State) -> Json<PublicStatus> {
         file_count: stats.map(|s| s.roots).unwrap_or(0),
         leader: leader_info(&st.urls),
         supervisor: supervisor.ok(),
-        watcher: watcher.ok(),
+        watcher,
     })
 }
 

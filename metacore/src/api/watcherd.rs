@@ -30,7 +30,6 @@ pub struct WatcherdStatus {
     pub daemon: Daemon,
     /// `ENABLE_FILE_WATCHER`; when false nothing is watched or announced.
     pub enabled: bool,
-    pub files_path: String,
     /// What was announced before has been read back from storaged.
     pub loaded: bool,
     pub known_files: usize,

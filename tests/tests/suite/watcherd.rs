@@ -646,4 +646,31 @@ async fn folders_past_the_watch_limit_are_polled_and_status_shows_it() {
         kinds(&drain(&mut f).await),
         [("change".into(), "watch/deep/er/film.mkv".into())]
     );
+    // And a delete there is a delete, though every poll misses it again
+    // (each poll is sooner than the debounce).
+    std::fs::remove_file(w.files().join("watch/deep/er/film.mkv")).unwrap();
+    assert_eq!(
+        kinds(&drain(&mut f).await),
+        [("delete".into(), "watch/deep/er/film.mkv".into())]
+    );
+}
+
+#[tokio::test]
+async fn a_folder_removed_and_made_again_is_watched_again() {
+    let w = Watched::start(&[]).await;
+    let mut f = w.follow().await;
+    w.write("watch/season/e1.mkv", b"one");
+    assert_eq!(drain(&mut f).await.len(), 1);
+    std::fs::remove_dir_all(w.files().join("watch/season")).unwrap();
+    std::fs::create_dir(w.files().join("watch/season")).unwrap();
+    assert_eq!(
+        kinds(&drain(&mut f).await),
+        [("delete".into(), "watch/season/e1.mkv".into())]
+    );
+    // Written well after the folder was made again: only its watch sees it.
+    w.write("watch/season/e2.mkv", b"two");
+    assert_eq!(
+        kinds(&drain(&mut f).await),
+        [("add".into(), "watch/season/e2.mkv".into())]
+    );
 }
