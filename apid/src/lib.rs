@@ -11,6 +11,7 @@ pub mod events;
 pub(crate) mod http;
 pub mod nested;
 pub mod routes;
+pub(crate) mod send_file;
 pub(crate) mod serve;
 pub(crate) mod state;
 pub use metacore::urls;

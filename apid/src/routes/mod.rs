@@ -2,6 +2,7 @@
 
 pub(crate) mod bootstrap;
 pub(crate) mod editor;
+pub(crate) mod files;
 pub(crate) mod kv;
 pub(crate) mod listing;
 pub(crate) mod meta;
@@ -52,6 +53,9 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/meta/{cid}", get(meta::by_cid))
         .route("/data/{hash}", get(meta::head_data).head(meta::head_data))
         .route("/data/{hash}/path", get(meta::data_path))
+        .route("/file/{cid}", get(files::bytes))
+        .route("/file/cid", post(files::cid_of_path))
+        .route("/api/file/{cid}/info", get(files::info))
         // Editor.
         .route("/api/metadata/hash-ids", get(meta::list))
         .route("/api/files/tuples", get(editor::tuples))

@@ -6,6 +6,7 @@
 mod apid_bad_input;
 mod apid_editor_kv;
 mod apid_events;
+mod apid_files;
 mod apid_lifecycle;
 mod apid_meta;
 mod apid_openapi;

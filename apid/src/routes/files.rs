@@ -1,0 +1,260 @@
+//! File bytes by content ID: `GET|HEAD /file/{cid}` streams the file a CID
+//! resolves to (ranges, validators: [`crate::send_file`]),
+//! `GET /api/file/{cid}/info` says whether it is there, and
+//! `POST /file/cid` computes the whole-file SHA-256 CID of a path.
+//!
+//! Every path is confined to `FILES_PATH`: a record's `filePath` is mapped
+//! to disk without doubling the prefix ([`disk_path`]), then resolved
+//! (symlinks followed) and refused unless it stays inside `FILES_PATH`.
+//! What is refused is answered as if the file were not there: the answer
+//! never says where a path led.
+
+use std::path::{Path, PathBuf};
+
+use axum::Json;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use metacore::checked::RelPath;
+use metacore::cid::Cid;
+use metacore::error::{ApiError, ErrorCode};
+use metacore::record::Target;
+use metacore::socket::body::{JsonBody, JsonReply, PathParams};
+use serde::{Deserialize, Serialize};
+use sha2::{Digest, Sha256};
+use tokio::sync::Semaphore;
+
+use super::meta::{disk_path, field_name};
+use crate::state::State;
+
+/// Whole-file hashes computed at once (each reads a file to its end).
+static HASHING: Semaphore = Semaphore::const_new(2);
+
+/// The content type by extension, as the original chose it.
+pub(crate) fn content_type(path: &Path) -> &'static str {
+    let ext = path
+        .extension()
+        .and_then(|e| e.to_str())
+        .map(str::to_ascii_lowercase);
+    match ext.as_deref() {
+        Some("jpg" | "jpeg") => "image/jpeg",
+        Some("png") => "image/png",
+        Some("webp") => "image/webp",
+        Some("gif") => "image/gif",
+        Some("mp4") => "video/mp4",
+        Some("mkv") => "video/x-matroska",
+        Some("avi") => "video/x-msvideo",
+        Some("webm") => "video/webm",
+        Some("mov") => "video/quicktime",
+        Some("ts") => "video/mp2t",
+        Some("m3u8") => "application/vnd.apple.mpegurl",
+        _ => "application/octet-stream",
+    }
+}
+
+fn parse_cid(raw: &str) -> Result<Cid, ApiError> {
+    Cid::parse(raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))
+}
+
+/// `path` resolved, if it stays inside `FILES_PATH` (resolved too).
+fn confined(files_path: &Path, path: &Path) -> Option<PathBuf> {
+    let root = std::fs::canonicalize(files_path).ok()?;
+    let real = std::fs::canonicalize(path).ok()?;
+    real.starts_with(&root).then_some(real)
+}
+
+/// Where the record of `cid` has its file, if it has one inside
+/// `FILES_PATH`: `Ok(None)` when the record has no usable `filePath`.
+async fn file_of(st: &State, cid: &Cid) -> Result<Option<(String, PathBuf)>, ApiError> {
+    let target = Target::Cid(cid.clone());
+    let fp = match st.store.get_field(&target, &field_name("filePath")?).await {
+        Ok(f) => f.value,
+        Err(e) => {
+            let e = ApiError::from(e);
+            // The record exists without a filePath: no file.
+            if e.code == ErrorCode::NotFound {
+                return Ok(None);
+            }
+            return Err(e);
+        }
+    };
+    let files = st.config.files_path.clone();
+    let found = tokio::task::spawn_blocking(move || {
+        disk_path(&files, &fp).and_then(|p| confined(&files, &p).map(|real| (fp, real)))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("resolving a path failed: {e}")))?;
+    Ok(found)
+}
+
+fn gone(cid: &Cid) -> ApiError {
+    ApiError::new(
+        ErrorCode::UnknownCid,
+        format!("the file of {cid} is not on disk"),
+    )
+}
+
+/// `GET|HEAD /file/{cid}`.
+pub(super) async fn bytes(
+    st: State,
+    PathParams(raw): PathParams<String>,
+    req: Request,
+) -> Response {
+    let cid = match parse_cid(&raw) {
+        Ok(c) => c,
+        Err(e) => return e.into_response(),
+    };
+    let path = match file_of(&st, &cid).await {
+        Ok(Some((_, p))) => p,
+        Ok(None) => return gone(&cid).into_response(),
+        Err(e) => return e.into_response(),
+    };
+    let Ok(file) = tokio::fs::File::open(&path).await else {
+        return gone(&cid).into_response();
+    };
+    let meta = match file.metadata().await {
+        Ok(m) if m.is_file() => m,
+        _ => return gone(&cid).into_response(),
+    };
+    crate::send_file::send(
+        req.method(),
+        req.headers(),
+        file,
+        &meta,
+        content_type(&path),
+    )
+    .await
+}
+
+/// `GET /api/file/{cid}/info`.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct FileInfo {
+    pub exists: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub content_type: Option<&'static str>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub size: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub file_path: Option<String>,
+}
+
+/// 200 for a known or unknown CID (`exists` says which), as the original;
+/// 400 for what is no CID.
+pub(super) async fn info(st: State, PathParams(raw): PathParams<String>) -> JsonReply<FileInfo> {
+    let cid = parse_cid(&raw)?;
+    let none = FileInfo {
+        exists: false,
+        content_type: None,
+        size: None,
+        file_path: None,
+    };
+    let found = match file_of(&st, &cid).await {
+        Ok(f) => f,
+        Err(e) if e.code == ErrorCode::UnknownCid => return Ok(Json(none)),
+        Err(e) => return Err(e),
+    };
+    let Some((file_path, real)) = found else {
+        return Ok(Json(none));
+    };
+    match tokio::fs::metadata(&real).await {
+        Ok(m) if m.is_file() => Ok(Json(FileInfo {
+            exists: true,
+            content_type: Some(content_type(&real)),
+            size: Some(m.len()),
+            file_path: Some(file_path),
+        })),
+        _ => Ok(Json(none)),
+    }
+}
+
+#[derive(Debug, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub(super) struct CidOfPath {
+    path: String,
+}
+
+/// `POST /file/cid`.
+#[derive(Debug, Serialize)]
+pub(crate) struct PathCid {
+    pub cid: String,
+    pub path: String,
+    pub size: u64,
+}
+
+/// The whole-file SHA-256 raw CID of a path relative to `FILES_PATH`.
+pub(super) async fn cid_of_path(
+    st: State,
+    JsonBody(body): JsonBody<CidOfPath>,
+) -> JsonReply<PathCid> {
+    let rel = RelPath::new(body.path.trim_end_matches('/'))
+        .map_err(|e| ApiError::bad_request(e.message))?;
+    let files = st.config.files_path.clone();
+    let _permit = HASHING
+        .acquire()
+        .await
+        .map_err(|_| ApiError::unavailable("stopping"))?;
+    let shown = rel.to_string();
+    let outcome = tokio::task::spawn_blocking(move || -> Result<(Cid, u64), ApiError> {
+        let missing = || ApiError::not_found(format!("no file at {rel}"));
+        let real = confined(&files, &files.join(rel.as_str())).ok_or_else(missing)?;
+        let meta = std::fs::metadata(&real).map_err(|_| missing())?;
+        if meta.is_dir() {
+            return Err(ApiError::bad_request(format!(
+                "{rel} is a folder, not a file"
+            )));
+        }
+        if !meta.is_file() {
+            return Err(missing());
+        }
+        let mut f = std::fs::File::open(&real).map_err(|_| missing())?;
+        let mut h = Sha256::new();
+        let size = std::io::copy(&mut f, &mut h)
+            .map_err(|e| ApiError::internal(format!("cannot read {rel}: {e}")))?;
+        Ok((Cid::from_digest(0x55, 0x12, &h.finalize()), size))
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("hashing failed: {e}")))?;
+    let (cid, size) = outcome?;
+    Ok(Json(PathCid {
+        cid: cid.to_string(),
+        path: shown,
+        size,
+    }))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn content_types_follow_the_extension() {
+        assert_eq!(content_type(Path::new("/f/a.MKV")), "video/x-matroska");
+        assert_eq!(
+            content_type(Path::new("/f/a.m3u8")),
+            "application/vnd.apple.mpegurl"
+        );
+        assert_eq!(content_type(Path::new("/f/a.jpeg")), "image/jpeg");
+        assert_eq!(
+            content_type(Path::new("/f/noext")),
+            "application/octet-stream"
+        );
+        assert_eq!(
+            content_type(Path::new("/f/a.srt")),
+            "application/octet-stream"
+        );
+    }
+
+    #[test]
+    fn a_symlink_out_of_files_path_is_not_followed() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = dir.path().join("files");
+        let outside = dir.path().join("secret");
+        std::fs::create_dir_all(&files).unwrap();
+        std::fs::write(&outside, b"x").unwrap();
+        std::fs::write(files.join("in"), b"y").unwrap();
+        std::os::unix::fs::symlink(&outside, files.join("link")).unwrap();
+        assert!(confined(&files, &files.join("in")).is_some());
+        assert_eq!(confined(&files, &files.join("link")), None);
+        assert_eq!(confined(&files, &files.join("missing")), None);
+    }
+}

@@ -1,0 +1,565 @@
+//! Sending a file's bytes over HTTP the way players and caches expect:
+//! `ETag` and `Last-Modified`, the preconditions of RFC 9110 §13
+//! (`If-Match`, `If-Unmodified-Since`, `If-None-Match`, `If-Modified-Since`,
+//! `If-Range`), and byte ranges (one: `206` with `Content-Range`; several:
+//! `multipart/byteranges`; none satisfiable: `416`). The body is streamed
+//! from the open file in 64 KiB reads, so memory stays flat whatever the
+//! file's size.
+//!
+//! The validators come from the open file's `fstat`: the ETag is
+//! `"<mtime ns hex>-<size hex>"` (a strong validator: a file rewritten in
+//! the same nanosecond with the same size would defeat it, which the
+//! filesystems we serve do not do), `Last-Modified` its mtime to the second.
+
+use std::io::SeekFrom;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use axum::body::Body;
+use axum::response::{IntoResponse, Response};
+use bytes::Bytes;
+use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use tokio::io::{AsyncReadExt, AsyncSeekExt};
+
+/// Most ranges one request may ask for; past it the whole file is sent
+/// (as nginx's `max_ranges` does), so a request of a thousand tiny ranges
+/// cannot cost a thousand seeks and part headers.
+pub(crate) const MAX_RANGES: usize = 16;
+
+/// Bytes read from the file per chunk of the body.
+const CHUNK: usize = 64 * 1024;
+
+/// What is known of the file being sent.
+#[derive(Debug, Clone)]
+pub(crate) struct Validators {
+    pub size: u64,
+    pub etag: String,
+    /// Whole seconds since the epoch.
+    pub modified_secs: u64,
+    pub last_modified: String,
+}
+
+impl Validators {
+    pub(crate) fn of(meta: &std::fs::Metadata) -> Self {
+        let mtime = meta.modified().unwrap_or(UNIX_EPOCH);
+        let since = mtime.duration_since(UNIX_EPOCH).unwrap_or_default();
+        let modified_secs = since.as_secs();
+        Self {
+            size: meta.len(),
+            etag: format!("\"{:x}-{:x}\"", since.as_nanos(), meta.len()),
+            modified_secs,
+            last_modified: httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(modified_secs)),
+        }
+    }
+}
+
+/// A byte range, both ends included.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Span {
+    pub first: u64,
+    pub last: u64,
+}
+
+impl Span {
+    fn len(self) -> u64 {
+        self.last - self.first + 1
+    }
+}
+
+/// What a `Range` header asks of a file of `size` bytes.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Ranges {
+    /// No range header, one we do not understand, or more ranges than
+    /// [`MAX_RANGES`]: the whole file.
+    Whole,
+    /// Satisfiable ranges, in the order asked.
+    Spans(Vec<Span>),
+    /// Well-formed, but none within the file: 416.
+    Unsatisfiable,
+}
+
+/// Parses `bytes=a-b, c-, -n` against a file of `size` bytes.
+pub(crate) fn parse_ranges(header: &str, size: u64) -> Ranges {
+    let Some(set) = header.trim().strip_prefix("bytes=") else {
+        return Ranges::Whole;
+    };
+    let mut spans = Vec::new();
+    let mut asked = 0;
+    for part in set.split(',') {
+        let part = part.trim();
+        if part.is_empty() {
+            continue;
+        }
+        asked += 1;
+        if asked > MAX_RANGES {
+            return Ranges::Whole;
+        }
+        let Some((a, b)) = part.split_once('-') else {
+            return Ranges::Whole;
+        };
+        let (a, b) = (a.trim(), b.trim());
+        let span = if a.is_empty() {
+            // The last `n` bytes.
+            let Ok(n) = b.parse::<u64>() else {
+                return Ranges::Whole;
+            };
+            if n == 0 || size == 0 {
+                None
+            } else {
+                Some(Span {
+                    first: size.saturating_sub(n),
+                    last: size - 1,
+                })
+            }
+        } else {
+            let Ok(first) = a.parse::<u64>() else {
+                return Ranges::Whole;
+            };
+            let last = if b.is_empty() {
+                u64::MAX
+            } else {
+                match b.parse::<u64>() {
+                    Ok(l) if l >= first => l,
+                    _ => return Ranges::Whole,
+                }
+            };
+            (first < size).then(|| Span {
+                first,
+                last: last.min(size - 1),
+            })
+        };
+        spans.extend(span);
+    }
+    if asked == 0 {
+        Ranges::Whole
+    } else if spans.is_empty() {
+        Ranges::Unsatisfiable
+    } else {
+        Ranges::Spans(spans)
+    }
+}
+
+/// The entity tags of an `If-Match` / `If-None-Match` value; `None` for
+/// `*`.
+fn tags(value: &str) -> Option<Vec<&str>> {
+    let value = value.trim();
+    if value == "*" {
+        return None;
+    }
+    Some(
+        value
+            .split(',')
+            .map(str::trim)
+            .filter(|t| !t.is_empty())
+            .collect(),
+    )
+}
+
+fn strong_match(tag: &str, etag: &str) -> bool {
+    !tag.starts_with("W/") && tag == etag
+}
+
+fn weak_match(tag: &str, etag: &str) -> bool {
+    tag.trim_start_matches("W/") == etag.trim_start_matches("W/")
+}
+
+fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+    h.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn date_secs(value: &str) -> Option<u64> {
+    let t = httpdate::parse_http_date(value).ok()?;
+    Some(t.duration_since(UNIX_EPOCH).ok()?.as_secs())
+}
+
+/// What the preconditions decide, before any byte is read.
+#[derive(Debug, PartialEq, Eq)]
+pub(crate) enum Decision {
+    /// 412 Precondition Failed.
+    Failed,
+    /// 304 Not Modified.
+    NotModified,
+    /// Send; honour the `Range` header or not.
+    Send { use_range: bool },
+}
+
+/// RFC 9110 §13.2.2, in its order.
+pub(crate) fn decide(method: &Method, h: &HeaderMap, v: &Validators) -> Decision {
+    if let Some(im) = header_str(h, header::IF_MATCH) {
+        let ok = match tags(im) {
+            None => true,
+            Some(list) => list.iter().any(|t| strong_match(t, &v.etag)),
+        };
+        if !ok {
+            return Decision::Failed;
+        }
+    } else if let Some(since) = header_str(h, header::IF_UNMODIFIED_SINCE).and_then(date_secs)
+        && v.modified_secs > since
+    {
+        return Decision::Failed;
+    }
+    let read = *method == Method::GET || *method == Method::HEAD;
+    if let Some(inm) = header_str(h, header::IF_NONE_MATCH) {
+        let matched = match tags(inm) {
+            None => true,
+            Some(list) => list.iter().any(|t| weak_match(t, &v.etag)),
+        };
+        if matched {
+            return if read {
+                Decision::NotModified
+            } else {
+                Decision::Failed
+            };
+        }
+    } else if read
+        && let Some(since) = header_str(h, header::IF_MODIFIED_SINCE).and_then(date_secs)
+        && v.modified_secs <= since
+    {
+        return Decision::NotModified;
+    }
+    let use_range = match header_str(h, header::IF_RANGE) {
+        None => true,
+        Some(ir) if ir.trim_start().starts_with('"') || ir.trim_start().starts_with("W/") => {
+            strong_match(ir.trim(), &v.etag)
+        }
+        // A date: only an exact match of Last-Modified counts.
+        Some(ir) => date_secs(ir) == Some(v.modified_secs),
+    };
+    Decision::Send { use_range }
+}
+
+/// What a body is made of: literal bytes (part headers) and spans of the
+/// file, sent in order.
+enum Piece {
+    Text(Bytes),
+    Span(Span),
+}
+
+/// The body of `pieces`, read from `file` one chunk at a time: each span
+/// is sought when its turn comes (the spans are read one after another
+/// from the one open file), so memory stays at one chunk.
+fn body_of(file: tokio::fs::File, pieces: Vec<Piece>) -> Body {
+    struct State {
+        file: tokio::fs::File,
+        pieces: std::collections::VecDeque<Piece>,
+        left: u64,
+    }
+    let state = State {
+        file,
+        pieces: pieces.into(),
+        left: 0,
+    };
+    let stream = futures_util::stream::unfold(state, |mut st| async move {
+        loop {
+            if st.left > 0 {
+                let want = st.left.min(CHUNK as u64) as usize;
+                let mut buf = vec![0u8; want];
+                let read = st.file.read(&mut buf).await;
+                let out = match read {
+                    Ok(n) if n > 0 => {
+                        buf.truncate(n);
+                        st.left -= n as u64;
+                        return Some((Ok(Bytes::from(buf)), st));
+                    }
+                    // The file shrank while it was sent: the body ends
+                    // short of its Content-Length and the client retries.
+                    Ok(_) => std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
+                    Err(e) => e,
+                };
+                st.pieces.clear();
+                st.left = 0;
+                return Some((Err(out), st));
+            }
+            match st.pieces.pop_front()? {
+                Piece::Text(b) => return Some((Ok(b), st)),
+                Piece::Span(s) => {
+                    if let Err(e) = st.file.seek(SeekFrom::Start(s.first)).await {
+                        st.pieces.clear();
+                        return Some((Err(e), st));
+                    }
+                    st.left = s.len();
+                }
+            }
+        }
+    });
+    Body::from_stream(stream)
+}
+
+fn base(status: StatusCode, v: &Validators, content_type: &str) -> http::response::Builder {
+    Response::builder()
+        .status(status)
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::ETAG, &v.etag)
+        .header(header::LAST_MODIFIED, &v.last_modified)
+        .header(header::CONTENT_TYPE, content_type)
+}
+
+fn built(b: http::response::Builder, body: Body) -> Response {
+    b.body(body).unwrap_or_else(|e| {
+        metacore::error::ApiError::internal(format!("cannot build the answer: {e}")).into_response()
+    })
+}
+
+/// Answers a GET or HEAD of the open `file` (`meta` its `fstat`).
+pub(crate) async fn send(
+    method: &Method,
+    headers: &HeaderMap,
+    file: tokio::fs::File,
+    meta: &std::fs::Metadata,
+    content_type: &str,
+) -> Response {
+    let v = Validators::of(meta);
+    let head = *method == Method::HEAD;
+    let use_range = match decide(method, headers, &v) {
+        Decision::Failed => {
+            return built(
+                Response::builder()
+                    .status(StatusCode::PRECONDITION_FAILED)
+                    .header(header::ETAG, &v.etag),
+                Body::empty(),
+            );
+        }
+        Decision::NotModified => {
+            return built(
+                Response::builder()
+                    .status(StatusCode::NOT_MODIFIED)
+                    .header(header::ETAG, &v.etag)
+                    .header(header::LAST_MODIFIED, &v.last_modified),
+                Body::empty(),
+            );
+        }
+        Decision::Send { use_range } => use_range,
+    };
+    let ranges = match header_str(headers, header::RANGE) {
+        Some(r) if use_range => parse_ranges(r, v.size),
+        _ => Ranges::Whole,
+    };
+    match ranges {
+        Ranges::Unsatisfiable => built(
+            Response::builder()
+                .status(StatusCode::RANGE_NOT_SATISFIABLE)
+                .header(header::ACCEPT_RANGES, "bytes")
+                .header(header::CONTENT_RANGE, format!("bytes */{}", v.size)),
+            Body::empty(),
+        ),
+        Ranges::Whole => {
+            let b = base(StatusCode::OK, &v, content_type).header(header::CONTENT_LENGTH, v.size);
+            if head || v.size == 0 {
+                return built(b, Body::empty());
+            }
+            let all = Span {
+                first: 0,
+                last: v.size - 1,
+            };
+            built(b, body_of(file, vec![Piece::Span(all)]))
+        }
+        Ranges::Spans(spans) if spans.len() == 1 => {
+            let s = spans[0];
+            let b = base(StatusCode::PARTIAL_CONTENT, &v, content_type)
+                .header(header::CONTENT_LENGTH, s.len())
+                .header(
+                    header::CONTENT_RANGE,
+                    format!("bytes {}-{}/{}", s.first, s.last, v.size),
+                );
+            if head {
+                return built(b, Body::empty());
+            }
+            built(b, body_of(file, vec![Piece::Span(s)]))
+        }
+        Ranges::Spans(spans) => {
+            let boundary = format!("meta-core-{:016x}", rand_u64());
+            let part_head = |s: &Span| {
+                format!(
+                    "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+                    s.first, s.last, v.size
+                )
+            };
+            let tail = format!("\r\n--{boundary}--\r\n");
+            let length: u64 = spans
+                .iter()
+                .map(|s| part_head(s).len() as u64 + s.len())
+                .sum::<u64>()
+                + tail.len() as u64;
+            let b = Response::builder()
+                .status(StatusCode::PARTIAL_CONTENT)
+                .header(header::ACCEPT_RANGES, "bytes")
+                .header(header::ETAG, &v.etag)
+                .header(header::LAST_MODIFIED, &v.last_modified)
+                .header(
+                    header::CONTENT_TYPE,
+                    HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
+                        .expect("an ASCII boundary"),
+                )
+                .header(header::CONTENT_LENGTH, length);
+            if head {
+                return built(b, Body::empty());
+            }
+            let mut pieces = Vec::with_capacity(spans.len() * 2 + 1);
+            for s in &spans {
+                pieces.push(Piece::Text(Bytes::from(part_head(s))));
+                pieces.push(Piece::Span(*s));
+            }
+            pieces.push(Piece::Text(Bytes::from(tail)));
+            built(b, body_of(file, pieces))
+        }
+    }
+}
+
+fn rand_u64() -> u64 {
+    // A boundary only has to be absent from the parts; the clock's
+    // nanoseconds and the process id make a fresh one per answer.
+    let t = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_nanos() as u64;
+    t ^ (u64::from(std::process::id()) << 32)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn span(first: u64, last: u64) -> Span {
+        Span { first, last }
+    }
+
+    #[test]
+    fn ranges_are_read_as_rfc_9110_says() {
+        let size = 100;
+        assert_eq!(
+            parse_ranges("bytes=0-9", size),
+            Ranges::Spans(vec![span(0, 9)])
+        );
+        assert_eq!(
+            parse_ranges("bytes=90-", size),
+            Ranges::Spans(vec![span(90, 99)])
+        );
+        assert_eq!(
+            parse_ranges("bytes=-5", size),
+            Ranges::Spans(vec![span(95, 99)])
+        );
+        assert_eq!(
+            parse_ranges("bytes=-500", size),
+            Ranges::Spans(vec![span(0, 99)])
+        );
+        assert_eq!(
+            parse_ranges("bytes=95-200", size),
+            Ranges::Spans(vec![span(95, 99)])
+        );
+        assert_eq!(
+            parse_ranges("bytes=0-1, 5-6 ,200-300", size),
+            Ranges::Spans(vec![span(0, 1), span(5, 6)])
+        );
+        assert_eq!(parse_ranges("bytes=100-", size), Ranges::Unsatisfiable);
+        assert_eq!(parse_ranges("bytes=-0", size), Ranges::Unsatisfiable);
+        assert_eq!(parse_ranges("bytes=0-0", 0), Ranges::Unsatisfiable);
+        for odd in ["items=0-1", "bytes=5-1", "bytes=a-b", "bytes=1", "bytes="] {
+            assert_eq!(parse_ranges(odd, size), Ranges::Whole, "{odd}");
+        }
+        let many = format!("bytes={}", vec!["0-0"; MAX_RANGES + 1].join(","));
+        assert_eq!(parse_ranges(&many, size), Ranges::Whole);
+        // Past 4 GiB.
+        let big = 5u64 << 30;
+        assert_eq!(
+            parse_ranges(&format!("bytes={}-", big - 3), big),
+            Ranges::Spans(vec![span(big - 3, big - 1)])
+        );
+    }
+
+    fn v() -> Validators {
+        Validators {
+            size: 10,
+            etag: "\"abc-a\"".into(),
+            modified_secs: 1_700_000_000,
+            last_modified: httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(1_700_000_000)),
+        }
+    }
+
+    fn with(pairs: &[(header::HeaderName, &str)]) -> HeaderMap {
+        let mut h = HeaderMap::new();
+        for (k, val) in pairs {
+            h.insert(k.clone(), HeaderValue::from_str(val).unwrap());
+        }
+        h
+    }
+
+    #[test]
+    fn preconditions_decide_in_the_rfcs_order() {
+        let v = v();
+        let get = Method::GET;
+        let send = Decision::Send { use_range: true };
+        assert_eq!(decide(&get, &HeaderMap::new(), &v), send);
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_MATCH, "\"abc-a\"")]), &v),
+            send
+        );
+        assert_eq!(decide(&get, &with(&[(header::IF_MATCH, "*")]), &v), send);
+        assert_eq!(
+            decide(
+                &get,
+                &with(&[(header::IF_MATCH, "\"other\", W/\"abc-a\"")]),
+                &v
+            ),
+            Decision::Failed,
+            "If-Match compares strongly"
+        );
+        let earlier = httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(1_600_000_000));
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_UNMODIFIED_SINCE, &earlier)]), &v),
+            Decision::Failed
+        );
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_NONE_MATCH, "W/\"abc-a\"")]), &v),
+            Decision::NotModified,
+            "If-None-Match compares weakly"
+        );
+        assert_eq!(
+            decide(&Method::PUT, &with(&[(header::IF_NONE_MATCH, "*")]), &v),
+            Decision::Failed
+        );
+        assert_eq!(
+            decide(
+                &get,
+                &with(&[(header::IF_MODIFIED_SINCE, &v.last_modified)]),
+                &v
+            ),
+            Decision::NotModified
+        );
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_MODIFIED_SINCE, &earlier)]), &v),
+            send
+        );
+        // If-None-Match wins over If-Modified-Since.
+        assert_eq!(
+            decide(
+                &get,
+                &with(&[
+                    (header::IF_NONE_MATCH, "\"other\""),
+                    (header::IF_MODIFIED_SINCE, &v.last_modified)
+                ]),
+                &v
+            ),
+            send
+        );
+        let no_range = Decision::Send { use_range: false };
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_RANGE, "\"abc-a\"")]), &v),
+            send
+        );
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_RANGE, "\"old\"")]), &v),
+            no_range
+        );
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_RANGE, "W/\"abc-a\"")]), &v),
+            no_range
+        );
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_RANGE, &v.last_modified)]), &v),
+            send
+        );
+        assert_eq!(
+            decide(&get, &with(&[(header::IF_RANGE, &earlier)]), &v),
+            no_range
+        );
+    }
+}
