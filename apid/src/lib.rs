@@ -10,6 +10,7 @@
 pub mod events;
 pub(crate) mod http;
 pub mod nested;
+pub(crate) mod registry;
 pub mod routes;
 pub(crate) mod send_file;
 pub(crate) mod serve;
@@ -55,6 +56,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         .map_err(RunError::Bind)?;
     let state = Arc::new(AppState::new(config, shutdown.clone()));
     state.events.spawn(&state.store);
+    let registry = tokio::spawn(state.registry.clone().run(shutdown.clone()));
     match state.store.handshake().await {
         Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),
         Err(e) => tracing::warn!("storaged does not answer yet ({e}); answering 503 until it does"),
@@ -75,5 +77,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         shutdown.clone(),
     );
     let ((), internal) = tokio::join!(public, internal);
+    // The registry file goes before the process does.
+    let _ = registry.await;
     internal.map_err(RunError::Serve)
 }

@@ -30,6 +30,8 @@ pub struct AppState {
     pub sweeper: Sweeper,
     /// The SSE hubs and follower slots.
     pub events: Events,
+    /// The service registry (`services/*.json`) and this meta-core's file.
+    pub(crate) registry: std::sync::Arc<crate::registry::Registry>,
 }
 
 impl AppState {
@@ -38,10 +40,12 @@ impl AppState {
         let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
         let watcherd =
             metacore::api::watcherd::WatcherdClient::new(&config.layout().socket(Daemon::Watcherd));
+        let urls = Urls::from_config(&config);
         Self {
             watcherd,
+            registry: std::sync::Arc::new(crate::registry::Registry::new(&config, &urls)),
             events: Events::new(&config, shutdown),
-            urls: Urls::from_config(&config),
+            urls,
             store,
             supervisor,
             config,

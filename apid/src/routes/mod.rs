@@ -1,6 +1,7 @@
 //! The public router (one module per surface) and apid's socket router.
 
 pub(crate) mod bootstrap;
+pub(crate) mod discovery;
 pub(crate) mod editor;
 pub(crate) mod files;
 pub(crate) mod kv;
@@ -35,6 +36,9 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/leader", get(bootstrap::leader))
         .route("/urls", get(bootstrap::urls))
         .route("/api/stats", get(stats::api_stats))
+        .route("/neighbors", get(discovery::neighbors))
+        .route("/api/neighbors", get(discovery::neighbors))
+        .route("/api/services", get(discovery::services))
         // Metadata by root or CID.
         .route("/meta", get(meta::list))
         .route(

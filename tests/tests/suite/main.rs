@@ -10,6 +10,7 @@ mod apid_files;
 mod apid_lifecycle;
 mod apid_meta;
 mod apid_openapi;
+mod apid_registry;
 mod apid_snapshot;
 mod apid_snapshot_http;
 mod storaged_bad_input;

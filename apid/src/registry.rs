@@ -1,0 +1,427 @@
+//! The service registry of the seeds: one JSON file per service instance
+//! in `$META_CORE_PATH/services/`, heartbeated by its owner, read by
+//! everyone (`GET /neighbors`, `/api/neighbors`, `/api/services`).
+//!
+//! - meta-core's own file is `services/<SERVICE_NAME>-<hostname>.json`,
+//!   written whole (temp file and rename, mode 0644: the other services of
+//!   the mesh read it) at start and every `HEARTBEAT_INTERVAL_MS`, and
+//!   removed on an orderly stop. apid owns it: apid runs only on the leader
+//!   (a standby's supervisor starts no daemon), so a standby never
+//!   heartbeats as leader.
+//! - Other services write theirs with their own heartbeat, not always
+//!   atomically: a file that does not parse, lacks `name` or a readable
+//!   `lastHeartbeat`, or is larger than [`MAX_FILE_BYTES`] is skipped with a
+//!   warning (once per file and modification time), never an error.
+//! - An entry whose `lastHeartbeat` is older than `STALE_THRESHOLD_MS` is
+//!   shown `stale`; every `CLEANUP_INTERVAL_MS` the files older than
+//!   `DEAD_SERVICE_THRESHOLD_MS` are removed.
+
+use std::collections::HashSet;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use metacore::Config;
+use metacore::clock::unix_ms;
+use metacore::shutdown::Shutdown;
+use metacore::urls::Urls;
+use serde_json::{Map, Value};
+
+/// Largest registry file read.
+pub(crate) const MAX_FILE_BYTES: u64 = 64 * 1024;
+/// Most registry files read per listing.
+pub(crate) const MAX_FILES: usize = 1000;
+
+/// One entry as the registry lists it: the file's own fields, as written,
+/// with `status` set to `stale` when its heartbeat is too old.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Entry {
+    pub file: String,
+    pub name: String,
+    pub last_heartbeat_ms: u64,
+    pub stale: bool,
+    pub fields: Map<String, Value>,
+}
+
+/// The registry folder and the settings that age its entries.
+#[derive(Debug)]
+pub(crate) struct Registry {
+    dir: PathBuf,
+    own: PathBuf,
+    name: String,
+    version: String,
+    urls: Urls,
+    started: String,
+    heartbeat: Duration,
+    stale_after: Duration,
+    dead_after: Duration,
+    cleanup_every: Duration,
+    /// Files already warned about, with their mtime (a file fixed, or
+    /// written again, is warned about again if still bad).
+    warned: Mutex<HashSet<(String, u64)>>,
+}
+
+/// A time as RFC 3339 in UTC with milliseconds.
+fn rfc3339(at: SystemTime) -> String {
+    humantime::format_rfc3339_millis(at).to_string()
+}
+
+/// Unix milliseconds of an RFC 3339 time (`Z` or a `±hh:mm` offset, with
+/// or without a fraction), as the services of the mesh write it.
+pub(crate) fn parse_rfc3339_ms(s: &str) -> Option<u64> {
+    let s = s.trim();
+    let (date, rest) = s.split_once(['T', 't', ' '])?;
+    let mut d = date.splitn(3, '-');
+    let (y, mo, da): (i64, u32, u32) = (
+        d.next()?.parse().ok()?,
+        d.next()?.parse().ok()?,
+        d.next()?.parse().ok()?,
+    );
+    let (time, offset_s): (&str, i64) = if let Some(t) = rest.strip_suffix(['Z', 'z']) {
+        (t, 0)
+    } else {
+        let at = rest.rfind(['+', '-'])?;
+        let (t, off) = rest.split_at(at);
+        let sign = if off.starts_with('-') { -1 } else { 1 };
+        let (oh, om) = off[1..].split_once(':')?;
+        let (oh, om): (i64, i64) = (oh.parse().ok()?, om.parse().ok()?);
+        (t, sign * (oh * 3600 + om * 60))
+    };
+    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    let mut t = hms.splitn(3, ':');
+    let (h, mi, se): (i64, i64, i64) = (
+        t.next()?.parse().ok()?,
+        t.next()?.parse().ok()?,
+        t.next()?.parse().ok()?,
+    );
+    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 60 {
+        return None;
+    }
+    let ms: i64 = if frac.is_empty() {
+        0
+    } else {
+        if !frac.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
+        format!("{frac:0<3}")[..3].parse().ok()?
+    };
+    // Days from the civil date (Howard Hinnant's algorithm).
+    let (yy, mm) = if mo <= 2 {
+        (y - 1, mo + 9)
+    } else {
+        (y, mo - 3)
+    };
+    let era = yy.div_euclid(400);
+    let yoe = yy - era * 400;
+    let doy = (153 * i64::from(mm) + 2) / 5 + i64::from(da) - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_s;
+    u64::try_from(secs * 1000 + ms).ok()
+}
+
+/// A file name safe for one path segment.
+fn segment(s: &str) -> String {
+    s.chars()
+        .map(|c| {
+            if c.is_ascii_alphanumeric() || "-_.".contains(c) {
+                c
+            } else {
+                '_'
+            }
+        })
+        .collect()
+}
+
+impl Registry {
+    pub(crate) fn new(config: &Config, urls: &Urls) -> Self {
+        let dir = config.meta_core_path.join("services");
+        let name = config.service_name.clone();
+        let own = dir.join(format!(
+            "{}-{}.json",
+            segment(&name),
+            segment(&urls.hostname)
+        ));
+        Self {
+            dir,
+            own,
+            name,
+            version: config.service_version.clone(),
+            urls: urls.clone(),
+            started: rfc3339(SystemTime::now()),
+            heartbeat: config.heartbeat_interval,
+            stale_after: config.stale_threshold,
+            dead_after: config.dead_service_threshold,
+            cleanup_every: config.cleanup_interval,
+            warned: Mutex::new(HashSet::new()),
+        }
+    }
+
+    pub(crate) fn name(&self) -> &str {
+        &self.name
+    }
+
+    /// meta-core's own entry, as written to its file.
+    fn own_entry(&self) -> Value {
+        serde_json::json!({
+            "name": self.name,
+            "hostname": self.urls.hostname,
+            "baseUrl": self.urls.base_url,
+            "apiUrl": self.urls.api_url,
+            "webdavUrl": self.urls.webdav_url,
+            "status": "running",
+            "version": self.version,
+            "pid": std::process::id(),
+            "capabilities": ["meta-core"],
+            "startedAt": self.started,
+            "lastHeartbeat": rfc3339(SystemTime::now()),
+        })
+    }
+
+    /// Writes meta-core's own file.
+    fn beat(&self) -> std::io::Result<()> {
+        std::fs::create_dir_all(&self.dir)?;
+        let mut json = serde_json::to_vec_pretty(&self.own_entry()).expect("the entry serializes");
+        json.push(b'\n');
+        metacore::files::write_atomic(&self.own, &json, 0o644)
+    }
+
+    /// Heartbeats until `shutdown`, cleans every `CLEANUP_INTERVAL_MS`,
+    /// and removes its own file at the end.
+    pub(crate) async fn run(self: std::sync::Arc<Self>, shutdown: Shutdown) {
+        let mut beat = tokio::time::interval(self.heartbeat);
+        let mut clean = tokio::time::interval(self.cleanup_every);
+        beat.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        clean.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        let mut failing = false;
+        loop {
+            tokio::select! {
+                () = shutdown.wait() => break,
+                _ = beat.tick() => {
+                    let me = self.clone();
+                    let r = tokio::task::spawn_blocking(move || me.beat()).await;
+                    match r {
+                        Ok(Ok(())) => failing = false,
+                        Ok(Err(e)) if !failing => {
+                            failing = true;
+                            tracing::warn!(file = %self.own.display(), "cannot write the registry file: {e}");
+                        }
+                        _ => {}
+                    }
+                }
+                _ = clean.tick() => {
+                    let me = self.clone();
+                    let _ = tokio::task::spawn_blocking(move || me.clean()).await;
+                }
+            }
+        }
+        match std::fs::remove_file(&self.own) {
+            Ok(()) => tracing::info!("removed the registry file"),
+            Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+            Err(e) => tracing::warn!("cannot remove the registry file: {e}"),
+        }
+    }
+
+    /// Removes the files whose heartbeat is older than the dead threshold
+    /// (a file that cannot be read is judged by its mtime).
+    fn clean(&self) {
+        let now = unix_ms();
+        let dead = self.dead_after.as_millis() as u64;
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return;
+        };
+        for e in dir.flatten().take(MAX_FILES) {
+            let path = e.path();
+            if path == self.own || path.extension().is_none_or(|x| x != "json") {
+                continue;
+            }
+            let beat = self
+                .read(&path)
+                .map(|en| en.last_heartbeat_ms)
+                .or_else(|| mtime_ms(&path));
+            if beat.is_some_and(|b| now.saturating_sub(b) > dead) {
+                match std::fs::remove_file(&path) {
+                    Ok(()) => {
+                        tracing::info!(file = %path.display(), "removed a dead service's registry file")
+                    }
+                    Err(e) => {
+                        tracing::warn!(file = %path.display(), "cannot remove a dead service's file: {e}")
+                    }
+                }
+            }
+        }
+    }
+
+    /// One file, tolerantly: `None` (warned once) when it cannot be used.
+    fn read(&self, path: &Path) -> Option<Entry> {
+        let file = path.file_name()?.to_string_lossy().into_owned();
+        let warn = |why: &str| {
+            let key = (file.clone(), mtime_ms(path).unwrap_or(0));
+            if self.warned.lock().expect("warned lock").insert(key) {
+                tracing::warn!(file, "skipping a registry file: {why}");
+            }
+        };
+        let meta = std::fs::metadata(path).ok()?;
+        if !meta.is_file() {
+            return None;
+        }
+        if meta.len() > MAX_FILE_BYTES {
+            warn("larger than 64 KiB");
+            return None;
+        }
+        let bytes = std::fs::read(path).ok()?;
+        let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(&bytes) else {
+            warn("not a JSON object (half-written?)");
+            return None;
+        };
+        let Some(name) = fields
+            .get("name")
+            .and_then(Value::as_str)
+            .map(str::to_owned)
+        else {
+            warn("no name");
+            return None;
+        };
+        let Some(last) = fields
+            .get("lastHeartbeat")
+            .and_then(Value::as_str)
+            .and_then(parse_rfc3339_ms)
+        else {
+            warn("no readable lastHeartbeat");
+            return None;
+        };
+        let stale = unix_ms().saturating_sub(last) > self.stale_after.as_millis() as u64;
+        Some(Entry {
+            file,
+            name,
+            last_heartbeat_ms: last,
+            stale,
+            fields,
+        })
+    }
+
+    /// Every usable entry, newest heartbeat first.
+    pub(crate) fn entries(&self) -> Vec<Entry> {
+        let Ok(dir) = std::fs::read_dir(&self.dir) else {
+            return Vec::new();
+        };
+        let mut out: Vec<Entry> = dir
+            .flatten()
+            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .take(MAX_FILES)
+            .filter_map(|e| self.read(&e.path()))
+            .collect();
+        out.sort_by(|a, b| {
+            b.last_heartbeat_ms
+                .cmp(&a.last_heartbeat_ms)
+                .then_with(|| a.file.cmp(&b.file))
+        });
+        out
+    }
+
+    pub(crate) fn own_file_name(&self) -> String {
+        self.own
+            .file_name()
+            .map(|n| n.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+fn mtime_ms(path: &Path) -> Option<u64> {
+    let m = std::fs::metadata(path).ok()?.modified().ok()?;
+    Some(m.duration_since(UNIX_EPOCH).ok()?.as_millis() as u64)
+}
+
+impl Entry {
+    /// The file's fields, with `status` `stale` when the heartbeat is old.
+    pub(crate) fn service(&self) -> Map<String, Value> {
+        let mut f = self.fields.clone();
+        if self.stale {
+            f.insert("status".into(), Value::String("stale".into()));
+        }
+        f
+    }
+
+    /// The entry as a neighbour (the shape `/neighbors` had in the
+    /// original: `name`, `instance`, `version`, `status`, `caps`,
+    /// `resources`, `baseUrl`, `addr`, `lastSeen` in Unix seconds).
+    pub(crate) fn neighbor(&self) -> Value {
+        let s = |k: &str| self.fields.get(k).and_then(Value::as_str).unwrap_or("");
+        let base = if s("baseUrl").is_empty() {
+            s("api")
+        } else {
+            s("baseUrl")
+        };
+        let addr = base
+            .split("://")
+            .nth(1)
+            .map(|rest| rest.split('/').next().unwrap_or(""))
+            .unwrap_or("");
+        let caps = self
+            .fields
+            .get("capabilities")
+            .filter(|v| v.is_array())
+            .cloned()
+            .unwrap_or(Value::Array(Vec::new()));
+        let status = if self.stale {
+            "stale"
+        } else if s("status").is_empty() {
+            "running"
+        } else {
+            s("status")
+        };
+        serde_json::json!({
+            "name": self.name,
+            "instance": s("hostname"),
+            "version": s("version"),
+            "status": status,
+            "caps": caps,
+            "resources": [],
+            "baseUrl": base,
+            "addr": addr,
+            "lastSeen": self.last_heartbeat_ms as f64 / 1000.0,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn rfc3339_times_as_the_mesh_writes_them() {
+        let base = 1_764_600_000_000u64; // 2025-12-01T14:40:00Z
+        assert_eq!(parse_rfc3339_ms("2025-12-01T14:40:00Z"), Some(base));
+        assert_eq!(parse_rfc3339_ms("2025-12-01T14:40:00.5Z"), Some(base + 500));
+        assert_eq!(
+            parse_rfc3339_ms("2025-12-01T14:40:00.123456789Z"),
+            Some(base + 123)
+        );
+        assert_eq!(parse_rfc3339_ms("2025-12-01T15:40:00+01:00"), Some(base));
+        assert_eq!(parse_rfc3339_ms("2025-12-01T09:10:00-05:30"), Some(base));
+        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
+        assert_eq!(
+            parse_rfc3339_ms("2024-02-29T00:00:00Z"),
+            Some(1_709_164_800_000)
+        );
+        for bad in [
+            "",
+            "yesterday",
+            "2025-13-01T00:00:00Z",
+            "2025-12-01",
+            "2025-12-01T1:2Z",
+            "2025-12-01T00:00:00.x1Z",
+        ] {
+            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
+        }
+        let now = SystemTime::now();
+        let ms = now.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
+        assert_eq!(parse_rfc3339_ms(&rfc3339(now)), Some(ms));
+    }
+
+    #[test]
+    fn names_are_one_path_segment() {
+        assert_eq!(segment("meta-core"), "meta-core");
+        assert_eq!(segment("../etc/x y"), ".._etc_x_y");
+    }
+}

@@ -1,0 +1,79 @@
+//! `GET /neighbors` (and `/api/neighbors`) and `GET /api/services`: the
+//! service registry ([`crate::registry`]) in the original's shapes.
+
+use axum::Json;
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+use crate::state::State;
+use metacore::socket::body::QueryParams;
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct NeighborsQuery {
+    all: Option<String>,
+}
+
+/// `{current, enabled, neighbors, count, self}`.
+#[derive(Debug, Serialize)]
+pub(crate) struct Neighbors {
+    current: String,
+    enabled: bool,
+    neighbors: Vec<Value>,
+    count: usize,
+    #[serde(rename = "self")]
+    me: Value,
+}
+
+async fn entries(st: &State) -> Vec<crate::registry::Entry> {
+    let reg = st.registry.clone();
+    tokio::task::spawn_blocking(move || reg.entries())
+        .await
+        .unwrap_or_default()
+}
+
+/// The other services, one row per name (its newest instance) unless
+/// `?all=1`; this meta-core is `self`.
+pub(super) async fn neighbors(
+    st: State,
+    QueryParams(q): QueryParams<NeighborsQuery>,
+) -> Json<Neighbors> {
+    let all = matches!(q.all.as_deref(), Some("1" | "true"));
+    let own = st.registry.own_file_name();
+    let list = entries(&st).await;
+    let me = list
+        .iter()
+        .find(|e| e.file == own)
+        .map(|e| e.neighbor())
+        .unwrap_or(Value::Null);
+    let mut names = std::collections::HashSet::new();
+    let neighbors: Vec<Value> = list
+        .iter()
+        .filter(|e| e.file != own)
+        .filter(|e| all || names.insert(e.name.clone()))
+        .map(|e| e.neighbor())
+        .collect();
+    Json(Neighbors {
+        current: st.registry.name().to_owned(),
+        enabled: true,
+        count: neighbors.len(),
+        neighbors,
+        me,
+    })
+}
+
+/// `{services: [...], count}`: every registry entry as its file has it,
+/// `status` `stale` past `STALE_THRESHOLD_MS`, newest heartbeat first.
+#[derive(Debug, Serialize)]
+pub(crate) struct Services {
+    services: Vec<Map<String, Value>>,
+    count: usize,
+}
+
+pub(super) async fn services(st: State) -> Json<Services> {
+    let services: Vec<Map<String, Value>> =
+        entries(&st).await.iter().map(|e| e.service()).collect();
+    Json(Services {
+        count: services.len(),
+        services,
+    })
+}
