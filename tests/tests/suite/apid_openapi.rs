@@ -2,8 +2,8 @@
 //! request for every operation the document says answers JSON, under the
 //! real supervisor (so `/status` carries its table), each 200 body checked
 //! strictly against the documented schema; the 201 of `POST /api/watchers`,
-//! the snapshot's `manifest.json` and the deprecated routes' headers
-//! against the document too.
+//! the snapshot's `manifest.json`, the deprecated routes' headers and the
+//! statuses and headers of `GET|HEAD /file/{cid}` against the document too.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -162,6 +162,63 @@ async fn every_json_answer_matches_the_openapi_document() {
     assert_eq!(created["intervalMs"], 30_000, "{created}");
     let watcher = created["id"].as_str().unwrap().to_owned();
 
+    // A file for the file routes and a record naming it by its absolute
+    // path. It sits under `corn/` outside every watcher, so watcherd (which
+    // neither watches `corn/` by inotify nor walks it on a reset-all)
+    // announces nothing of it.
+    let bytes: Vec<u8> = (0..1000u32).map(|i| (i % 251) as u8).collect();
+    let file_path = dir.path().join("files/corn/y/clip.bin");
+    std::fs::create_dir_all(file_path.parent().unwrap()).unwrap();
+    std::fs::write(&file_path, &bytes).unwrap();
+    let file_cid = random_midhash();
+    send(
+        &mc,
+        &call(
+            "/meta/{hash}",
+            "patch",
+            format!("/meta/{file_cid}"),
+            Body::Json(json!({ "filePath": file_path.display().to_string() })),
+        ),
+    )
+    .await;
+
+    // The bytes of a file are no JSON: each answer of `GET|HEAD
+    // /file/{cid}` is held against the status the document lists and the
+    // headers it names for it (before the calls below clear the records).
+    let url = format!("/file/{file_cid}");
+    for (method, headers, status) in [
+        ("get", &[][..], "200"),
+        ("head", &[][..], "200"),
+        ("get", &[("range", "bytes=10-19")][..], "206"),
+        ("get", &[("if-none-match", "*")][..], "304"),
+        ("get", &[("if-match", "\"other\"")][..], "412"),
+        ("get", &[("range", "bytes=1000-")][..], "416"),
+    ] {
+        let r = mc
+            .send(&method.to_uppercase(), &url, Vec::new(), headers)
+            .await;
+        let what = format!("{method} {url} {headers:?}");
+        assert_eq!(r.status.to_string(), status, "{what}: {}", r.text());
+        let documented = &doc["paths"]["/file/{cid}"][method]["responses"][status];
+        assert!(documented.is_object(), "{what}: {status} is not documented");
+        for name in documented["headers"].as_object().into_iter().flatten() {
+            assert!(r.header(name.0).is_some(), "{what}: no {} header", name.0);
+        }
+        if let Some(content) = documented["content"].as_object() {
+            let ctype = r.header("content-type").unwrap_or_default();
+            assert!(
+                content.contains_key(ctype),
+                "{what}: {ctype} is not documented"
+            );
+        }
+        let want: &[u8] = match (method, status) {
+            ("get", "200") => &bytes,
+            ("get", "206") => &bytes[10..20],
+            _ => &[],
+        };
+        assert_eq!(r.body, want, "{what}");
+    }
+
     let calls = vec![
         get("/health", "/health"),
         get("/status", "/status"),
@@ -204,6 +261,17 @@ async fn every_json_answer_matches_the_openapi_document() {
         get("/api/meta/{cid}", format!("/api/meta/{cid}")),
         get("/api/meta/{cid}", format!("/api/meta/{cid}?shape=nested")),
         get("/data/{hash}/path", format!("/data/{rid}/path")),
+        get("/api/file/{cid}/info", format!("/api/file/{file_cid}/info")),
+        get(
+            "/api/file/{cid}/info",
+            format!("/api/file/{}/info", random_midhash()),
+        ),
+        call(
+            "/file/cid",
+            "post",
+            "/file/cid".into(),
+            Body::Json(json!({"path": "corn/y/clip.bin"})),
+        ),
         get("/api/metadata/hash-ids", "/api/metadata/hash-ids"),
         get("/api/files/tuples", "/api/files/tuples"),
         get("/api/files/tuples", "/api/files/tuples?summary=1"),
