@@ -39,7 +39,17 @@ pub(crate) async fn cors(req: Request, next: Next) -> Response {
     );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static("Content-Type, Authorization, Last-Event-ID"),
+        HeaderValue::from_static(
+            "Content-Type, Authorization, Last-Event-ID, Range, If-Match, If-None-Match, \
+             If-Modified-Since, If-Unmodified-Since, If-Range",
+        ),
+    );
+    // A player in a browser reads these of a ranged or conditional answer.
+    h.insert(
+        header::ACCESS_CONTROL_EXPOSE_HEADERS,
+        HeaderValue::from_static(
+            "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified",
+        ),
     );
     resp
 }

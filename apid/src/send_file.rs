@@ -133,6 +133,10 @@ pub(crate) fn parse_ranges(header: &str, size: u64) -> Ranges {
         Ranges::Whole
     } else if spans.is_empty() {
         Ranges::Unsatisfiable
+    } else if spans.len() > 1 && spans.iter().map(|s| s.len()).sum::<u64>() > size {
+        // Overlapping ranges that add up to more than the file: the file
+        // once, not parts of it many times.
+        Ranges::Whole
     } else {
         Ranges::Spans(spans)
     }
@@ -164,6 +168,13 @@ fn weak_match(tag: &str, etag: &str) -> bool {
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
+}
+
+fn now_secs() -> u64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .as_secs()
 }
 
 fn date_secs(value: &str) -> Option<u64> {
@@ -221,8 +232,11 @@ pub(crate) fn decide(method: &Method, h: &HeaderMap, v: &Validators) -> Decision
         Some(ir) if ir.trim_start().starts_with('"') || ir.trim_start().starts_with("W/") => {
             strong_match(ir.trim(), &v.etag)
         }
-        // A date: only an exact match of Last-Modified counts.
-        Some(ir) => date_secs(ir) == Some(v.modified_secs),
+        // A date: only an exact match of Last-Modified, and only when that
+        // is a strong validator (the file was last changed more than a
+        // second before now: a second-resolution date of a file changed
+        // this second may name two contents).
+        Some(ir) => date_secs(ir) == Some(v.modified_secs) && v.modified_secs + 1 < now_secs(),
     };
     Decision::Send { use_range }
 }
@@ -448,6 +462,11 @@ mod tests {
         assert_eq!(
             parse_ranges("bytes=0-1, 5-6 ,200-300", size),
             Ranges::Spans(vec![span(0, 1), span(5, 6)])
+        );
+        assert_eq!(
+            parse_ranges("bytes=0-,0-,0-", size),
+            Ranges::Whole,
+            "overlapping"
         );
         assert_eq!(parse_ranges("bytes=100-", size), Ranges::Unsatisfiable);
         assert_eq!(parse_ranges("bytes=-0", size), Ranges::Unsatisfiable);

@@ -108,12 +108,8 @@ pub(super) async fn bytes(
         Ok(None) => return gone(&cid).into_response(),
         Err(e) => return e.into_response(),
     };
-    let Ok(file) = tokio::fs::File::open(&path).await else {
+    let Some((file, meta)) = open_regular(&path).await else {
         return gone(&cid).into_response();
-    };
-    let meta = match file.metadata().await {
-        Ok(m) if m.is_file() => m,
-        _ => return gone(&cid).into_response(),
     };
     crate::send_file::send(
         req.method(),
@@ -123,6 +119,17 @@ pub(super) async fn bytes(
         content_type(&path),
     )
     .await
+}
+
+/// Opens a regular file without blocking on what is not one (a FIFO
+/// would wait for a writer): `O_NONBLOCK`, then `fstat` of what was opened.
+async fn open_regular(path: &Path) -> Option<(tokio::fs::File, std::fs::Metadata)> {
+    use std::os::unix::fs::OpenOptionsExt;
+    let mut o = std::fs::OpenOptions::new();
+    o.read(true).custom_flags(libc::O_NONBLOCK);
+    let file = tokio::fs::OpenOptions::from(o).open(path).await.ok()?;
+    let meta = file.metadata().await.ok().filter(|m| m.is_file())?;
+    Some((file, meta))
 }
 
 /// `GET /api/file/{cid}/info`.
@@ -156,14 +163,15 @@ pub(super) async fn info(st: State, PathParams(raw): PathParams<String>) -> Json
     let Some((file_path, real)) = found else {
         return Ok(Json(none));
     };
-    match tokio::fs::metadata(&real).await {
-        Ok(m) if m.is_file() => Ok(Json(FileInfo {
+    // There when `/file/{cid}` could send it: opened, a regular file.
+    match open_regular(&real).await {
+        Some((_, m)) => Ok(Json(FileInfo {
             exists: true,
             content_type: Some(content_type(&real)),
             size: Some(m.len()),
             file_path: Some(file_path),
         })),
-        _ => Ok(Json(none)),
+        None => Ok(Json(none)),
     }
 }
 
@@ -189,12 +197,12 @@ pub(super) async fn cid_of_path(
     let rel = RelPath::new(body.path.trim_end_matches('/'))
         .map_err(|e| ApiError::bad_request(e.message))?;
     let files = st.config.files_path.clone();
-    let _permit = HASHING
-        .acquire()
-        .await
-        .map_err(|_| ApiError::unavailable("stopping"))?;
     let shown = rel.to_string();
-    let outcome = tokio::task::spawn_blocking(move || -> Result<(Cid, u64), ApiError> {
+    // The checks first (a missing file or a folder is answered at once),
+    // then a hashing slot, held by the hashing itself: a client that goes
+    // away does not free it while its hash still runs.
+    let opened = tokio::task::spawn_blocking(move || -> Result<std::fs::File, ApiError> {
+        use std::os::unix::fs::OpenOptionsExt;
         let missing = || ApiError::not_found(format!("no file at {rel}"));
         let real = confined(&files, &files.join(rel.as_str())).ok_or_else(missing)?;
         let meta = std::fs::metadata(&real).map_err(|_| missing())?;
@@ -203,13 +211,28 @@ pub(super) async fn cid_of_path(
                 "{rel} is a folder, not a file"
             )));
         }
-        if !meta.is_file() {
+        let f = std::fs::OpenOptions::new()
+            .read(true)
+            .custom_flags(libc::O_NONBLOCK)
+            .open(&real)
+            .map_err(|_| missing())?;
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
             return Err(missing());
         }
-        let mut f = std::fs::File::open(&real).map_err(|_| missing())?;
+        Ok(f)
+    })
+    .await
+    .map_err(|e| ApiError::internal(format!("opening failed: {e}")))??;
+    let permit = HASHING
+        .acquire()
+        .await
+        .map_err(|_| ApiError::unavailable("stopping"))?;
+    let outcome = tokio::task::spawn_blocking(move || -> Result<(Cid, u64), ApiError> {
+        let _slot = permit;
+        let mut f = opened;
         let mut h = Sha256::new();
         let size = std::io::copy(&mut f, &mut h)
-            .map_err(|e| ApiError::internal(format!("cannot read {rel}: {e}")))?;
+            .map_err(|e| ApiError::internal(format!("cannot read the file: {e}")))?;
         Ok((Cid::from_digest(0x55, 0x12, &h.finalize()), size))
     })
     .await

@@ -245,6 +245,26 @@ async fn no_path_leads_out_of_files_path() {
             "{fp}"
         );
     }
+    // A FIFO is not a file to send: answered at once, nothing waits on it.
+    let fifo = files.join("watch/pipe.mkv");
+    assert!(
+        std::process::Command::new("mkfifo")
+            .arg(&fifo)
+            .status()
+            .unwrap()
+            .success()
+    );
+    let cid = record_at(&a, &fifo.display().to_string()).await;
+    a.get(&format!("/file/{cid}"))
+        .await
+        .assert_error(404, "unknown_cid");
+    assert_eq!(
+        a.get_ok(&format!("/api/file/{cid}/info")).await,
+        json!({"exists": false})
+    );
+    a.send_json("POST", "/file/cid", &json!({"path": "watch/pipe.mkv"}))
+        .await
+        .assert_error(404, "not_found");
     for bad in [
         "../secret.txt",
         "watch/../../secret.txt",
