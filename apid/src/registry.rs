@@ -16,9 +16,12 @@
 //!   shown `stale`; every `CLEANUP_INTERVAL_MS` the files older than
 //!   `DEAD_SERVICE_THRESHOLD_MS` are removed.
 
-use std::collections::HashSet;
+use std::collections::HashMap;
+use std::io::Read;
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 use std::sync::Mutex;
+use std::time::Instant;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use metacore::Config;
@@ -56,10 +59,16 @@ pub(crate) struct Registry {
     stale_after: Duration,
     dead_after: Duration,
     cleanup_every: Duration,
-    /// Files already warned about, with their mtime (a file fixed, or
-    /// written again, is warned about again if still bad).
-    warned: Mutex<HashSet<(String, u64)>>,
+    /// Files already warned about, with the mtime they had (a file written
+    /// again is warned about again if still bad); pruned to the files there.
+    warned: Mutex<HashMap<String, u64>>,
+    /// The last listing and when it was read: listings within
+    /// [`LISTING_TTL`] share it, and concurrent callers share one read.
+    listing: tokio::sync::Mutex<Option<(Instant, Vec<Entry>)>>,
 }
+
+/// How long one read of the registry folder serves the listings.
+const LISTING_TTL: Duration = Duration::from_secs(1);
 
 /// A time as RFC 3339 in UTC with milliseconds.
 fn rfc3339(at: SystemTime) -> String {
@@ -77,24 +86,55 @@ pub(crate) fn parse_rfc3339_ms(s: &str) -> Option<u64> {
         d.next()?.parse().ok()?,
         d.next()?.parse().ok()?,
     );
+    let digits = |f: &str| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit());
     let (time, offset_s): (&str, i64) = if let Some(t) = rest.strip_suffix(['Z', 'z']) {
         (t, 0)
+    } else if !rest.contains(['+', '-']) {
+        // No offset (Python's isoformat of a naive time): read as UTC.
+        (rest, 0)
     } else {
         let at = rest.rfind(['+', '-'])?;
         let (t, off) = rest.split_at(at);
         let sign = if off.starts_with('-') { -1 } else { 1 };
         let (oh, om) = off[1..].split_once(':')?;
+        if !digits(oh) || !digits(om) {
+            return None;
+        }
         let (oh, om): (i64, i64) = (oh.parse().ok()?, om.parse().ok()?);
         (t, sign * (oh * 3600 + om * 60))
     };
     let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
+    if !hms.split(':').all(digits) || !date.split('-').all(digits) {
+        return None;
+    }
     let mut t = hms.splitn(3, ':');
     let (h, mi, se): (i64, i64, i64) = (
         t.next()?.parse().ok()?,
         t.next()?.parse().ok()?,
         t.next()?.parse().ok()?,
     );
-    if !(1..=12).contains(&mo) || !(1..=31).contains(&da) || h > 23 || mi > 59 || se > 60 {
+    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
+    let month_days = [
+        31,
+        if leap { 29 } else { 28 },
+        31,
+        30,
+        31,
+        30,
+        31,
+        31,
+        30,
+        31,
+        30,
+        31,
+    ];
+    if !(1..=12).contains(&mo)
+        || da < 1
+        || da > month_days[mo as usize - 1]
+        || h > 23
+        || mi > 59
+        || se > 60
+    {
         return None;
     }
     let ms: i64 = if frac.is_empty() {
@@ -153,7 +193,8 @@ impl Registry {
             stale_after: config.stale_threshold,
             dead_after: config.dead_service_threshold,
             cleanup_every: config.cleanup_interval,
-            warned: Mutex::new(HashSet::new()),
+            warned: Mutex::new(HashMap::new()),
+            listing: tokio::sync::Mutex::new(None),
         }
     }
 
@@ -222,11 +263,15 @@ impl Registry {
         }
     }
 
-    /// Removes the files whose heartbeat is older than the dead threshold
-    /// (a file that cannot be read is judged by its mtime).
+    /// Removes the files of dead services: both the heartbeat inside (when
+    /// it can be read, and is not in the future by more than the threshold:
+    /// a skewed clock) and the file's mtime older than the dead threshold,
+    /// the mtime looked at just before the removal (a service that
+    /// restarted meanwhile keeps its fresh file).
     fn clean(&self) {
         let now = unix_ms();
         let dead = self.dead_after.as_millis() as u64;
+        let old = |t: u64| now.saturating_sub(t) > dead;
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return;
         };
@@ -238,15 +283,17 @@ impl Registry {
             let beat = self
                 .read(&path)
                 .map(|en| en.last_heartbeat_ms)
-                .or_else(|| mtime_ms(&path));
-            if beat.is_some_and(|b| now.saturating_sub(b) > dead) {
-                match std::fs::remove_file(&path) {
-                    Ok(()) => {
-                        tracing::info!(file = %path.display(), "removed a dead service's registry file")
-                    }
-                    Err(e) => {
-                        tracing::warn!(file = %path.display(), "cannot remove a dead service's file: {e}")
-                    }
+                .filter(|b| *b <= now + dead);
+            if beat.is_some_and(|b| !old(b)) || !mtime_ms(&path).is_some_and(old) {
+                continue;
+            }
+            match std::fs::remove_file(&path) {
+                Ok(()) => {
+                    tracing::info!(file = %path.display(), "removed a dead service's registry file")
+                }
+                Err(e) if e.kind() == std::io::ErrorKind::NotFound => {}
+                Err(e) => {
+                    tracing::warn!(file = %path.display(), "cannot remove a dead service's file: {e}")
                 }
             }
         }
@@ -255,21 +302,32 @@ impl Registry {
     /// One file, tolerantly: `None` (warned once) when it cannot be used.
     fn read(&self, path: &Path) -> Option<Entry> {
         let file = path.file_name()?.to_string_lossy().into_owned();
+        let mtime = mtime_ms(path).unwrap_or(0);
         let warn = |why: &str| {
-            let key = (file.clone(), mtime_ms(path).unwrap_or(0));
-            if self.warned.lock().expect("warned lock").insert(key) {
+            let mut warned = self.warned.lock().expect("warned lock");
+            if warned.insert(file.clone(), mtime) != Some(mtime) {
                 tracing::warn!(file, "skipping a registry file: {why}");
             }
         };
-        let meta = std::fs::metadata(path).ok()?;
-        if !meta.is_file() {
+        // Opened without blocking (a FIFO is no registry file), checked by
+        // fstat, read no further than the limit.
+        let f = {
+            use std::os::unix::fs::OpenOptionsExt;
+            std::fs::OpenOptions::new()
+                .read(true)
+                .custom_flags(libc::O_NONBLOCK)
+                .open(path)
+                .ok()?
+        };
+        if !f.metadata().is_ok_and(|m| m.is_file()) {
             return None;
         }
-        if meta.len() > MAX_FILE_BYTES {
+        let mut bytes = Vec::new();
+        f.take(MAX_FILE_BYTES + 1).read_to_end(&mut bytes).ok()?;
+        if bytes.len() as u64 > MAX_FILE_BYTES {
             warn("larger than 64 KiB");
             return None;
         }
-        let bytes = std::fs::read(path).ok()?;
         let Ok(Value::Object(fields)) = serde_json::from_slice::<Value>(&bytes) else {
             warn("not a JSON object (half-written?)");
             return None;
@@ -300,17 +358,43 @@ impl Registry {
         })
     }
 
-    /// Every usable entry, newest heartbeat first.
-    pub(crate) fn entries(&self) -> Vec<Entry> {
+    /// Every usable entry, newest heartbeat first, read at most once per
+    /// [`LISTING_TTL`] whatever the number of callers.
+    pub(crate) async fn listing(self: &Arc<Self>) -> Vec<Entry> {
+        let mut cache = self.listing.lock().await;
+        if let Some((at, list)) = cache.as_ref()
+            && at.elapsed() < LISTING_TTL
+        {
+            return list.clone();
+        }
+        let me = self.clone();
+        let list = tokio::task::spawn_blocking(move || me.entries())
+            .await
+            .unwrap_or_default();
+        *cache = Some((Instant::now(), list.clone()));
+        list
+    }
+
+    /// Every usable entry, newest heartbeat first (blocking).
+    fn entries(&self) -> Vec<Entry> {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
-        let mut out: Vec<Entry> = dir
+        let paths: Vec<PathBuf> = dir
             .flatten()
-            .filter(|e| e.path().extension().is_some_and(|x| x == "json"))
+            .map(|e| e.path())
+            .filter(|p| p.extension().is_some_and(|x| x == "json"))
             .take(MAX_FILES)
-            .filter_map(|e| self.read(&e.path()))
             .collect();
+        {
+            let names: Vec<String> = paths
+                .iter()
+                .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
+                .collect();
+            let mut warned = self.warned.lock().expect("warned lock");
+            warned.retain(|f, _| names.contains(f));
+        }
+        let mut out: Vec<Entry> = paths.iter().filter_map(|p| self.read(p)).collect();
         out.sort_by(|a, b| {
             b.last_heartbeat_ms
                 .cmp(&a.last_heartbeat_ms)
@@ -404,13 +488,21 @@ mod tests {
             parse_rfc3339_ms("2024-02-29T00:00:00Z"),
             Some(1_709_164_800_000)
         );
+        assert_eq!(
+            parse_rfc3339_ms("2025-12-01T14:40:00"),
+            Some(base),
+            "no offset: UTC"
+        );
         for bad in [
             "",
             "yesterday",
             "2025-13-01T00:00:00Z",
+            "2025-02-29T00:00:00Z",
             "2025-12-01",
             "2025-12-01T1:2Z",
             "2025-12-01T00:00:00.x1Z",
+            "2025-12-01T-1:00:00Z",
+            "2025-12-01T00:00:00+1x:00",
         ] {
             assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
         }
@@ -423,5 +515,48 @@ mod tests {
     fn names_are_one_path_segment() {
         assert_eq!(segment("meta-core"), "meta-core");
         assert_eq!(segment("../etc/x y"), ".._etc_x_y");
+    }
+}
+
+#[cfg(test)]
+mod clean_tests {
+    use super::*;
+
+    #[test]
+    fn a_file_written_lately_survives_the_cleaner() {
+        let dir = tempfile::tempdir().unwrap();
+        let reg = Registry {
+            dir: dir.path().to_owned(),
+            own: dir.path().join("me.json"),
+            name: "meta-core".into(),
+            version: "1".into(),
+            urls: Urls {
+                hostname: "h".into(),
+                base_url: "b".into(),
+                api_url: "a".into(),
+                redis_url: String::new(),
+                webdav_url: "w".into(),
+                webdav_url_internal: "wi".into(),
+            },
+            started: String::new(),
+            heartbeat: Duration::from_secs(1),
+            stale_after: Duration::from_secs(3),
+            dead_after: Duration::from_secs(5),
+            cleanup_every: Duration::from_secs(1),
+            warned: Mutex::new(HashMap::new()),
+            listing: tokio::sync::Mutex::new(None),
+        };
+        // A heartbeat long past, in a file just written: the mtime says
+        // the service is alive (restarted, or its clock is wrong).
+        let beat = "2026-12-01T14:51:20.250+00:00";
+        assert_eq!(parse_rfc3339_ms(beat), Some(1_796_136_680_250));
+        std::fs::write(
+            dir.path().join("alive.json"),
+            format!(r#"{{"name":"alive","lastHeartbeat":"{beat}"}}"#),
+        )
+        .unwrap();
+        assert!(reg.read(&dir.path().join("alive.json")).is_some());
+        reg.clean();
+        assert!(dir.path().join("alive.json").exists());
     }
 }

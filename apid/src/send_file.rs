@@ -7,9 +7,10 @@
 //! file's size.
 //!
 //! The validators come from the open file's `fstat`: the ETag is
-//! `"<mtime ns hex>-<size hex>"` (a strong validator: a file rewritten in
-//! the same nanosecond with the same size would defeat it, which the
-//! filesystems we serve do not do), `Last-Modified` its mtime to the second.
+//! `"<inode hex>-<mtime ns hex>-<size hex>"` (a strong validator: a file
+//! replaced by another of the same size and mtime, as `rsync -t` or
+//! `cp -p` leave it, has another inode), `Last-Modified` its mtime to the
+//! second.
 
 use std::io::SeekFrom;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
@@ -45,7 +46,12 @@ impl Validators {
         let modified_secs = since.as_secs();
         Self {
             size: meta.len(),
-            etag: format!("\"{:x}-{:x}\"", since.as_nanos(), meta.len()),
+            etag: format!(
+                "\"{:x}-{:x}-{:x}\"",
+                std::os::unix::fs::MetadataExt::ino(meta),
+                since.as_nanos(),
+                meta.len()
+            ),
             modified_secs,
             last_modified: httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(modified_secs)),
         }
@@ -146,7 +152,7 @@ pub(crate) fn parse_ranges(header: &str, size: u64) -> Ranges {
 /// `*`.
 fn tags(value: &str) -> Option<Vec<&str>> {
     let value = value.trim();
-    if value == "*" {
+    if value == "*" || value.split(',').any(|t| t.trim() == "*") {
         return None;
     }
     Some(
@@ -168,6 +174,17 @@ fn weak_match(tag: &str, etag: &str) -> bool {
 
 fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
+}
+
+/// Every line of a list header (`If-Match`, `If-None-Match`), joined as one
+/// comma-separated list, as RFC 9110 §5.3 reads repeated lines.
+fn header_list(h: &HeaderMap, name: header::HeaderName) -> Option<String> {
+    let lines: Vec<&str> = h
+        .get_all(name)
+        .iter()
+        .filter_map(|v| v.to_str().ok())
+        .collect();
+    (!lines.is_empty()).then(|| lines.join(","))
 }
 
 fn now_secs() -> u64 {
@@ -195,8 +212,8 @@ pub(crate) enum Decision {
 
 /// RFC 9110 §13.2.2, in its order.
 pub(crate) fn decide(method: &Method, h: &HeaderMap, v: &Validators) -> Decision {
-    if let Some(im) = header_str(h, header::IF_MATCH) {
-        let ok = match tags(im) {
+    if let Some(im) = header_list(h, header::IF_MATCH) {
+        let ok = match tags(&im) {
             None => true,
             Some(list) => list.iter().any(|t| strong_match(t, &v.etag)),
         };
@@ -209,8 +226,8 @@ pub(crate) fn decide(method: &Method, h: &HeaderMap, v: &Validators) -> Decision
         return Decision::Failed;
     }
     let read = *method == Method::GET || *method == Method::HEAD;
-    if let Some(inm) = header_str(h, header::IF_NONE_MATCH) {
-        let matched = match tags(inm) {
+    if let Some(inm) = header_list(h, header::IF_NONE_MATCH) {
+        let matched = match tags(&inm) {
             None => true,
             Some(list) => list.iter().any(|t| weak_match(t, &v.etag)),
         };

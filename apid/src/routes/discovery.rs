@@ -25,10 +25,7 @@ pub(crate) struct Neighbors {
 }
 
 async fn entries(st: &State) -> Vec<crate::registry::Entry> {
-    let reg = st.registry.clone();
-    tokio::task::spawn_blocking(move || reg.entries())
-        .await
-        .unwrap_or_default()
+    st.registry.listing().await
 }
 
 /// The other services, one row per name (its newest instance) unless

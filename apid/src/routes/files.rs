@@ -55,16 +55,62 @@ fn parse_cid(raw: &str) -> Result<Cid, ApiError> {
     Cid::parse(raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))
 }
 
-/// `path` resolved, if it stays inside `FILES_PATH` (resolved too).
-fn confined(files_path: &Path, path: &Path) -> Option<PathBuf> {
-    let root = std::fs::canonicalize(files_path).ok()?;
-    let real = std::fs::canonicalize(path).ok()?;
-    real.starts_with(&root).then_some(real)
+/// The folders a path must stay in and out of, resolved: inside
+/// `FILES_PATH`, never inside `META_CORE_PATH` (should an operator nest it
+/// there, the database must not be served).
+#[derive(Debug, Clone)]
+struct Roots {
+    files: PathBuf,
+    meta: Option<PathBuf>,
 }
 
-/// Where the record of `cid` has its file, if it has one inside
-/// `FILES_PATH`: `Ok(None)` when the record has no usable `filePath`.
-async fn file_of(st: &State, cid: &Cid) -> Result<Option<(String, PathBuf)>, ApiError> {
+impl Roots {
+    fn of(st: &State) -> Option<Self> {
+        Some(Self {
+            files: std::fs::canonicalize(&st.config.files_path).ok()?,
+            meta: std::fs::canonicalize(&st.config.meta_core_path).ok(),
+        })
+    }
+
+    fn allows(&self, real: &Path) -> bool {
+        real.starts_with(&self.files) && !self.meta.as_ref().is_some_and(|m| real.starts_with(m))
+    }
+}
+
+/// `path` resolved (symlinks followed), if it stays where [`Roots`] allow.
+fn confined(roots: &Roots, path: &Path) -> Option<PathBuf> {
+    let real = std::fs::canonicalize(path).ok()?;
+    roots.allows(&real).then_some(real)
+}
+
+/// Opens `path` if it is a regular file where [`Roots`] allow, judged by
+/// what was opened, not only by the name: the path is resolved and checked,
+/// opened with `O_NONBLOCK` (a FIFO would wait for a writer), and then the
+/// opened file itself is checked (`/proc/self/fd`: a symlink swapped in
+/// between the check and the open is caught) and `fstat`ed. Blocking.
+fn open_confined(roots: &Roots, path: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
+    use std::os::fd::AsRawFd;
+    use std::os::unix::fs::OpenOptionsExt;
+    let real = confined(roots, path)?;
+    let file = std::fs::OpenOptions::new()
+        .read(true)
+        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
+        .open(&real)
+        .ok()?;
+    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
+    if !roots.allows(&opened) {
+        return None;
+    }
+    let meta = file.metadata().ok().filter(|m| m.is_file())?;
+    Some((file, meta))
+}
+
+/// The record of `cid`'s `filePath` as stored, and its file opened, if it
+/// has one where [`Roots`] allow. `Ok(None)`: no usable file.
+async fn file_of(
+    st: &State,
+    cid: &Cid,
+) -> Result<Option<(String, std::fs::File, std::fs::Metadata)>, ApiError> {
     let target = Target::Cid(cid.clone());
     let fp = match st.store.get_field(&target, &field_name("filePath")?).await {
         Ok(f) => f.value,
@@ -78,8 +124,13 @@ async fn file_of(st: &State, cid: &Cid) -> Result<Option<(String, PathBuf)>, Api
         }
     };
     let files = st.config.files_path.clone();
+    let Some(roots) = Roots::of(st) else {
+        return Ok(None);
+    };
     let found = tokio::task::spawn_blocking(move || {
-        disk_path(&files, &fp).and_then(|p| confined(&files, &p).map(|real| (fp, real)))
+        let p = disk_path(&files, &fp)?;
+        let (f, m) = open_confined(&roots, &p)?;
+        Some((fp, f, m))
     })
     .await
     .map_err(|e| ApiError::internal(format!("resolving a path failed: {e}")))?;
@@ -93,7 +144,8 @@ fn gone(cid: &Cid) -> ApiError {
     )
 }
 
-/// `GET|HEAD /file/{cid}`.
+/// `GET|HEAD /file/{cid}`. The content type follows the record's
+/// `filePath` (the name clients know), not a symlink's target.
 pub(super) async fn bytes(
     st: State,
     PathParams(raw): PathParams<String>,
@@ -103,33 +155,19 @@ pub(super) async fn bytes(
         Ok(c) => c,
         Err(e) => return e.into_response(),
     };
-    let path = match file_of(&st, &cid).await {
-        Ok(Some((_, p))) => p,
+    let (fp, file, meta) = match file_of(&st, &cid).await {
+        Ok(Some(found)) => found,
         Ok(None) => return gone(&cid).into_response(),
         Err(e) => return e.into_response(),
-    };
-    let Some((file, meta)) = open_regular(&path).await else {
-        return gone(&cid).into_response();
     };
     crate::send_file::send(
         req.method(),
         req.headers(),
-        file,
+        tokio::fs::File::from_std(file),
         &meta,
-        content_type(&path),
+        content_type(Path::new(&fp)),
     )
     .await
-}
-
-/// Opens a regular file without blocking on what is not one (a FIFO
-/// would wait for a writer): `O_NONBLOCK`, then `fstat` of what was opened.
-async fn open_regular(path: &Path) -> Option<(tokio::fs::File, std::fs::Metadata)> {
-    use std::os::unix::fs::OpenOptionsExt;
-    let mut o = std::fs::OpenOptions::new();
-    o.read(true).custom_flags(libc::O_NONBLOCK);
-    let file = tokio::fs::OpenOptions::from(o).open(path).await.ok()?;
-    let meta = file.metadata().await.ok().filter(|m| m.is_file())?;
-    Some((file, meta))
 }
 
 /// `GET /api/file/{cid}/info`.
@@ -155,23 +193,16 @@ pub(super) async fn info(st: State, PathParams(raw): PathParams<String>) -> Json
         size: None,
         file_path: None,
     };
-    let found = match file_of(&st, &cid).await {
-        Ok(f) => f,
-        Err(e) if e.code == ErrorCode::UnknownCid => return Ok(Json(none)),
-        Err(e) => return Err(e),
-    };
-    let Some((file_path, real)) = found else {
-        return Ok(Json(none));
-    };
-    // There when `/file/{cid}` could send it: opened, a regular file.
-    match open_regular(&real).await {
-        Some((_, m)) => Ok(Json(FileInfo {
+    match file_of(&st, &cid).await {
+        Ok(Some((file_path, _, meta))) => Ok(Json(FileInfo {
             exists: true,
-            content_type: Some(content_type(&real)),
-            size: Some(m.len()),
+            content_type: Some(content_type(Path::new(&file_path))),
+            size: Some(meta.len()),
             file_path: Some(file_path),
         })),
-        None => Ok(Json(none)),
+        Ok(None) => Ok(Json(none)),
+        Err(e) if e.code == ErrorCode::UnknownCid => Ok(Json(none)),
+        Err(e) => Err(e),
     }
 }
 
@@ -197,36 +228,32 @@ pub(super) async fn cid_of_path(
     let rel = RelPath::new(body.path.trim_end_matches('/'))
         .map_err(|e| ApiError::bad_request(e.message))?;
     let files = st.config.files_path.clone();
+    let roots = Roots::of(&st).ok_or_else(|| ApiError::unavailable("FILES_PATH is not there"))?;
     let shown = rel.to_string();
     // The checks first (a missing file or a folder is answered at once),
     // then a hashing slot, held by the hashing itself: a client that goes
-    // away does not free it while its hash still runs.
+    // away does not free it while its hash still runs. Both slots taken:
+    // 503, try again (no queue to grow).
     let opened = tokio::task::spawn_blocking(move || -> Result<std::fs::File, ApiError> {
-        use std::os::unix::fs::OpenOptionsExt;
         let missing = || ApiError::not_found(format!("no file at {rel}"));
-        let real = confined(&files, &files.join(rel.as_str())).ok_or_else(missing)?;
-        let meta = std::fs::metadata(&real).map_err(|_| missing())?;
-        if meta.is_dir() {
+        let path = files.join(rel.as_str());
+        if confined(&roots, &path).is_some_and(|real| real.is_dir()) {
             return Err(ApiError::bad_request(format!(
                 "{rel} is a folder, not a file"
             )));
         }
-        let f = std::fs::OpenOptions::new()
-            .read(true)
-            .custom_flags(libc::O_NONBLOCK)
-            .open(&real)
-            .map_err(|_| missing())?;
-        if !f.metadata().is_ok_and(|m| m.is_file()) {
-            return Err(missing());
-        }
-        Ok(f)
+        open_confined(&roots, &path)
+            .map(|(f, _)| f)
+            .ok_or_else(missing)
     })
     .await
     .map_err(|e| ApiError::internal(format!("opening failed: {e}")))??;
-    let permit = HASHING
-        .acquire()
-        .await
-        .map_err(|_| ApiError::unavailable("stopping"))?;
+    let permit = HASHING.try_acquire().map_err(|_| {
+        ApiError::new(
+            ErrorCode::Overloaded,
+            "two whole-file hashes are running; try again shortly",
+        )
+    })?;
     let outcome = tokio::task::spawn_blocking(move || -> Result<(Cid, u64), ApiError> {
         let _slot = permit;
         let mut f = opened;
@@ -276,8 +303,22 @@ mod tests {
         std::fs::write(&outside, b"x").unwrap();
         std::fs::write(files.join("in"), b"y").unwrap();
         std::os::unix::fs::symlink(&outside, files.join("link")).unwrap();
-        assert!(confined(&files, &files.join("in")).is_some());
-        assert_eq!(confined(&files, &files.join("link")), None);
-        assert_eq!(confined(&files, &files.join("missing")), None);
+        let roots = Roots {
+            files: std::fs::canonicalize(&files).unwrap(),
+            meta: Some(
+                std::fs::canonicalize(dir.path())
+                    .unwrap()
+                    .join("files/meta-core"),
+            ),
+        };
+        std::fs::create_dir_all(files.join("meta-core")).unwrap();
+        std::fs::write(files.join("meta-core/db"), b"z").unwrap();
+        assert!(open_confined(&roots, &files.join("in")).is_some());
+        assert!(open_confined(&roots, &files.join("link")).is_none());
+        assert!(open_confined(&roots, &files.join("missing")).is_none());
+        assert!(
+            open_confined(&roots, &files.join("meta-core/db")).is_none(),
+            "META_CORE_PATH nested in FILES_PATH is never served"
+        );
     }
 }

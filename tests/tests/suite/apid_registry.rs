@@ -197,11 +197,27 @@ async fn the_cleaner_removes_services_dead_past_the_threshold() {
         "alive-y.json",
         &entry("alive", "y", &ago(Duration::ZERO)),
     );
+    // The dead one was last written long ago: the cleaner wants both its
+    // heartbeat and its mtime old...
+    std::fs::File::options()
+        .write(true)
+        .open(dir.join("gone-x.json"))
+        .unwrap()
+        .set_modified(SystemTime::now() - Duration::from_secs(60))
+        .unwrap();
+    // ...so one whose heartbeat is old but which was just rewritten (a
+    // service that restarted, or keeps its clock wrong) stays.
+    write(
+        &dir,
+        "rewritten-z.json",
+        &entry("rewritten", "z", &ago(Duration::from_secs(60))),
+    );
     until("the dead service's file to go", DAEMON_DEADLINE, || async {
         (!dir.join("gone-x.json").exists()).then_some(())
     })
     .await;
     assert!(dir.join("alive-y.json").exists());
+    assert!(dir.join("rewritten-z.json").exists());
     let list = a.get_ok("/api/services").await;
     assert!(
         list["services"]
