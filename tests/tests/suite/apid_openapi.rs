@@ -2,8 +2,9 @@
 //! request for every operation the document says answers JSON, under the
 //! real supervisor (so `/status` carries its table), each 200 body checked
 //! strictly against the documented schema; the 201 of `POST /api/watchers`,
-//! the snapshot's `manifest.json`, the deprecated routes' headers and the
-//! statuses and headers of `GET|HEAD /file/{cid}` against the document too.
+//! the snapshot's `manifest.json`, the deprecated routes' headers, the
+//! statuses and headers of `GET|HEAD /file/{cid}` and meta-core's own
+//! service-registry file against the document too.
 
 use std::collections::BTreeSet;
 use std::io::Read;
@@ -219,12 +220,68 @@ async fn every_json_answer_matches_the_openapi_document() {
         assert_eq!(r.body, want, "{what}");
     }
 
+    // The service registry: meta-core's own file (apid writes it just after
+    // its start), then two instances of another service as the mesh writes
+    // them, one fresh and one stale, so `neighbors` is not empty.
+    let services = mc.meta_core_path().join("services");
+    let own = until("meta-core's registry file", DAEMON_DEADLINE, || async {
+        std::fs::read_dir(&services).ok()?.flatten().find_map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name.starts_with("meta-core-") && name.ends_with(".json")).then(|| e.path())
+        })
+    })
+    .await;
+    let own: Value = serde_json::from_slice(&std::fs::read(&own).unwrap()).unwrap();
+    check_component(&doc, "MetaCoreServiceFile", &own).unwrap_or_else(|why| panic!("{why}"));
+    let beat = own["lastHeartbeat"].as_str().unwrap();
+    // The same wall-clock time at +00:02 is two minutes earlier: past
+    // STALE_THRESHOLD_MS (60 s), short of DEAD_SERVICE_THRESHOLD_MS.
+    let earlier = format!("{}+00:02", beat.strip_suffix('Z').unwrap());
+    for (host, last) in [("a", beat), ("b", earlier.as_str())] {
+        let entry = json!({
+            "name": "meta-sort", "hostname": host, "baseUrl": format!("http://{host}:8000"),
+            "status": "running", "version": "2.1.0", "capabilities": ["sort"],
+            "region": "eu", "lastHeartbeat": last
+        });
+        std::fs::write(
+            services.join(format!("meta-sort-{host}.json")),
+            entry.to_string(),
+        )
+        .unwrap();
+    }
+    // A listing read just before may be served for a moment longer.
+    let all = until("the other service's instances", DAEMON_DEADLINE, || async {
+        let n = mc.get_ok("/neighbors?all=1").await;
+        (n["count"] == 2).then_some(n)
+    })
+    .await;
+    let statuses: Vec<&Value> = all["neighbors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|n| &n["status"])
+        .collect();
+    assert_eq!(statuses, ["running", "stale"], "{all}");
+    assert_eq!(all["self"]["name"], "meta-core", "{all}");
+    let listed = mc.get_ok("/api/services").await;
+    let own_entry = listed["services"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|e| e["name"] == "meta-core")
+        .unwrap_or_else(|| panic!("meta-core is not in {listed}"));
+    check_component(&doc, "MetaCoreServiceFile", own_entry).unwrap_or_else(|why| panic!("{why}"));
+
     let calls = vec![
         get("/health", "/health"),
         get("/status", "/status"),
         get("/leader", "/leader"),
         get("/urls", "/urls"),
         get("/api/stats", "/api/stats"),
+        get("/neighbors", "/neighbors"),
+        get("/neighbors", "/neighbors?all=1"),
+        get("/api/neighbors", "/api/neighbors?all=true"),
+        get("/api/services", "/api/services"),
         get("/meta", "/meta"),
         get("/meta/{hash}", format!("/meta/{rid}")),
         get("/meta/{hash}", format!("/meta/{cid}?shape=nested")),
