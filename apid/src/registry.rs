@@ -275,11 +275,13 @@ impl Registry {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return;
         };
-        for e in dir.flatten().take(MAX_FILES) {
-            let path = e.path();
-            if path == self.own || path.extension().is_none_or(|x| x != "json") {
-                continue;
-            }
+        let files = dir
+            .flatten()
+            .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+            .map(|e| e.path())
+            .filter(|p| *p != self.own && p.extension().is_some_and(|x| x == "json"))
+            .take(MAX_FILES);
+        for path in files {
             let beat = self
                 .read(&path)
                 .map(|en| en.last_heartbeat_ms)
@@ -380,14 +382,17 @@ impl Registry {
         let Ok(dir) = std::fs::read_dir(&self.dir) else {
             return Vec::new();
         };
-        let paths: Vec<PathBuf> = dir
-            .flatten()
-            .map(|e| e.path())
-            .filter(|p| p.extension().is_some_and(|x| x == "json"))
-            .take(MAX_FILES)
-            .collect();
+        // meta-core's own file first, so the cap never leaves it out.
+        let mut paths: Vec<PathBuf> = vec![self.own.clone()];
+        paths.extend(
+            dir.flatten()
+                .filter(|e| e.file_type().is_ok_and(|t| t.is_file()))
+                .map(|e| e.path())
+                .filter(|p| *p != self.own && p.extension().is_some_and(|x| x == "json"))
+                .take(MAX_FILES - 1),
+        );
         {
-            let names: Vec<String> = paths
+            let names: std::collections::HashSet<String> = paths
                 .iter()
                 .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .collect();
@@ -422,6 +427,9 @@ impl Entry {
         let mut f = self.fields.clone();
         if self.stale {
             f.insert("status".into(), Value::String("stale".into()));
+        } else if !f.get("status").is_some_and(Value::is_string) {
+            // As /neighbors shows it: a fresh entry without a status runs.
+            f.insert("status".into(), Value::String("running".into()));
         }
         f
     }
