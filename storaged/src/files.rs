@@ -65,8 +65,12 @@ fn parse_seen(key: &str, v: &str) -> Result<Seen> {
     })
 }
 
-fn write_seen(tx: &Tx<'_>, path: &RelPath, seen: &Seen) -> Result<()> {
-    let json = serde_json::to_string(seen).expect("a seen row serializes");
+fn write_seen(tx: &Tx<'_>, path: &RelPath, file: &FileState, rid: Rid) -> Result<()> {
+    let seen = Seen {
+        file: file.clone(),
+        rid,
+    };
+    let json = serde_json::to_string(&seen).expect("a seen row serializes");
     tx.put_raw(&seen_key(path), &json)?;
     Ok(())
 }
@@ -232,14 +236,7 @@ fn present(
         return Ok(()); // announced already, as it is
     }
     let (rid, minted) = attach(tx, root, path, file, before.as_ref())?;
-    write_seen(
-        tx,
-        path,
-        &Seen {
-            file: file.clone(),
-            rid,
-        },
-    )?;
+    write_seen(tx, path, file, rid)?;
     out.rid = Some(rid);
     out.minted = minted;
     let kind = if before.is_some() { "change" } else { "add" };
@@ -293,14 +290,7 @@ fn moved(
         out.minted = minted;
         rid
     };
-    write_seen(
-        tx,
-        path,
-        &Seen {
-            file: file.clone(),
-            rid,
-        },
-    )?;
+    write_seen(tx, path, file, rid)?;
     out.rid = Some(rid);
     announce(tx, "rename", path, Some(file), Some(from), out)
 }
