@@ -1,0 +1,589 @@
+//! The engine: one task that owns what watcherd knows and decides what to
+//! announce. Its inputs are inotify events (through `notify`), the results
+//! of walks (run on the blocking pool: the start-up scan, the polling
+//! watchers, folders that appeared, rescans after a queue overflow) and
+//! the API's commands.
+//!
+//! - A path that changed waits in the [`Debouncer`] until it has been
+//!   quiet for `DEBOUNCE_MS` and a second `stat` agrees; a file whose mtime
+//!   is older than that already (found by a walk, moved in with `mv`) is
+//!   due at once.
+//! - A known path that disappeared waits as long in [`Gone`]: if the same
+//!   content (midhash) settles at another path meanwhile, the two are one
+//!   `rename`; if not, it is a `delete`.
+//! - Settled files are hashed on the blocking pool and sent to storaged in
+//!   batches ([`Observation`]); storaged applies each with its record and
+//!   its `file:events` entry in one transaction, and what it committed
+//!   becomes what the engine knows. When storaged is away the engine waits
+//!   and retries; events pile up meanwhile in the kernel's queue, and if it
+//!   overflows, the rescan that follows finds everything.
+//!
+//! What is known is read back from storaged's `seen:` rows at start, so a
+//! restart announces exactly what changed while watcherd was down.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex, RwLock};
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::{
+    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, ResetBody, SeenQuery,
+    StoragedClient,
+};
+use metacore::checked::{FilePath, RelPath};
+use metacore::cid::Cid;
+use metacore::clock::unix_ms;
+use metacore::error::ApiError;
+use metacore::rid::Rid;
+use metacore::shutdown::Shutdown;
+use metacore::socket::client::ClientError;
+use notify::EventKind;
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+use tokio::sync::{mpsc, oneshot};
+
+use crate::debounce::{Debouncer, Seen, Settle};
+use crate::scan;
+use crate::tree::{MOUNTS_DIR, Tree};
+use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
+
+mod gone;
+mod settle;
+mod walks;
+
+use gone::Gone;
+use walks::Walk;
+
+/// Observations sent and what storaged did with each, in order.
+type Sent = Vec<(Observation, ObserveOutcome)>;
+
+/// A due file's second look: its `stat` now (`None`: gone) and, when that
+/// is the `stat` it waited on, its midhash digest.
+type Looked = (String, Option<Seen>, Option<[u8; 32]>);
+
+/// Files hashed and sent to storaged per round.
+const ROUND: usize = 512;
+
+/// What the engine knows of a file it announced.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Known {
+    pub seen: Seen,
+    /// The midhash's SHA-256 digest (32 bytes, not the CID's 62 chars:
+    /// this is kept for every file).
+    pub midhash: [u8; 32],
+    pub rid: Rid,
+}
+
+/// Every known file by its path relative to `FILES_PATH`; written by the
+/// engine only, read by the API (file counts).
+pub type KnownFiles = Arc<RwLock<BTreeMap<String, Known>>>;
+
+/// Figures the API reads without asking the engine.
+#[derive(Debug, Default)]
+pub struct Stats {
+    pub loaded: AtomicBool,
+    pub pending: AtomicU64,
+    pub gone: AtomicU64,
+    pub watched_dirs: AtomicU64,
+    pub polled_dirs: AtomicU64,
+    pub limit_reached: AtomicBool,
+    pub overflows: AtomicU64,
+    pub announced: AtomicU64,
+    pub refused: AtomicU64,
+    pub store_waits: AtomicU64,
+    /// Folders being walked now, and when each watcher root was last
+    /// walked to the end (Unix ms).
+    pub walking: Mutex<HashMap<PathBuf, usize>>,
+    pub last_scan: Mutex<HashMap<PathBuf, u64>>,
+}
+
+/// What the engine is asked to do.
+#[derive(Debug)]
+pub enum Input {
+    Fs(notify::Result<notify::Event>),
+    Walked {
+        scope: Scope,
+        /// When the walk began: what happened at a path since is newer
+        /// than what the walk saw of it.
+        started: Instant,
+        found: io::Result<BTreeMap<String, Seen>>,
+    },
+    /// Walk a folder now; reply with the number of files found.
+    Scan {
+        dir: PathBuf,
+        reply: oneshot::Sender<Result<usize, ApiError>>,
+    },
+    /// Forget what was seen under `dirs`, start `file:events` over with a
+    /// `reset` entry naming `watcher_id`, walk them again.
+    Reset {
+        dirs: Vec<PathBuf>,
+        watcher_id: String,
+        reply: oneshot::Sender<Result<usize, ApiError>>,
+    },
+}
+
+/// What a walk covered.
+#[derive(Debug, Clone)]
+pub enum Scope {
+    /// A folder and everything under it.
+    Tree(PathBuf),
+    /// One folder's own files (a folder polled because it is not watched).
+    Dir(PathBuf),
+}
+
+/// The engine's settings.
+#[derive(Debug, Clone)]
+pub struct Settings {
+    pub files: PathBuf,
+    pub quiet: Duration,
+    /// How often folders past the inotify limit are listed.
+    pub poll_unwatched: Duration,
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    settings: Settings,
+    root: FilePath,
+    store: StoragedClient,
+    known: KnownFiles,
+    debounce: Debouncer,
+    gone: Gone,
+    tree: Arc<Mutex<Tree>>,
+    inputs: mpsc::Sender<Input>,
+    watchers: Arc<Mutex<Watchers>>,
+    next_poll: HashMap<String, Instant>,
+    next_unwatched_poll: Instant,
+    /// Folders gone whose watches the tree should drop (when it is free).
+    forget: Vec<PathBuf>,
+    /// Walks under way, by folder: who waits for each, and whether it
+    /// must run again when it ends (asked again meanwhile).
+    walks: HashMap<PathBuf, Walk>,
+    /// Paths of the batch being committed, and those of them something
+    /// happened to meanwhile (looked at again once it is applied).
+    inflight_paths: HashSet<String>,
+    dirty: BTreeSet<String>,
+    /// The batch storaged is committing now.
+    inflight: Option<tokio::task::JoinHandle<Option<Sent>>>,
+    stats: Arc<Stats>,
+    shutdown: Shutdown,
+}
+
+impl Engine {
+    #[allow(clippy::too_many_arguments)]
+    pub fn new(
+        settings: Settings,
+        store: StoragedClient,
+        known: KnownFiles,
+        tree: Arc<Mutex<Tree>>,
+        inputs: mpsc::Sender<Input>,
+        watchers: Arc<Mutex<Watchers>>,
+        stats: Arc<Stats>,
+        shutdown: Shutdown,
+    ) -> Result<Self, ApiError> {
+        let root = FilePath::new(settings.files.display().to_string())?;
+        Ok(Self {
+            debounce: Debouncer::new(settings.quiet),
+            next_unwatched_poll: Instant::now() + settings.poll_unwatched,
+            settings,
+            root,
+            store,
+            known,
+            gone: Gone::default(),
+            tree,
+            inputs,
+            watchers,
+            next_poll: HashMap::new(),
+            forget: Vec::new(),
+            walks: HashMap::new(),
+            inflight_paths: HashSet::new(),
+            dirty: BTreeSet::new(),
+            inflight: None,
+            stats,
+            shutdown,
+        })
+    }
+
+    /// Loads what is known, starts the first scan and runs until shutdown.
+    pub async fn run(mut self, mut rx: mpsc::Receiver<Input>) {
+        if !self.load().await {
+            return;
+        }
+        let files = self.settings.files.clone();
+        self.walk(files, true, None);
+        loop {
+            self.publish_stats();
+            let wake = self.next_wake();
+            let inflight = async {
+                match self.inflight.as_mut() {
+                    Some(h) => Some(h.await),
+                    None => std::future::pending().await,
+                }
+            };
+            tokio::select! {
+                () = self.shutdown.wait() => return,
+                input = rx.recv() => match input {
+                    Some(input) => self.handle(input).await,
+                    None => return,
+                },
+                done = inflight => {
+                    self.inflight = None;
+                    match done {
+                        Some(Ok(Some(sent))) => self.apply(sent),
+                        _ => return,
+                    }
+                }
+                () = tokio::time::sleep_until(wake.into()) => {}
+            }
+            // Take whatever else is queued before settling: a burst of
+            // events is one pass of the debouncer, not one per event.
+            while let Ok(input) = rx.try_recv() {
+                self.handle(input).await;
+            }
+            self.poll_watchers();
+            self.settle_round().await;
+        }
+    }
+
+    /// Reads the `seen:` rows; false when shutdown came first.
+    async fn load(&mut self) -> bool {
+        let mut map = BTreeMap::new();
+        let mut after: Option<String> = None;
+        loop {
+            let q = SeenQuery {
+                after: after.clone(),
+                limit: Some(10_000),
+            };
+            let page = loop {
+                match self.store.seen(&q).await {
+                    Ok(p) => break p,
+                    Err(e) => {
+                        tracing::warn!("cannot read what was seen from storaged, retrying: {e}");
+                        if !self.pause(Duration::from_millis(500)).await {
+                            return false;
+                        }
+                    }
+                }
+            };
+            for row in page.rows {
+                map.insert(
+                    row.path.to_string(),
+                    Known {
+                        seen: Seen {
+                            size: row.file.size,
+                            mtime_ns: row.file.mtime_ns,
+                        },
+                        midhash: digest_of(&row.file.midhash),
+                        rid: row.rid,
+                    },
+                );
+            }
+            match page.next {
+                Some(n) => after = Some(n),
+                None => break,
+            }
+        }
+        tracing::info!(files = map.len(), "loaded what was announced before");
+        *self.known.write().expect("known lock") = map;
+        self.stats.loaded.store(true, Ordering::Relaxed);
+        true
+    }
+
+    /// Sleeps unless shutdown comes first; false on shutdown.
+    async fn pause(&self, d: Duration) -> bool {
+        tokio::select! {
+            () = self.shutdown.wait() => false,
+            () = tokio::time::sleep(d) => true,
+        }
+    }
+
+    /// Copies the figures the API shows. Never calls into notify (see
+    /// [`Engine::covers`]): only counts, and only if no walk holds the tree.
+    fn publish_stats(&mut self) {
+        let s = &self.stats;
+        s.pending
+            .store(self.debounce.len() as u64, Ordering::Relaxed);
+        s.gone
+            .store(self.gone.since.len() as u64, Ordering::Relaxed);
+        self.with_tree(|tree| {
+            s.watched_dirs
+                .store(tree.watched() as u64, Ordering::Relaxed);
+            s.polled_dirs
+                .store(tree.unwatched_count() as u64, Ordering::Relaxed);
+            s.limit_reached.store(tree.limit_reached, Ordering::Relaxed);
+        });
+    }
+
+    fn next_wake(&self) -> Instant {
+        let mut wake = Instant::now() + Duration::from_secs(1);
+        for t in [
+            self.debounce.next_due(),
+            self.gone.next_due(self.settings.quiet),
+            self.next_poll.values().min().copied(),
+        ]
+        .into_iter()
+        .flatten()
+        {
+            wake = wake.min(t);
+        }
+        wake
+    }
+
+    async fn handle(&mut self, input: Input) {
+        match input {
+            Input::Fs(Ok(event)) => self.on_event(event),
+            Input::Fs(Err(e)) => {
+                tracing::warn!("inotify: {e}");
+            }
+            Input::Walked {
+                scope,
+                started,
+                found,
+            } => self.on_walked(scope, started, found),
+            Input::Scan { dir, reply } => self.walk(dir, false, Some(reply)),
+            Input::Reset {
+                dirs,
+                watcher_id,
+                reply,
+            } => self.reset(dirs, watcher_id, reply).await,
+        }
+    }
+
+    /// Inside `FILES_PATH`, outside the mounts folder (what inotify
+    /// watches). Never takes the tree's lock: a walk holding it may be
+    /// waiting on notify's thread, which may be waiting on this engine to
+    /// take its events.
+    fn covers(&self, path: &Path) -> bool {
+        path.starts_with(&self.settings.files)
+            && !path.starts_with(self.settings.files.join(MOUNTS_DIR))
+    }
+
+    /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).
+    fn with_tree<T>(&self, f: impl FnOnce(&mut Tree) -> T) -> Option<T> {
+        match self.tree.try_lock() {
+            Ok(mut t) => Some(f(&mut t)),
+            Err(_) => None,
+        }
+    }
+
+    fn rel(&self, path: &Path) -> Option<String> {
+        scan::relative(path, &self.settings.files).filter(|r| !r.is_empty())
+    }
+
+    fn on_event(&mut self, event: notify::Event) {
+        if event.need_rescan() {
+            self.stats.overflows.fetch_add(1, Ordering::Relaxed);
+            tracing::warn!("inotify queue overflowed: rescanning the whole tree");
+            let files = self.settings.files.clone();
+            self.walk_again(files);
+            return;
+        }
+        match event.kind {
+            // Our own reads (hashing) and other readers: nothing changed.
+            EventKind::Access(AccessKind::Close(AccessMode::Write)) => {}
+            EventKind::Access(_) => return,
+            EventKind::Modify(ModifyKind::Name(RenameMode::Both)) => return,
+            _ => {}
+        }
+        let gone = matches!(
+            event.kind,
+            EventKind::Remove(_) | EventKind::Modify(ModifyKind::Name(RenameMode::From))
+        );
+        for path in &event.paths {
+            if gone {
+                self.on_absent(path);
+            } else {
+                self.on_present(path);
+            }
+        }
+    }
+
+    fn on_present(&mut self, path: &Path) {
+        if !self.covers(path) {
+            return;
+        }
+        let Ok(meta) = std::fs::symlink_metadata(path) else {
+            self.on_absent(path);
+            return;
+        };
+        if meta.is_dir() {
+            // A folder made or moved in: watch it, then walk it.
+            self.walk_again(path.to_owned());
+        } else if meta.is_file()
+            && !hidden(path)
+            && let Some(rel) = self.rel(path)
+        {
+            self.touch(rel, scan::seen_of(&meta));
+        }
+    }
+
+    fn on_absent(&mut self, path: &Path) {
+        if path.exists() {
+            // Replaced at once (an editor's save, a move over it).
+            if std::fs::symlink_metadata(path).is_ok_and(|m| !m.is_dir()) {
+                self.on_present(path);
+            }
+            return;
+        }
+        let Some(rel) = self.rel(path) else {
+            return;
+        };
+        self.forget.push(path.to_owned());
+        self.mark_gone(&rel);
+        // A folder: everything known under it.
+        let prefix = format!("{rel}/");
+        let under: Vec<String> = self
+            .known
+            .read()
+            .expect("known lock")
+            .range(prefix.clone()..)
+            .take_while(|(p, _)| p.starts_with(&prefix))
+            .map(|(p, _)| p.clone())
+            .collect();
+        for p in under {
+            self.mark_gone(&p);
+        }
+    }
+
+    /// Something happened at a file that `stat`s as `seen`.
+    fn touch(&mut self, rel: String, seen: Seen) {
+        if self.inflight_paths.contains(&rel) {
+            self.dirty.insert(rel.clone());
+        }
+        self.gone.remove(&rel);
+        let same = self
+            .known
+            .read()
+            .expect("known lock")
+            .get(&rel)
+            .is_some_and(|k| k.seen == seen);
+        if same {
+            self.debounce.forget(&rel);
+            return;
+        }
+        let mtime_ms = u64::try_from(seen.mtime_ns / 1_000_000).unwrap_or(0);
+        let quiet_already =
+            unix_ms().saturating_sub(mtime_ms) >= self.settings.quiet.as_millis() as u64;
+        let due_now = quiet_already || self.gone.has_seen(&seen);
+        self.debounce
+            .touch_owned(rel, seen, Instant::now(), due_now);
+    }
+
+    fn mark_gone(&mut self, rel: &str) {
+        if self.inflight_paths.contains(rel) {
+            self.dirty.insert(rel.to_owned());
+        }
+        self.debounce.forget(rel);
+        let known = self.known.read().expect("known lock").get(rel).cloned();
+        if let Some(k) = known {
+            self.gone.insert(rel, &k, Instant::now());
+        }
+    }
+
+    async fn reset(
+        &mut self,
+        dirs: Vec<PathBuf>,
+        watcher_id: String,
+        reply: oneshot::Sender<Result<usize, ApiError>>,
+    ) {
+        // FILES_PATH itself is "" (everything); a folder outside it (a
+        // hand-edited watchers.json) is refused, never taken for it.
+        let mut rels = Vec::with_capacity(dirs.len());
+        for d in &dirs {
+            match self.rel(d) {
+                Some(r) => rels.push(r),
+                None if *d == self.settings.files => rels.push(String::new()),
+                None => {
+                    let _ = reply.send(Err(ApiError::bad_request(
+                        "the watcher's folder is not under FILES_PATH",
+                    )));
+                    return;
+                }
+            }
+        }
+        let body = ResetBody {
+            dirs: rels.clone(),
+            watcher_id,
+        };
+        // What is being committed lands before the reset, not after it.
+        if !self.finish_inflight().await {
+            return;
+        }
+        if let Err(e) = self.store.reset_files(&body).await {
+            let _ = reply.send(Err(e.into()));
+            return;
+        }
+        // What vanished under the reset folders is forgotten with them; a
+        // delete pending elsewhere still comes.
+        let gone: Vec<String> = self
+            .gone
+            .since
+            .keys()
+            .filter(|p| {
+                rels.iter()
+                    .any(|r| r.is_empty() || RelPath::new(p.as_str()).is_ok_and(|p| p.is_under(r)))
+            })
+            .cloned()
+            .collect();
+        for p in gone {
+            self.gone.remove(&p);
+        }
+        {
+            let mut known = self.known.write().expect("known lock");
+            known.retain(|p, _| {
+                !rels.iter().any(|r| {
+                    r.is_empty()
+                        || p.strip_prefix(r.as_str())
+                            .is_some_and(|x| x.starts_with('/'))
+                })
+            });
+        }
+        // Walk each again; the reply sums what they found.
+        let mut waits = Vec::new();
+        for d in dirs {
+            let (tx, rx) = oneshot::channel();
+            self.walk(d, false, Some(tx));
+            waits.push(rx);
+        }
+        tokio::spawn(async move {
+            let mut total = 0;
+            for w in waits {
+                match w.await {
+                    Ok(Ok(n)) => total += n,
+                    Ok(Err(e)) => {
+                        let _ = reply.send(Err(e));
+                        return;
+                    }
+                    Err(_) => {}
+                }
+            }
+            let _ = reply.send(Ok(total));
+        });
+    }
+}
+
+fn known_of(file: &FileState, rid: Rid) -> Known {
+    Known {
+        seen: Seen {
+            size: file.size,
+            mtime_ns: file.mtime_ns,
+        },
+        midhash: digest_of(&file.midhash),
+        rid,
+    }
+}
+
+/// The digest of a midhash CID (any other CID gives one no file matches).
+fn digest_of(cid: &Cid) -> [u8; 32] {
+    cid.digest().try_into().unwrap_or([0; 32])
+}
+
+fn hidden(path: &Path) -> bool {
+    path.file_name()
+        .is_some_and(|n| n.to_string_lossy().starts_with('.'))
+}
+
+/// Whether a relative path lies under the mounts folder.
+fn in_mounts(rel: &str) -> bool {
+    rel == MOUNTS_DIR || rel.starts_with(&format!("{MOUNTS_DIR}/"))
+}

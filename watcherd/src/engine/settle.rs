@@ -1,0 +1,254 @@
+//! Settling: a round of due files hashed, paired into renames, sent to
+//! storaged while the round before commits, and what storaged committed
+//! made known.
+
+use super::*;
+
+impl Engine {
+    /// Settles one round of what is due: hash, pair renames, and send,
+    /// while the round before is still being committed (hashing this one
+    /// overlaps storaged's work on that one). One round a turn of the
+    /// loop, so events are taken between rounds of a long backlog.
+    pub(super) async fn settle_round(&mut self) {
+        {
+            let now = Instant::now();
+            // The second look is the hashing thread's fstat of the open
+            // file: no stat here, on the engine's task.
+            let due = self.debounce.due(now, ROUND);
+            // A backlog of due files may hold the new paths of files that
+            // vanished: they pair into renames before the old paths can
+            // become deletes.
+            let backlog = due.len() == ROUND;
+            let looked = self.hash(due).await;
+            let mut hashed = Vec::with_capacity(looked.len());
+            for (rel, now_seen, digest) in looked {
+                if let Settle::Settled(seen) = self.debounce.settle(&rel, now_seen, now) {
+                    let unchanged = self
+                        .known
+                        .read()
+                        .expect("known lock")
+                        .get(&rel)
+                        .is_some_and(|k| k.seen == seen);
+                    if let (false, Some(digest)) = (unchanged, digest) {
+                        hashed.push((rel, seen, digest));
+                    }
+                }
+            }
+            let mut gone_due = if backlog {
+                Vec::new()
+            } else {
+                self.gone.due(now, self.settings.quiet)
+            };
+            gone_due.truncate(ROUND);
+            if hashed.is_empty() && gone_due.is_empty() {
+                return;
+            }
+            let mut observations = Vec::with_capacity(hashed.len() + gone_due.len());
+            for (rel, seen, midhash) in hashed {
+                let Ok(path) = RelPath::new(rel.clone()) else {
+                    continue;
+                };
+                let file = FileState {
+                    size: seen.size,
+                    mtime_ns: seen.mtime_ns,
+                    midhash: Cid::midhash256(&midhash),
+                };
+                let is_known = self.known.read().expect("known lock").contains_key(&rel);
+                let from = if is_known {
+                    None
+                } else {
+                    self.gone.matching(&midhash)
+                };
+                match from {
+                    Some(from) => {
+                        self.gone.remove(&from);
+                        match RelPath::new(from) {
+                            Ok(from) => observations.push(Observation::Moved { from, path, file }),
+                            Err(_) => observations.push(Observation::Present { path, file }),
+                        }
+                    }
+                    None => observations.push(Observation::Present { path, file }),
+                }
+            }
+            for rel in gone_due {
+                if !self.gone.remove(&rel) {
+                    continue; // taken by a rename just now
+                }
+                let abs = self.settings.files.join(&rel);
+                if abs.exists() {
+                    self.on_present(&abs);
+                } else if let Ok(path) = RelPath::new(rel) {
+                    observations.push(Observation::Gone { path });
+                }
+            }
+            if observations.is_empty() {
+                return;
+            }
+            if !self.finish_inflight().await {
+                return;
+            }
+            let sender = Sender {
+                store: self.store.clone(),
+                root: self.root.clone(),
+                stats: self.stats.clone(),
+                shutdown: self.shutdown.clone(),
+            };
+            self.inflight_paths = observations
+                .iter()
+                .flat_map(|o| match o {
+                    Observation::Moved { from, path, .. } => {
+                        vec![from.to_string(), path.to_string()]
+                    }
+                    other => vec![other.path().to_string()],
+                })
+                .collect();
+            self.inflight = Some(tokio::spawn(sender.send(observations)));
+        }
+    }
+
+    /// Waits for the batch being committed, if any, and makes what it
+    /// committed known. False on shutdown.
+    pub(super) async fn finish_inflight(&mut self) -> bool {
+        match self.inflight.take() {
+            None => true,
+            Some(h) => match h.await {
+                Ok(Some(sent)) => {
+                    self.apply(sent);
+                    true
+                }
+                _ => false,
+            },
+        }
+    }
+
+    /// The second look at each due file and its midhash, on the blocking
+    /// pool: open it, `fstat` the open file, and hash it only when the
+    /// `stat` is the one it waited on (`None`: gone or unreadable).
+    async fn hash(&self, due: Vec<(String, Seen)>) -> Vec<Looked> {
+        if due.is_empty() {
+            return Vec::new();
+        }
+        let root = self.settings.files.clone();
+        tokio::task::spawn_blocking(move || {
+            due.into_iter()
+                .map(|(rel, waited)| {
+                    let Ok(f) = std::fs::File::open(root.join(&rel)) else {
+                        return (rel, None, None);
+                    };
+                    let now = f
+                        .metadata()
+                        .ok()
+                        .filter(|m| m.is_file())
+                        .map(|m| scan::seen_of(&m));
+                    let Some(now) = now else {
+                        return (rel, None, None);
+                    };
+                    if now != waited {
+                        return (rel, Some(now), None);
+                    }
+                    match crate::midhash::digest_of_file(&f, now.size) {
+                        Ok(d) => (rel, Some(now), Some(d)),
+                        Err(e) => {
+                            tracing::debug!(path = %rel, "not hashed: {e}");
+                            (rel, None, None)
+                        }
+                    }
+                })
+                .collect()
+        })
+        .await
+        .unwrap_or_default()
+    }
+
+    /// What storaged committed becomes known. A path something happened
+    /// to while its observation was on the way is looked at again, now
+    /// against what is known.
+    pub(super) fn apply(&mut self, sent: Sent) {
+        self.apply_outcomes(sent);
+        self.inflight_paths.clear();
+        for rel in std::mem::take(&mut self.dirty) {
+            let abs = self.settings.files.join(&rel);
+            match std::fs::symlink_metadata(&abs) {
+                Ok(m) if m.is_file() => self.touch(rel, scan::seen_of(&m)),
+                _ => self.mark_gone(&rel),
+            }
+        }
+    }
+
+    fn apply_outcomes(&mut self, sent: Sent) {
+        let mut known = self.known.write().expect("known lock");
+        for (o, out) in sent {
+            if let Some(e) = out.error {
+                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
+                continue;
+            }
+            if out.event.is_some() {
+                self.stats.announced.fetch_add(1, Ordering::Relaxed);
+            }
+            match (o, out.rid) {
+                (Observation::Present { path, file }, Some(rid)) => {
+                    known.insert(path.into(), known_of(&file, rid));
+                }
+                (Observation::Moved { from, path, file }, Some(rid)) => {
+                    known.remove(from.as_str());
+                    known.insert(path.into(), known_of(&file, rid));
+                }
+                (Observation::Gone { path }, _) => {
+                    known.remove(path.as_str());
+                }
+                _ => {}
+            }
+        }
+    }
+}
+
+/// Sends a batch to storaged off the engine's task, waiting while storaged
+/// is away (the engine goes on taking events meanwhile).
+struct Sender {
+    store: StoragedClient,
+    root: FilePath,
+    stats: Arc<Stats>,
+    shutdown: Shutdown,
+}
+
+impl Sender {
+    /// Each observation with what storaged did with it; `None` on shutdown.
+    async fn send(self, observations: Vec<Observation>) -> Option<Sent> {
+        let mut out = Vec::with_capacity(observations.len());
+        for chunk in observations.chunks(MAX_OBSERVATIONS) {
+            let body = ObserveBody {
+                root: self.root.clone(),
+                observations: chunk.to_vec(),
+            };
+            let mut wait = Duration::from_millis(50);
+            let outcomes = loop {
+                match self.store.observe(&body).await {
+                    Ok(o) => break o.outcomes,
+                    // Refused as a whole: sending it again will not help.
+                    // Each observation is reported refused; the files are
+                    // looked at again by the next walk of their folder.
+                    Err(ClientError::Api(e)) if e.code.status().is_client_error() => {
+                        tracing::error!("storaged refused a batch of observations: {e}");
+                        let refused = ObserveOutcome {
+                            error: Some(e.to_string()),
+                            ..ObserveOutcome::default()
+                        };
+                        break vec![refused; body.observations.len()];
+                    }
+                    Err(e) => {
+                        self.stats.store_waits.fetch_add(1, Ordering::Relaxed);
+                        tracing::warn!("storaged did not take the observations, retrying: {e}");
+                        tokio::select! {
+                            () = self.shutdown.wait() => return None,
+                            () = tokio::time::sleep(wait) => {}
+                        }
+                        wait = (wait * 2).min(Duration::from_secs(5));
+                    }
+                }
+            };
+            out.extend(body.observations.into_iter().zip(outcomes));
+        }
+        Some(out)
+    }
+}
