@@ -23,7 +23,14 @@ pub(crate) const MAX_PROPERTY_BODY: usize = 1024 * 1024;
 /// `Content-Type`; PATCH, HEAD, `Authorization` (the admin token) and
 /// `Last-Event-ID` (SSE resume) are added so browsers can use every route.
 pub(crate) async fn cors(req: Request, next: Next) -> Response {
-    let mut resp = if req.method() == Method::OPTIONS {
+    // A WebDAV client's OPTIONS (no `Access-Control-Request-Method`)
+    // asks what the server speaks: the WebDAV handler answers it.
+    let preflight = req.method() == Method::OPTIONS
+        && (!req.uri().path().starts_with(crate::dav::PREFIX)
+            || req
+                .headers()
+                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD));
+    let mut resp = if preflight {
         StatusCode::OK.into_response()
     } else {
         next.run(req).await
@@ -35,20 +42,24 @@ pub(crate) async fn cors(req: Request, next: Next) -> Response {
     );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static("GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS"),
+        HeaderValue::from_static(
+            "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS, PROPFIND, PROPPATCH, MKCOL, COPY, \
+             MOVE, LOCK, UNLOCK",
+        ),
     );
     h.insert(
         header::ACCESS_CONTROL_ALLOW_HEADERS,
         HeaderValue::from_static(
             "Content-Type, Authorization, Last-Event-ID, Range, If-Match, If-None-Match, \
-             If-Modified-Since, If-Unmodified-Since, If-Range",
+             If-Modified-Since, If-Unmodified-Since, If-Range, Depth, Destination, Overwrite, \
+             If, Lock-Token, Timeout",
         ),
     );
     // A player in a browser reads these of a ranged or conditional answer.
     h.insert(
         header::ACCESS_CONTROL_EXPOSE_HEADERS,
         HeaderValue::from_static(
-            "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified",
+            "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified, DAV, Lock-Token",
         ),
     );
     resp

@@ -7,6 +7,8 @@
 //! `run` is what the binary calls: bind the public port and apid's own
 //! socket (`/health`, `/status` for the supervisor), serve until shutdown.
 
+pub(crate) mod confine;
+pub(crate) mod dav;
 pub mod events;
 pub(crate) mod http;
 pub mod nested;

@@ -49,15 +49,23 @@ impl Validators {
         Self {
             size: meta.len(),
             etag: format!(
-                "\"{:x}-{:x}-{:x}\"",
-                std::os::unix::fs::MetadataExt::ino(meta),
-                since.as_nanos(),
-                meta.len()
+                "\"{}\"",
+                etag(
+                    std::os::unix::fs::MetadataExt::ino(meta),
+                    since.as_nanos(),
+                    meta.len()
+                )
             ),
             modified_secs,
             last_modified: httpdate::fmt_http_date(UNIX_EPOCH + Duration::from_secs(modified_secs)),
         }
     }
+}
+
+/// The opaque part of the ETag of a file (inode, mtime in nanoseconds
+/// since the epoch, size), unquoted; WebDAV's `getetag` is the same.
+pub(crate) fn etag(ino: u64, mtime_ns: u128, size: u64) -> String {
+    format!("{ino:x}-{mtime_ns:x}-{size:x}")
 }
 
 /// A byte range, both ends included.

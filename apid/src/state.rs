@@ -32,6 +32,8 @@ pub struct AppState {
     pub events: Events,
     /// The service registry (`services/*.json`) and this meta-core's file.
     pub(crate) registry: std::sync::Arc<crate::registry::Registry>,
+    /// WebDAV at `/webdav`: its locks and upload slots.
+    pub(crate) dav: crate::dav::Dav,
 }
 
 impl AppState {
@@ -51,6 +53,7 @@ impl AppState {
             config,
             started: Instant::now(),
             sweeper: Sweeper::default(),
+            dav: crate::dav::Dav::default(),
         }
     }
 }

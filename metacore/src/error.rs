@@ -49,6 +49,8 @@ pub enum ErrorCode {
     /// The feature the route drives is switched off by configuration
     /// (`ENABLE_FILE_WATCHER=false`); retrying will not help.
     Disabled,
+    /// A WebDAV write outside the writable folders (`plugin/`, `corn/`).
+    ReadOnly,
 }
 
 /// One row of the error table.
@@ -149,6 +151,12 @@ const TABLE: &[Row] = &[
         code: ErrorCode::Disabled,
         status: 409,
         slug: "disabled",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::ReadOnly,
+        status: 403,
+        slug: "read_only",
         retryable: false,
     },
 ];

@@ -9,7 +9,7 @@
 //! What is refused is answered as if the file were not there: the answer
 //! never says where a path led.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use axum::Json;
 use axum::extract::Request;
@@ -24,6 +24,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::meta::{disk_path, field_name};
+use crate::confine::{Roots, open_file};
 use crate::state::State;
 
 /// Whole-file hashes computed at once (each reads a file to its end).
@@ -55,56 +56,6 @@ fn parse_cid(raw: &str) -> Result<Cid, ApiError> {
     Cid::parse(raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))
 }
 
-/// The folders a path must stay in and out of, resolved: inside
-/// `FILES_PATH`, never inside `META_CORE_PATH` (should an operator nest it
-/// there, the database must not be served).
-#[derive(Debug, Clone)]
-struct Roots {
-    files: PathBuf,
-    meta: Option<PathBuf>,
-}
-
-impl Roots {
-    fn of(st: &State) -> Option<Self> {
-        Some(Self {
-            files: std::fs::canonicalize(&st.config.files_path).ok()?,
-            meta: std::fs::canonicalize(&st.config.meta_core_path).ok(),
-        })
-    }
-
-    fn allows(&self, real: &Path) -> bool {
-        real.starts_with(&self.files) && !self.meta.as_ref().is_some_and(|m| real.starts_with(m))
-    }
-}
-
-/// `path` resolved (symlinks followed), if it stays where [`Roots`] allow.
-fn confined(roots: &Roots, path: &Path) -> Option<PathBuf> {
-    let real = std::fs::canonicalize(path).ok()?;
-    roots.allows(&real).then_some(real)
-}
-
-/// Opens `path` if it is a regular file where [`Roots`] allow, judged by
-/// what was opened, not only by the name: the path is resolved and checked,
-/// opened with `O_NONBLOCK` (a FIFO would wait for a writer), and then the
-/// opened file itself is checked (`/proc/self/fd`: a symlink swapped in
-/// between the check and the open is caught) and `fstat`ed. Blocking.
-fn open_confined(roots: &Roots, path: &Path) -> Option<(std::fs::File, std::fs::Metadata)> {
-    use std::os::fd::AsRawFd;
-    use std::os::unix::fs::OpenOptionsExt;
-    let real = confined(roots, path)?;
-    let file = std::fs::OpenOptions::new()
-        .read(true)
-        .custom_flags(libc::O_NONBLOCK | libc::O_NOCTTY)
-        .open(&real)
-        .ok()?;
-    let opened = std::fs::read_link(format!("/proc/self/fd/{}", file.as_raw_fd())).ok()?;
-    if !roots.allows(&opened) {
-        return None;
-    }
-    let meta = file.metadata().ok().filter(|m| m.is_file())?;
-    Some((file, meta))
-}
-
 /// The record of `cid`'s `filePath` as stored, and its file opened, if it
 /// has one where [`Roots`] allow. `Ok(None)`: no usable file.
 async fn file_of(
@@ -124,12 +75,12 @@ async fn file_of(
         }
     };
     let files = st.config.files_path.clone();
-    let Some(roots) = Roots::of(st) else {
+    let Some(roots) = Roots::of(&st.config) else {
         return Ok(None);
     };
     let found = tokio::task::spawn_blocking(move || {
         let p = disk_path(&files, &fp)?;
-        let (f, m) = open_confined(&roots, &p)?;
+        let (f, m) = open_file(&roots, &p)?;
         Some((fp, f, m))
     })
     .await
@@ -228,7 +179,8 @@ pub(super) async fn cid_of_path(
     let rel = RelPath::new(body.path.trim_end_matches('/'))
         .map_err(|e| ApiError::bad_request(e.message))?;
     let files = st.config.files_path.clone();
-    let roots = Roots::of(&st).ok_or_else(|| ApiError::unavailable("FILES_PATH is not there"))?;
+    let roots =
+        Roots::of(&st.config).ok_or_else(|| ApiError::unavailable("FILES_PATH is not there"))?;
     let shown = rel.to_string();
     // The checks first (a missing file or a folder is answered at once),
     // then a hashing slot, held by the hashing itself: a client that goes
@@ -237,14 +189,12 @@ pub(super) async fn cid_of_path(
     let opened = tokio::task::spawn_blocking(move || -> Result<std::fs::File, ApiError> {
         let missing = || ApiError::not_found(format!("no file at {rel}"));
         let path = files.join(rel.as_str());
-        if confined(&roots, &path).is_some_and(|real| real.is_dir()) {
+        if roots.confined(&path).is_some_and(|real| real.is_dir()) {
             return Err(ApiError::bad_request(format!(
                 "{rel} is a folder, not a file"
             )));
         }
-        open_confined(&roots, &path)
-            .map(|(f, _)| f)
-            .ok_or_else(missing)
+        open_file(&roots, &path).map(|(f, _)| f).ok_or_else(missing)
     })
     .await
     .map_err(|e| ApiError::internal(format!("opening failed: {e}")))??;
@@ -291,34 +241,6 @@ mod tests {
         assert_eq!(
             content_type(Path::new("/f/a.srt")),
             "application/octet-stream"
-        );
-    }
-
-    #[test]
-    fn a_symlink_out_of_files_path_is_not_followed() {
-        let dir = tempfile::tempdir().unwrap();
-        let files = dir.path().join("files");
-        let outside = dir.path().join("secret");
-        std::fs::create_dir_all(&files).unwrap();
-        std::fs::write(&outside, b"x").unwrap();
-        std::fs::write(files.join("in"), b"y").unwrap();
-        std::os::unix::fs::symlink(&outside, files.join("link")).unwrap();
-        let roots = Roots {
-            files: std::fs::canonicalize(&files).unwrap(),
-            meta: Some(
-                std::fs::canonicalize(dir.path())
-                    .unwrap()
-                    .join("files/meta-core"),
-            ),
-        };
-        std::fs::create_dir_all(files.join("meta-core")).unwrap();
-        std::fs::write(files.join("meta-core/db"), b"z").unwrap();
-        assert!(open_confined(&roots, &files.join("in")).is_some());
-        assert!(open_confined(&roots, &files.join("link")).is_none());
-        assert!(open_confined(&roots, &files.join("missing")).is_none());
-        assert!(
-            open_confined(&roots, &files.join("meta-core/db")).is_none(),
-            "META_CORE_PATH nested in FILES_PATH is never served"
         );
     }
 }

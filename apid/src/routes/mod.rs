@@ -17,7 +17,7 @@ use std::sync::Arc;
 use axum::Router;
 use axum::extract::DefaultBodyLimit;
 use axum::middleware::from_fn_with_state;
-use axum::routing::{get, post, put};
+use axum::routing::{any, get, post, put};
 use metacore::socket::body::{no_method, no_route};
 
 use crate::http::{MAX_BODY, MAX_PROPERTY_BODY, admin_only, cors};
@@ -60,6 +60,10 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/file/{cid}", get(files::bytes))
         .route("/file/cid", post(files::cid_of_path))
         .route("/api/file/{cid}/info", get(files::info))
+        // WebDAV over FILES_PATH.
+        .route("/webdav", any(crate::dav::serve))
+        .route("/webdav/", any(crate::dav::serve))
+        .route("/webdav/{*rest}", any(crate::dav::serve))
         // Editor.
         .route("/api/metadata/hash-ids", get(meta::list))
         .route("/api/files/tuples", get(editor::tuples))

@@ -1,0 +1,303 @@
+//! WebDAV at `/webdav/` over `FILES_PATH` (crate `dav-server` for the
+//! protocol, [`volume::Volume`] for the disk).
+//!
+//! Before a request reaches `dav-server` it is checked here:
+//! - the path and a COPY or MOVE `Destination`, decoded: a `..`
+//!   segment, an encoded `/` or a NUL is a 400, whatever the encoding;
+//! - writes (PUT, PATCH, DELETE, MKCOL, PROPPATCH, LOCK, and MOVE's
+//!   source, COPY's and MOVE's destination) only under `plugin/` and
+//!   `corn/`, else 403 `read_only`;
+//! - `PROPFIND` with `Depth: infinity` (or none, which means infinity) is
+//!   refused with 403 and `propfind-finite-depth` (RFC 4918 §9.1): a walk
+//!   of the whole volume is not something one request may ask for;
+//! - uploads run [`UPLOADS`] at a time; one that waits longer than
+//!   [`UPLOAD_WAIT`] for its turn gets 503 with `Retry-After`.
+//!
+//! `GET` and `HEAD` of a file are answered by [`crate::send_file`], as
+//! `/file/{cid}` is: the same ranges, validators and streaming, and the
+//! same ETag as PROPFIND's `getetag`. Locks live in apid's memory and end
+//! with it (a client re-locks after a restart).
+
+mod file;
+mod props;
+mod volume;
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::response::{IntoResponse, Response};
+use dav_server::DavHandler;
+use dav_server::memls::MemLs;
+use http::{HeaderValue, Method, StatusCode, header};
+use metacore::error::{ApiError, ErrorCode};
+use tokio::sync::Semaphore;
+
+use crate::confine::Roots;
+use crate::state::State;
+use volume::{Area, Volume, area};
+
+/// Where WebDAV is mounted.
+pub(crate) const PREFIX: &str = "/webdav";
+/// Uploads (PUT, PATCH) written at once; each holds up to 1 MiB of
+/// gathered bytes.
+pub(crate) const UPLOADS: usize = 16;
+/// How long an upload waits for its turn before 503.
+pub(crate) const UPLOAD_WAIT: Duration = Duration::from_secs(10);
+
+/// The WebDAV handler apid keeps for its life.
+pub(crate) struct Dav {
+    handler: DavHandler<Arc<Roots>>,
+    uploads: Semaphore,
+}
+
+impl std::fmt::Debug for Dav {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Dav")
+            .field("uploads_free", &self.uploads.available_permits())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Default for Dav {
+    fn default() -> Self {
+        let handler = DavHandler::builder()
+            .strip_prefix(PREFIX)
+            .filesystem(Box::new(Volume))
+            .locksystem(MemLs::new())
+            // Symlinks are followed (where they stay inside), not hidden.
+            .hide_symlinks(false)
+            .build_handler();
+        Self {
+            handler,
+            uploads: Semaphore::new(UPLOADS),
+        }
+    }
+}
+
+/// A path below `/webdav`, decoded and checked: relative to `FILES_PATH`,
+/// with no `..`, no empty or `.` segment, no encoded `/`, no NUL.
+fn checked(raw: &str) -> Result<PathBuf, ApiError> {
+    let bad = |why: &str| ApiError::bad_request(format!("the WebDAV path {why}"));
+    let mut rel = PathBuf::new();
+    for seg in raw.split('/') {
+        let bytes: Vec<u8> = percent_encoding::percent_decode_str(seg).collect();
+        match &bytes[..] {
+            b"" | b"." => {}
+            b".." => return Err(bad("has a `..` segment")),
+            s if s.contains(&b'/') => return Err(bad("has an encoded `/` in a segment")),
+            s if s.contains(&0) => return Err(bad("has a NUL byte")),
+            s => rel.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(s)),
+        }
+    }
+    Ok(rel)
+}
+
+/// The path part of a `Destination` header below `/webdav`, if it is one.
+fn destination(value: &str) -> Option<&str> {
+    let path = match value.split_once("://") {
+        Some((_, rest)) => &rest[rest.find('/').unwrap_or(rest.len())..],
+        None => value,
+    };
+    let path = path.split(['?', '#']).next().unwrap_or("");
+    let below = path.strip_prefix(PREFIX)?;
+    (below.is_empty() || below.starts_with('/')).then_some(below)
+}
+
+fn read_only() -> Response {
+    ApiError::new(
+        ErrorCode::ReadOnly,
+        "this path is read-only: WebDAV writes go under /webdav/plugin/ and /webdav/corn/",
+    )
+    .into_response()
+}
+
+/// What a method needs of the request path to be allowed.
+fn needs(method: &Method) -> Option<Area> {
+    match method.as_str() {
+        "PUT" | "PATCH" | "DELETE" | "MOVE" => Some(Area::Writable),
+        "MKCOL" | "PROPPATCH" | "LOCK" => Some(Area::WritableRoot),
+        _ => None,
+    }
+}
+
+fn allowed(need: Area, rel: &Path) -> bool {
+    matches!(
+        (need, area(rel)),
+        (_, Area::Writable) | (Area::WritableRoot, Area::WritableRoot)
+    )
+}
+
+/// `/webdav` and everything below it.
+pub(crate) async fn serve(st: State, mut req: Request) -> Response {
+    let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
+    let rel = match checked(raw) {
+        Ok(r) => r,
+        Err(e) => return e.into_response(),
+    };
+    let method = req.method().clone();
+    if let Some(need) = needs(&method)
+        && !allowed(need, &rel)
+    {
+        return read_only();
+    }
+    if method.as_str() == "COPY" || method.as_str() == "MOVE" {
+        let dest = req
+            .headers()
+            .get("destination")
+            .and_then(|v| v.to_str().ok())
+            .and_then(destination);
+        if let Some(dest) = dest {
+            match checked(dest) {
+                Ok(d) if allowed(Area::Writable, &d) => {}
+                Ok(_) => return read_only(),
+                Err(e) => return e.into_response(),
+            }
+        }
+    }
+    if method.as_str() == "PROPFIND" && !finite_depth(req.headers()) {
+        return infinite_depth();
+    }
+    // dav-server lets a litmus run walk a whole tree; nobody else may.
+    req.headers_mut().remove("x-litmus");
+    let Some(roots) = Roots::of(&st.config) else {
+        return ApiError::unavailable("FILES_PATH is not there").into_response();
+    };
+    let roots = Arc::new(roots);
+    if method == Method::GET || method == Method::HEAD {
+        match open_file(&roots, &rel).await {
+            Ok(Some((file, meta))) => {
+                return crate::send_file::send(
+                    &method,
+                    req.headers(),
+                    tokio::fs::File::from_std(file),
+                    &meta,
+                    crate::routes::files::content_type(&rel),
+                )
+                .await;
+            }
+            // A folder: dav-server answers.
+            Ok(None) => {}
+            Err(r) => return r,
+        }
+    }
+    let dav = &st.dav;
+    let _turn = if method == Method::PUT || method.as_str() == "PATCH" {
+        match tokio::time::timeout(UPLOAD_WAIT, dav.uploads.acquire()).await {
+            Ok(Ok(p)) => Some(p),
+            _ => {
+                return ApiError::new(
+                    ErrorCode::Overloaded,
+                    format!("{UPLOADS} uploads are being written; try again shortly"),
+                )
+                .into_response();
+            }
+        }
+    } else {
+        None
+    };
+    dav.handler.handle_guarded(req, roots).await.map(Body::new)
+}
+
+/// The regular file at `rel`, open; `Ok(None)` for a folder.
+async fn open_file(
+    roots: &Arc<Roots>,
+    rel: &Path,
+) -> Result<Option<(std::fs::File, std::fs::Metadata)>, Response> {
+    let (roots, rel) = (roots.clone(), rel.to_path_buf());
+    let found = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
+        if rel.as_os_str().is_empty() {
+            return Ok(None);
+        }
+        let p = roots.parent(&rel)?;
+        let (fd, _) = roots.open_entry(&p)?;
+        let file = std::fs::File::from(fd);
+        let meta = file.metadata()?;
+        Ok(meta.is_file().then_some((file, meta)))
+    })
+    .await;
+    match found {
+        Ok(Ok(f)) => Ok(f),
+        Ok(Err(_)) => Err(ApiError::not_found("nothing at this WebDAV path").into_response()),
+        Err(e) => Err(ApiError::internal(format!("opening failed: {e}")).into_response()),
+    }
+}
+
+/// `Depth: 0` or `1`.
+fn finite_depth(h: &http::HeaderMap) -> bool {
+    h.get("depth")
+        .and_then(|v| v.to_str().ok())
+        .is_some_and(|d| matches!(d.trim(), "0" | "1"))
+}
+
+fn infinite_depth() -> Response {
+    let mut r = (
+        StatusCode::FORBIDDEN,
+        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
+         <D:error xmlns:D=\"DAV:\"><D:propfind-finite-depth/></D:error>\n",
+    )
+        .into_response();
+    r.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/xml; charset=utf-8"),
+    );
+    r
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn traversal_in_any_encoding_is_refused() {
+        for bad in [
+            "/plugin/../etc/passwd",
+            "/plugin/%2e%2e/x",
+            "/plugin/%2E%2E/x",
+            "/plugin/a%2fb",
+            "/plugin/a%2Fb",
+            "/plugin/a%00b",
+            "/..",
+        ] {
+            assert!(checked(bad).is_err(), "{bad}");
+        }
+        assert_eq!(
+            checked("/plugin/a%20b/./c").unwrap(),
+            Path::new("plugin/a b/c")
+        );
+        assert_eq!(checked("").unwrap(), Path::new(""));
+        assert_eq!(checked("/").unwrap(), Path::new(""));
+    }
+
+    #[test]
+    fn destinations_are_read_below_the_prefix() {
+        assert_eq!(
+            destination("http://h:1/webdav/plugin/a?x=1"),
+            Some("/plugin/a")
+        );
+        assert_eq!(destination("/webdav/plugin/a"), Some("/plugin/a"));
+        assert_eq!(destination("http://h/webdav"), Some(""));
+        assert_eq!(destination("http://h/webdavx/a"), None);
+        assert_eq!(destination("http://h/other/a"), None);
+    }
+
+    #[test]
+    fn writes_need_the_writable_folders() {
+        let w = |m: &str, p: &str| {
+            allowed(
+                needs(&Method::from_bytes(m.as_bytes()).unwrap()).unwrap(),
+                Path::new(p),
+            )
+        };
+        assert!(w("PUT", "plugin/a"));
+        assert!(!w("PUT", "plugin"));
+        assert!(!w("PUT", "watch/a"));
+        assert!(w("MKCOL", "plugin"));
+        assert!(!w("MKCOL", "watch"));
+        assert!(!w("DELETE", "corn"));
+        assert!(w("DELETE", "corn/x"));
+        assert!(needs(&Method::GET).is_none());
+    }
+}

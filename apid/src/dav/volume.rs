@@ -1,0 +1,673 @@
+//! `FILES_PATH` as a WebDAV filesystem, confined ([`crate::confine`]):
+//! every name is resolved under a checked folder descriptor, a symlink is
+//! followed only where it stays inside, and nothing is cached (a file
+//! another process writes is listed by the next PROPFIND).
+//!
+//! Writes are allowed only in the writable folders ([`area`]); files and
+//! folders made here are 0644 and 0755 whatever apid's umask, because the
+//! services in other containers that share the volume read them.
+
+use std::ffi::{OsStr, OsString};
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dav_server::davpath::DavPath;
+use dav_server::fs::{
+    DavDirEntry, DavFile, DavMetaData, DavProp, FsError, FsFuture, FsResult, FsStream,
+    GuardedFileSystem, OpenOptions, ReadDirMeta,
+};
+use futures_util::{FutureExt, StreamExt};
+use http::StatusCode;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+
+use super::file::{Commit, VolFile};
+use super::props;
+use crate::confine::{Roots, missing};
+
+/// Directory entries handed from the listing thread at a time.
+const BATCH: usize = 256;
+const FILE_MODE: u32 = 0o644;
+const DIR_MODE: u32 = 0o755;
+
+/// Where in `FILES_PATH` a path is, for writing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Area {
+    ReadOnly,
+    /// `plugin` or `corn` itself: it may be made and carry properties,
+    /// not be removed or moved.
+    WritableRoot,
+    /// Below `plugin/` or `corn/`.
+    Writable,
+}
+
+/// The writable folders, first components of a path under `FILES_PATH`.
+pub(crate) const WRITABLE: [&str; 2] = ["plugin", "corn"];
+
+pub(crate) fn area(rel: &Path) -> Area {
+    let mut parts = rel.components();
+    match parts.next() {
+        Some(Component::Normal(first)) if WRITABLE.iter().any(|w| first == OsStr::new(w)) => {
+            if parts.next().is_some() {
+                Area::Writable
+            } else {
+                Area::WritableRoot
+            }
+        }
+        _ => Area::ReadOnly,
+    }
+}
+
+/// Runs `f` on the blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> FsResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| FsError::GeneralFailure)
+}
+
+/// What an I/O error means to a WebDAV client.
+pub(crate) fn fs_error(e: &io::Error) -> FsError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => FsError::NotFound,
+        Some(libc::EEXIST | libc::ENOTEMPTY) => FsError::Exists,
+        Some(
+            libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOTDIR | libc::EISDIR | libc::ELOOP,
+        ) => FsError::Forbidden,
+        Some(libc::ENOSPC | libc::EDQUOT) => FsError::InsufficientStorage,
+        Some(libc::EFBIG) => FsError::TooLarge,
+        Some(libc::ENAMETOOLONG) => FsError::PathTooLong,
+        Some(libc::EXDEV) => FsError::IsRemote,
+        _ => {
+            tracing::warn!("webdav: {e}");
+            FsError::GeneralFailure
+        }
+    }
+}
+
+fn errno(e: rustix::io::Errno) -> FsError {
+    fs_error(&e.into())
+}
+
+fn time(secs: i64, nanos: i64) -> SystemTime {
+    if secs < 0 {
+        return UNIX_EPOCH;
+    }
+    UNIX_EPOCH + Duration::new(secs as u64, nanos.clamp(0, 999_999_999) as u32)
+}
+
+/// What PROPFIND and the validators show of a file or folder.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    len: u64,
+    modified: SystemTime,
+    accessed: SystemTime,
+    changed: SystemTime,
+    kind: FileType,
+    executable: bool,
+    etag: String,
+}
+
+impl Meta {
+    pub(crate) fn of(st: &Stat) -> Self {
+        let modified = time(st.st_mtime, st.st_mtime_nsec as i64);
+        let ns = modified
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let len = st.st_size.max(0) as u64;
+        Self {
+            len,
+            modified,
+            accessed: time(st.st_atime, st.st_atime_nsec as i64),
+            changed: time(st.st_ctime, st.st_ctime_nsec as i64),
+            kind: FileType::from_raw_mode(st.st_mode),
+            executable: st.st_mode & 0o100 != 0,
+            etag: crate::send_file::etag(st.st_ino, ns, len),
+        }
+    }
+}
+
+impl DavMetaData for Meta {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn modified(&self) -> FsResult<SystemTime> {
+        Ok(self.modified)
+    }
+    fn accessed(&self) -> FsResult<SystemTime> {
+        Ok(self.accessed)
+    }
+    fn status_changed(&self) -> FsResult<SystemTime> {
+        Ok(self.changed)
+    }
+    fn is_dir(&self) -> bool {
+        self.kind == FileType::Directory
+    }
+    fn is_file(&self) -> bool {
+        self.kind == FileType::RegularFile
+    }
+    fn is_symlink(&self) -> bool {
+        self.kind == FileType::Symlink
+    }
+    fn executable(&self) -> FsResult<bool> {
+        Ok(self.executable)
+    }
+    fn etag(&self) -> Option<String> {
+        Some(self.etag.clone())
+    }
+}
+
+#[derive(Debug)]
+struct Entry {
+    name: Vec<u8>,
+    meta: Meta,
+}
+
+impl DavDirEntry for Entry {
+    fn name(&self) -> Vec<u8> {
+        self.name.clone()
+    }
+    fn metadata(&self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let m: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        futures_util::future::ready(Ok(m)).boxed()
+    }
+}
+
+/// `rel`'s metadata; a symlink is followed where it stays inside.
+fn stat(roots: &Roots, rel: &Path, follow: bool) -> io::Result<Meta> {
+    if rel.as_os_str().is_empty() {
+        return Ok(Meta::of(&rustix::fs::stat(&roots.files)?));
+    }
+    let p = roots.parent(rel)?;
+    let st = rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+        let real = roots.confined(&p.real.join(p.name)).ok_or_else(missing)?;
+        return Ok(Meta::of(&rustix::fs::stat(&real)?));
+    }
+    Ok(Meta::of(&st))
+}
+
+/// Opens the file or folder at `rel` for reading (its properties).
+fn open_resource(roots: &Roots, rel: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    if rel.as_os_str().is_empty() {
+        return Ok(roots.open_dir(rel)?.0);
+    }
+    let p = roots.parent(rel)?;
+    Ok(roots.open_entry(&p)?.0)
+}
+
+/// Lists the folder `fd` (really at `real`) to `tx` in batches.
+fn list(
+    roots: &Roots,
+    fd: std::os::fd::OwnedFd,
+    real: &Path,
+    follow: bool,
+    tx: &tokio::sync::mpsc::Sender<Vec<Entry>>,
+) {
+    let dir = match rustix::fs::Dir::read_from(&fd) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!("webdav: cannot list a folder: {e}");
+            return;
+        }
+    };
+    let mut batch = Vec::with_capacity(BATCH);
+    for entry in dir {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let os = OsStr::from_bytes(name);
+        let path = real.join(os);
+        if !roots.allows(&path) {
+            continue;
+        }
+        let Ok(mut st) = rustix::fs::statat(&fd, os, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+            match roots
+                .confined(&path)
+                .and_then(|r| rustix::fs::stat(&r).ok())
+            {
+                Some(target) => st = target,
+                None => continue,
+            }
+        }
+        batch.push(Entry {
+            name: name.to_vec(),
+            meta: Meta::of(&st),
+        });
+        if batch.len() == BATCH && tx.blocking_send(std::mem::take(&mut batch)).is_err() {
+            return;
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.blocking_send(batch);
+    }
+}
+
+/// A name for the temporary file of an upload to `name`: hidden (the
+/// watcher skips hidden files) and unique.
+fn temp_name(name: &OsStr) -> OsString {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let stamp = SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap_or_default()
+        .subsec_nanos();
+    let base = &name.as_bytes()[..name.len().min(100)];
+    let mut t = b".".to_vec();
+    t.extend_from_slice(base);
+    t.extend_from_slice(format!(".dav-{:x}-{stamp:x}-{n:x}.part", std::process::id()).as_bytes());
+    OsString::from_vec(t)
+}
+
+use std::os::unix::ffi::OsStringExt;
+
+/// Creates a hidden temporary file in `dir` for an upload to `name`.
+fn create_temp(dir: &impl AsFd, name: &OsStr) -> io::Result<(std::fs::File, OsString)> {
+    loop {
+        let tmp = temp_name(name);
+        match rustix::fs::openat(
+            dir,
+            &tmp,
+            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
+            Mode::from_raw_mode(FILE_MODE),
+        ) {
+            Ok(fd) => {
+                rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE))?;
+                return Ok((fd.into(), tmp));
+            }
+            Err(rustix::io::Errno::EXIST) => continue,
+            Err(e) => return Err(e.into()),
+        }
+    }
+}
+
+/// Free bytes for an unprivileged writer on the volume of `dir`.
+fn free_bytes(dir: &impl AsFd) -> Option<u64> {
+    let v = rustix::fs::fstatvfs(dir).ok()?;
+    Some(v.f_bavail.saturating_mul(v.f_frsize))
+}
+
+fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<dyn DavFile>> {
+    let err = |e: io::Error| fs_error(&e);
+    if !o.write && !o.append {
+        let p = roots.parent(rel).map_err(err)?;
+        let (fd, _) = roots.open_entry(&p).map_err(err)?;
+        let file = std::fs::File::from(fd);
+        let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        if !is_file {
+            return Err(FsError::Forbidden);
+        }
+        return Ok(Box::new(VolFile::new(file, None)));
+    }
+    if area(rel) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
+    let p = roots.parent(rel).map_err(err)?;
+    let existing = match rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Some(FileType::from_raw_mode(st.st_mode)),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(e) => return Err(errno(e)),
+    };
+    match existing {
+        Some(FileType::RegularFile) if o.create_new => return Err(FsError::Exists),
+        Some(FileType::RegularFile) => {}
+        // Never written through: a folder, a symlink, a device.
+        Some(_) => return Err(FsError::Forbidden),
+        None if !o.create && !o.create_new => return Err(FsError::NotFound),
+        None => {}
+    }
+    if let (Some(size), Some(free)) = (o.size, free_bytes(&p.fd))
+        && size > free
+    {
+        return Err(FsError::InsufficientStorage);
+    }
+    if o.truncate && !o.append {
+        let (file, tmp) = create_temp(&p.fd, p.name).map_err(err)?;
+        let commit = Commit {
+            tmp,
+            name: p.name.to_owned(),
+            no_replace: o.create_new,
+            done: false,
+            dir: p.fd,
+        };
+        return Ok(Box::new(VolFile::new(file, Some(commit))));
+    }
+    let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if o.create || o.create_new {
+        flags |= OFlags::CREATE;
+    }
+    if o.create_new {
+        flags |= OFlags::EXCL;
+    }
+    if o.append {
+        flags |= OFlags::APPEND;
+    }
+    let fd =
+        rustix::fs::openat(&p.fd, p.name, flags, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
+    if existing.is_none() {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
+    }
+    Ok(Box::new(VolFile::new(fd.into(), None)))
+}
+
+/// Copies the regular file at `from` over (or to) `to`, through a
+/// temporary file renamed into place.
+fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
+    let err = |e: io::Error| fs_error(&e);
+    if area(to) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
+    let src = roots.parent(from).map_err(err)?;
+    let (src_fd, _) = roots.open_entry(&src).map_err(err)?;
+    let mut src_file = std::fs::File::from(src_fd);
+    let meta = src_file.metadata().map_err(err)?;
+    if !meta.is_file() {
+        return Err(FsError::Forbidden);
+    }
+    let dst = roots.parent(to).map_err(err)?;
+    if free_bytes(&dst.fd).is_some_and(|free| meta.len() > free) {
+        return Err(FsError::InsufficientStorage);
+    }
+    let (mut tmp_file, tmp) = create_temp(&dst.fd, dst.name).map_err(err)?;
+    let done = (|| -> io::Result<()> {
+        std::io::copy(&mut src_file, &mut tmp_file)?;
+        props::copy(&src_file, &tmp_file);
+        tmp_file.sync_data()?;
+        rustix::fs::renameat(&dst.fd, &tmp, &dst.fd, dst.name)?;
+        Ok(())
+    })();
+    if let Err(e) = done {
+        let _ = rustix::fs::unlinkat(&dst.fd, &tmp, AtFlags::empty());
+        return Err(err(e));
+    }
+    Ok(())
+}
+
+/// The WebDAV filesystem. The credentials of each request are the roots
+/// resolved for it.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Volume;
+
+type Creds = Arc<Roots>;
+
+fn owned(path: &DavPath) -> PathBuf {
+    path.as_rel_ospath().to_path_buf()
+}
+
+impl GuardedFileSystem<Creds> for Volume {
+    fn open<'a>(
+        &'a self,
+        path: &'a DavPath,
+        options: OpenOptions,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, Box<dyn DavFile>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move { blocking(move || open(&roots, &rel, &options)).await? }.boxed()
+    }
+
+    fn read_dir<'a>(
+        &'a self,
+        path: &'a DavPath,
+        meta: ReadDirMeta,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            let r = roots.clone();
+            let (fd, real) = blocking(move || r.open_dir(&rel))
+                .await?
+                .map_err(|e| fs_error(&e))?;
+            let (tx, rx) = tokio::sync::mpsc::channel(2);
+            let follow = meta == ReadDirMeta::Data;
+            tokio::task::spawn_blocking(move || list(&roots, fd, &real, follow, &tx));
+            let entries = futures_util::stream::unfold(rx, |mut rx| async move {
+                let batch = rx.recv().await?;
+                let items = batch
+                    .into_iter()
+                    .map(|e| Ok(Box::new(e) as Box<dyn DavDirEntry>));
+                Some((futures_util::stream::iter(items), rx))
+            })
+            .flatten();
+            Ok(Box::pin(entries) as FsStream<Box<dyn DavDirEntry>>)
+        }
+        .boxed()
+    }
+
+    fn metadata<'a>(
+        &'a self,
+        path: &'a DavPath,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            let m = blocking(move || stat(&roots, &rel, true))
+                .await?
+                .map_err(|e| fs_error(&e))?;
+            Ok(Box::new(m) as Box<dyn DavMetaData>)
+        }
+        .boxed()
+    }
+
+    fn symlink_metadata<'a>(
+        &'a self,
+        path: &'a DavPath,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            let m = blocking(move || stat(&roots, &rel, false))
+                .await?
+                .map_err(|e| fs_error(&e))?;
+            Ok(Box::new(m) as Box<dyn DavMetaData>)
+        }
+        .boxed()
+    }
+
+    fn create_dir<'a>(&'a self, path: &'a DavPath, roots: &'a Creds) -> FsFuture<'a, ()> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            if area(&rel) == Area::ReadOnly {
+                return Err(FsError::Forbidden);
+            }
+            blocking(move || -> io::Result<()> {
+                let p = roots.parent(&rel)?;
+                rustix::fs::mkdirat(&p.fd, p.name, Mode::from_raw_mode(DIR_MODE))?;
+                let _ = rustix::fs::chmodat(
+                    &p.fd,
+                    p.name,
+                    Mode::from_raw_mode(DIR_MODE),
+                    AtFlags::empty(),
+                );
+                Ok(())
+            })
+            .await?
+            .map_err(|e| fs_error(&e))
+        }
+        .boxed()
+    }
+
+    fn remove_dir<'a>(&'a self, path: &'a DavPath, roots: &'a Creds) -> FsFuture<'a, ()> {
+        self.remove(path, roots, AtFlags::REMOVEDIR)
+    }
+
+    fn remove_file<'a>(&'a self, path: &'a DavPath, roots: &'a Creds) -> FsFuture<'a, ()> {
+        self.remove(path, roots, AtFlags::empty())
+    }
+
+    fn rename<'a>(
+        &'a self,
+        from: &'a DavPath,
+        to: &'a DavPath,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, ()> {
+        let (from, to, roots) = (owned(from), owned(to), roots.clone());
+        async move {
+            if area(&from) != Area::Writable || area(&to) != Area::Writable {
+                return Err(FsError::Forbidden);
+            }
+            blocking(move || -> io::Result<()> {
+                let a = roots.parent(&from)?;
+                let b = roots.parent(&to)?;
+                // A folder moved over a file (Overwrite: T; dav-server
+                // removes a folder in the way, not a file) replaces it.
+                let kind = |fd, name| {
+                    rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
+                        .map(|st| FileType::from_raw_mode(st.st_mode))
+                };
+                if kind(&a.fd, a.name)? == FileType::Directory
+                    && kind(&b.fd, b.name).is_ok_and(|k| k != FileType::Directory)
+                {
+                    rustix::fs::unlinkat(&b.fd, b.name, AtFlags::empty())?;
+                }
+                rustix::fs::renameat(&a.fd, a.name, &b.fd, b.name)?;
+                Ok(())
+            })
+            .await?
+            .map_err(|e| fs_error(&e))
+        }
+        .boxed()
+    }
+
+    fn copy<'a>(
+        &'a self,
+        from: &'a DavPath,
+        to: &'a DavPath,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, ()> {
+        let (from, to, roots) = (owned(from), owned(to), roots.clone());
+        async move { blocking(move || copy(&roots, &from, &to)).await? }.boxed()
+    }
+
+    fn have_props<'a>(
+        &'a self,
+        _path: &'a DavPath,
+        _roots: &'a Creds,
+    ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
+        Box::pin(futures_util::future::ready(true))
+    }
+
+    fn patch_props<'a>(
+        &'a self,
+        path: &'a DavPath,
+        patch: Vec<(bool, DavProp)>,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            if area(&rel) == Area::ReadOnly {
+                return Err(FsError::Forbidden);
+            }
+            let fd = blocking(move || open_resource(&roots, &rel))
+                .await?
+                .map_err(|e| fs_error(&e))?;
+            blocking(move || props::patch(&fd, patch)).await
+        }
+        .boxed()
+    }
+
+    fn get_props<'a>(
+        &'a self,
+        path: &'a DavPath,
+        do_content: bool,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, Vec<DavProp>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            blocking(move || props::list(&open_resource(&roots, &rel)?, do_content))
+                .await?
+                .map_err(|e| fs_error(&e))
+        }
+        .boxed()
+    }
+
+    fn get_prop<'a>(
+        &'a self,
+        path: &'a DavPath,
+        prop: DavProp,
+        roots: &'a Creds,
+    ) -> FsFuture<'a, Vec<u8>> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            blocking(move || props::get(&open_resource(&roots, &rel)?, &prop))
+                .await?
+                .map_err(|e| fs_error(&e))?
+                .ok_or(FsError::NotFound)
+        }
+        .boxed()
+    }
+
+    fn get_quota<'a>(&'a self, roots: &'a Creds) -> FsFuture<'a, (u64, Option<u64>)> {
+        let roots = roots.clone();
+        async move {
+            let v = blocking(move || rustix::fs::statvfs(&roots.files))
+                .await?
+                .map_err(errno)?;
+            let total = v.f_blocks.saturating_mul(v.f_frsize);
+            let free = v.f_bavail.saturating_mul(v.f_frsize);
+            let used = total.saturating_sub(v.f_bfree.saturating_mul(v.f_frsize));
+            Ok((used, Some(used.saturating_add(free))))
+        }
+        .boxed()
+    }
+}
+
+impl Volume {
+    fn remove<'a>(
+        &'a self,
+        path: &'a DavPath,
+        roots: &'a Creds,
+        flags: AtFlags,
+    ) -> FsFuture<'a, ()> {
+        let (rel, roots) = (owned(path), roots.clone());
+        async move {
+            if area(&rel) != Area::Writable {
+                return Err(FsError::Forbidden);
+            }
+            blocking(move || -> io::Result<()> {
+                let p = roots.parent(&rel)?;
+                rustix::fs::unlinkat(&p.fd, p.name, flags)?;
+                Ok(())
+            })
+            .await?
+            .map_err(|e| fs_error(&e))
+        }
+        .boxed()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn only_plugin_and_corn_are_writable() {
+        assert_eq!(area(Path::new("")), Area::ReadOnly);
+        assert_eq!(area(Path::new("watch/a.mkv")), Area::ReadOnly);
+        assert_eq!(area(Path::new("plugins/a")), Area::ReadOnly);
+        assert_eq!(area(Path::new("plugin")), Area::WritableRoot);
+        assert_eq!(area(Path::new("corn")), Area::WritableRoot);
+        assert_eq!(area(Path::new("plugin/a/b")), Area::Writable);
+        assert_eq!(area(Path::new("corn/gdrive/x.mkv")), Area::Writable);
+    }
+
+    #[test]
+    fn temporary_names_are_hidden_unique_and_short() {
+        let long = OsString::from("x".repeat(255));
+        let a = temp_name(&long);
+        let b = temp_name(&long);
+        assert_ne!(a, b);
+        assert!(a.as_bytes().starts_with(b"."));
+        assert!(a.len() < 200, "{}", a.len());
+    }
+}
