@@ -20,3 +20,4 @@ mod storaged_lifecycle;
 mod storaged_records;
 mod supervisor;
 mod watcherd;
+mod webdav;

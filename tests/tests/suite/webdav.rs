@@ -1,0 +1,544 @@
+//! WebDAV at `/webdav` over real HTTP: the `litmus` suites, confinement
+//! on every method, the writable folders, ranges and validators, uploads
+//! that are whole or absent, and a folder listed as it is on disk.
+
+use std::os::unix::fs::FileExt;
+use std::time::Duration;
+
+use e2e::raw_http::RawResponse;
+use e2e::{Apid, Storaged};
+use tokio::io::AsyncWriteExt;
+
+async fn start() -> (Storaged, Apid) {
+    let s = Storaged::start().await;
+    let a = Apid::start(&s).await;
+    std::fs::create_dir_all(a.files_path().join("plugin")).unwrap();
+    std::fs::create_dir_all(a.files_path().join("watch")).unwrap();
+    (s, a)
+}
+
+const LOCKINFO: &str = r#"<?xml version="1.0"?><D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/></D:lockscope><D:locktype><D:write/></D:locktype></D:lockinfo>"#;
+
+async fn propfind(a: &Apid, path: &str, depth: &str) -> RawResponse {
+    a.send("PROPFIND", path, "", &[("depth", depth)]).await
+}
+
+/// `<D:href>`s of a multistatus answer.
+fn hrefs(r: &RawResponse) -> Vec<String> {
+    let t = r.text();
+    t.split("<D:href>")
+        .skip(1)
+        .filter_map(|s| s.split("</D:href>").next())
+        .map(str::to_owned)
+        .collect()
+}
+
+/// Runs litmus against `/webdav/plugin/` and asserts that every test of
+/// every suite passes. The counts are printed per suite.
+#[tokio::test]
+async fn litmus_passes_every_suite() {
+    let (_s, a) = start().await;
+    let url = format!("{}/webdav/plugin/", a.base_url());
+    let work = tempfile::tempdir().unwrap();
+    let out = tokio::time::timeout(
+        Duration::from_secs(300),
+        tokio::process::Command::new("litmus")
+            .arg("-k")
+            .arg(&url)
+            .current_dir(work.path())
+            .kill_on_drop(true)
+            .output(),
+    )
+    .await
+    .expect("litmus finishes within 5 minutes")
+    .expect("litmus is installed (Debian package `litmus`; .ci/run installs it)");
+    let text = String::from_utf8_lossy(&out.stdout);
+    let mut seen = Vec::new();
+    for line in text.lines().filter(|l| l.contains("<- summary for")) {
+        println!("{line}");
+        let suite = line
+            .split('`')
+            .nth(1)
+            .and_then(|s| s.split('\'').next())
+            .unwrap_or("?");
+        let num = |after: &str| -> u32 {
+            let rest = line.split(after).nth(1).unwrap_or("");
+            let digits: String = rest
+                .trim_start()
+                .chars()
+                .take_while(char::is_ascii_digit)
+                .collect();
+            digits.parse().unwrap_or(0)
+        };
+        let (run, passed) = (num("of "), num("tests run: "));
+        assert!(run > 0 && run == passed, "litmus {suite}: {line}\n{text}");
+        seen.push(suite.to_owned());
+    }
+    assert_eq!(
+        seen,
+        ["basic", "copymove", "props", "locks", "http"],
+        "{text}"
+    );
+}
+
+#[tokio::test]
+async fn no_method_leads_out_of_files_path() {
+    let (_s, a) = start().await;
+    let files = a.files_path();
+    let outside = a.dir().join("outside");
+    std::fs::create_dir_all(&outside).unwrap();
+    std::fs::write(outside.join("secret.txt"), b"do not serve").unwrap();
+    std::fs::write(a.dir().join("secret.txt"), b"do not serve").unwrap();
+    std::os::unix::fs::symlink("/etc", files.join("plugin/etc")).unwrap();
+    std::os::unix::fs::symlink(&outside, files.join("plugin/out")).unwrap();
+    std::os::unix::fs::symlink(outside.join("secret.txt"), files.join("plugin/s.txt")).unwrap();
+    std::fs::write(files.join("plugin/in.txt"), b"inside").unwrap();
+
+    let methods = [
+        "GET",
+        "HEAD",
+        "PUT",
+        "DELETE",
+        "MKCOL",
+        "COPY",
+        "MOVE",
+        "PROPFIND",
+        "PROPPATCH",
+        "LOCK",
+        "OPTIONS",
+    ];
+    // Escapes by name: refused before anything is looked up.
+    for path in [
+        "/webdav/plugin/../../secret.txt",
+        "/webdav/plugin/%2e%2e/%2e%2e/secret.txt",
+        "/webdav/plugin/%2E%2E/x",
+        "/webdav/plugin/..%2f..%2fsecret.txt",
+        "/webdav/plugin/a%2fb",
+        "/webdav/plugin/a%00b",
+    ] {
+        for m in methods {
+            let r = a.send(m, path, "", &[("depth", "0")]).await;
+            assert_eq!(r.status, 400, "{m} {path}: {}", r.text());
+            assert!(!r.text().contains("do not serve"));
+        }
+    }
+    // Escapes by symlink: look missing, write nothing.
+    for path in [
+        "/webdav/plugin/etc/passwd",
+        "/webdav/plugin/out/secret.txt",
+        "/webdav/plugin/s.txt",
+    ] {
+        for m in methods {
+            // Removing or moving the symlink itself is fine (below).
+            if path.ends_with("s.txt") && (m == "DELETE" || m == "MOVE") {
+                continue;
+            }
+            let r = a
+                .send(
+                    m,
+                    path,
+                    match m {
+                        "PUT" => "x",
+                        "LOCK" => LOCKINFO,
+                        _ => "",
+                    },
+                    &[
+                        ("depth", if m == "PROPFIND" { "0" } else { "infinity" }),
+                        ("destination", "/webdav/plugin/copied.txt"),
+                    ],
+                )
+                .await;
+            // OPTIONS says what could be done at a path that is not there.
+            assert!(
+                matches!(r.status, 403 | 404 | 405 | 409) || (m == "OPTIONS" && r.status == 200),
+                "{m} {path}: {} {}",
+                r.status,
+                r.text()
+            );
+            assert!(!r.text().contains("do not serve") && !r.text().contains("root:"));
+        }
+    }
+    // A symlink leading out is removed itself; what it led to stays.
+    let r = a.send("DELETE", "/webdav/plugin/s.txt", "", &[]).await;
+    assert_eq!(r.status, 204);
+    assert!(files.join("plugin/s.txt").symlink_metadata().is_err());
+    assert!(outside.join("secret.txt").exists());
+    // A destination outside is refused as well.
+    let r = a
+        .send(
+            "COPY",
+            "/webdav/plugin/in.txt",
+            "",
+            &[("destination", "/webdav/plugin/out/copied.txt")],
+        )
+        .await;
+    assert!(matches!(r.status, 403 | 404 | 409), "{}", r.status);
+    let r = a
+        .send(
+            "MOVE",
+            "/webdav/plugin/in.txt",
+            "",
+            &[("destination", "/webdav/plugin/%2e%2e/%2e%2e/in.txt")],
+        )
+        .await;
+    assert_eq!(r.status, 400);
+    assert_eq!(
+        std::fs::read_dir(&outside).unwrap().count(),
+        1,
+        "nothing was written outside"
+    );
+    assert!(!files.join("plugin/copied.txt").exists());
+    assert_eq!(
+        std::fs::read(files.join("plugin/in.txt")).unwrap(),
+        b"inside"
+    );
+    // The listing hides what leads out and shows what stays in.
+    let r = propfind(&a, "/webdav/plugin/", "1").await;
+    assert_eq!(r.status, 207);
+    let names = hrefs(&r);
+    assert!(names.iter().any(|h| h.ends_with("/in.txt")), "{names:?}");
+    assert!(
+        !names
+            .iter()
+            .any(|h| h.ends_with("/etc/") || h.contains("/out") || h.ends_with("/s.txt")),
+        "{names:?}"
+    );
+}
+
+#[tokio::test]
+async fn writes_outside_plugin_and_corn_are_refused() {
+    let (_s, a) = start().await;
+    let files = a.files_path();
+    std::fs::write(files.join("watch/film.mkv"), b"film").unwrap();
+    std::fs::write(files.join("plugin/a.txt"), b"a").unwrap();
+    let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:p>1</Z:p></D:prop></D:set></D:propertyupdate>"#;
+    for (m, path, body, headers) in [
+        ("PUT", "/webdav/watch/new.mkv", "x", vec![]),
+        ("PUT", "/webdav/watch/film.mkv", "x", vec![]),
+        ("PUT", "/webdav/new.txt", "x", vec![]),
+        ("DELETE", "/webdav/watch/film.mkv", "", vec![]),
+        ("DELETE", "/webdav/plugin", "", vec![]),
+        ("MKCOL", "/webdav/watch/dir", "", vec![]),
+        ("PROPPATCH", "/webdav/watch/film.mkv", patch, vec![]),
+        ("LOCK", "/webdav/watch/film.mkv", LOCKINFO, vec![]),
+        (
+            "MOVE",
+            "/webdav/watch/film.mkv",
+            "",
+            vec![("destination", "/webdav/plugin/film.mkv")],
+        ),
+        (
+            "MOVE",
+            "/webdav/plugin/a.txt",
+            "",
+            vec![("destination", "/webdav/watch/a.txt")],
+        ),
+        (
+            "COPY",
+            "/webdav/plugin/a.txt",
+            "",
+            vec![("destination", "http://elsewhere/webdav/watch/a.txt")],
+        ),
+    ] {
+        let r = a.send(m, path, body, &headers).await;
+        r.assert_error(403, "read_only");
+    }
+    assert_eq!(
+        std::fs::read(files.join("watch/film.mkv")).unwrap(),
+        b"film"
+    );
+    assert!(!files.join("watch/new.mkv").exists() && !files.join("watch/dir").exists());
+    assert!(!files.join("new.txt").exists() && !files.join("watch/a.txt").exists());
+    assert!(files.join("plugin/a.txt").exists());
+    // Reading from anywhere and copying into plugin/ is fine.
+    let r = a
+        .send(
+            "COPY",
+            "/webdav/watch/film.mkv",
+            "",
+            &[("destination", "/webdav/plugin/film.mkv")],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        std::fs::read(files.join("plugin/film.mkv")).unwrap(),
+        b"film"
+    );
+    // corn/ is writable too.
+    assert_eq!(a.send("MKCOL", "/webdav/corn", "", &[]).await.status, 201);
+    assert_eq!(
+        a.send("PUT", "/webdav/corn/x.txt", "x", &[]).await.status,
+        201
+    );
+}
+
+#[tokio::test]
+async fn gets_have_ranges_validators_and_preconditions() {
+    let (_s, a) = start().await;
+    let bytes: Vec<u8> = (0..200_000u32).map(|i| (i % 251) as u8).collect();
+    let r = a
+        .send("PUT", "/webdav/plugin/a.bin", bytes.clone(), &[])
+        .await;
+    assert_eq!(r.status, 201);
+    let r = a.get("/webdav/plugin/a.bin").await;
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, bytes);
+    let etag = r.header("etag").unwrap().to_owned();
+    let modified = r.header("last-modified").unwrap().to_owned();
+    // PROPFIND's getetag is the ETag of GET.
+    let p = propfind(&a, "/webdav/plugin/a.bin", "0").await;
+    assert!(p.text().contains(&etag), "{} vs {etag}", p.text());
+
+    let g = |h: Vec<(&'static str, String)>| {
+        let a = &a;
+        async move {
+            let h: Vec<(&str, &str)> = h.iter().map(|(k, v)| (*k, v.as_str())).collect();
+            a.send("GET", "/webdav/plugin/a.bin", "", &h).await
+        }
+    };
+    let r = g(vec![("range", "bytes=100-199".into())]).await;
+    assert_eq!((r.status, &r.body[..]), (206, &bytes[100..200]));
+    assert_eq!(r.header("content-range"), Some("bytes 100-199/200000"));
+    let r = g(vec![("range", "bytes=0-1,199998-".into())]).await;
+    assert_eq!(r.status, 206);
+    assert!(
+        r.header("content-type")
+            .unwrap()
+            .starts_with("multipart/byteranges")
+    );
+    let r = g(vec![("range", "bytes=300000-".into())]).await;
+    assert_eq!(r.status, 416);
+    assert_eq!(g(vec![("if-none-match", etag.clone())]).await.status, 304);
+    assert_eq!(
+        g(vec![("if-modified-since", modified.clone())])
+            .await
+            .status,
+        304
+    );
+    assert_eq!(g(vec![("if-match", "\"nope\"".into())]).await.status, 412);
+    assert_eq!(g(vec![("if-match", etag.clone())]).await.status, 200);
+    // If-Range with another validator: the whole file.
+    let r = g(vec![
+        ("range", "bytes=0-9".into()),
+        ("if-range", "\"other\"".into()),
+    ])
+    .await;
+    assert_eq!((r.status, r.body.len()), (200, bytes.len()));
+    let r = g(vec![
+        ("range", "bytes=0-9".into()),
+        ("if-range", etag.clone()),
+    ])
+    .await;
+    assert_eq!((r.status, &r.body[..]), (206, &bytes[..10]));
+    let h = a.send("HEAD", "/webdav/plugin/a.bin", "", &[]).await;
+    assert_eq!((h.status, h.body.len()), (200, 0));
+    assert_eq!(h.header("content-length"), Some("200000"));
+    // A PUT with a stale If-Match changes nothing.
+    let r = a
+        .send(
+            "PUT",
+            "/webdav/plugin/a.bin",
+            "new",
+            &[("if-match", "\"stale\"")],
+        )
+        .await;
+    assert_eq!(r.status, 412);
+    assert_eq!(a.get("/webdav/plugin/a.bin").await.body, bytes);
+    // After a replacement the old ETag no longer matches.
+    assert_eq!(
+        a.send("PUT", "/webdav/plugin/a.bin", "new", &[])
+            .await
+            .status,
+        204
+    );
+    assert_eq!(g(vec![("if-none-match", etag)]).await.status, 200);
+}
+
+#[tokio::test]
+async fn ranges_reach_the_end_of_a_multi_gigabyte_sparse_file() {
+    let (_s, a) = start().await;
+    let path = a.files_path().join("watch/big.mkv");
+    let size: u64 = (5 << 30) + 3;
+    let f = std::fs::File::create(&path).unwrap();
+    f.set_len(size).unwrap();
+    f.write_all_at(b"the end", size - 7).unwrap();
+    f.write_all_at(b"past 4 GiB", 1 << 32).unwrap();
+    let url = "/webdav/watch/big.mkv";
+    let r = a
+        .send(
+            "GET",
+            url,
+            "",
+            &[("range", &format!("bytes={}-", size - 7))],
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_slice()), (206, &b"the end"[..]));
+    let r = a
+        .send(
+            "GET",
+            url,
+            "",
+            &[("range", &format!("bytes={}-{}", size - 3, size + 100))],
+        )
+        .await;
+    assert_eq!((r.status, r.body.as_slice()), (206, &b"end"[..]));
+    let span = format!("bytes={}-{}", 1u64 << 32, (1u64 << 32) + 9);
+    let r = a.send("GET", url, "", &[("range", &span)]).await;
+    assert_eq!((r.status, r.body.as_slice()), (206, &b"past 4 GiB"[..]));
+    let h = a.send("HEAD", url, "", &[]).await;
+    assert_eq!(h.header("content-length"), Some(size.to_string().as_str()));
+    let p = propfind(&a, url, "0").await;
+    assert!(
+        p.text()
+            .contains(&format!("<D:getcontentlength>{size}</D:getcontentlength>")),
+        "{}",
+        p.text()
+    );
+}
+
+#[tokio::test]
+async fn a_file_written_on_disk_is_listed_at_once() {
+    let (_s, a) = start().await;
+    let watch = a.files_path().join("watch");
+    assert_eq!(hrefs(&propfind(&a, "/webdav/watch/", "1").await).len(), 1);
+    for i in 0..20 {
+        std::fs::write(watch.join(format!("new-{i}.mkv")), b"x").unwrap();
+        let names = hrefs(&propfind(&a, "/webdav/watch/", "1").await);
+        assert!(
+            names.iter().any(|h| h.ends_with(&format!("/new-{i}.mkv"))),
+            "{i}: {names:?}"
+        );
+        let r = a
+            .send("HEAD", &format!("/webdav/watch/new-{i}.mkv"), "", &[])
+            .await;
+        assert_eq!(r.status, 200);
+    }
+    std::fs::remove_file(watch.join("new-3.mkv")).unwrap();
+    let names = hrefs(&propfind(&a, "/webdav/watch/", "1").await);
+    assert!(!names.iter().any(|h| h.ends_with("/new-3.mkv")));
+    assert_eq!(
+        a.send("HEAD", "/webdav/watch/new-3.mkv", "", &[])
+            .await
+            .status,
+        404
+    );
+}
+
+#[tokio::test]
+async fn propfind_of_infinite_depth_is_refused() {
+    let (_s, a) = start().await;
+    for headers in [
+        vec![("depth", "infinity")],
+        vec![],
+        vec![("depth", "infinity"), ("x-litmus", "props: 1")],
+    ] {
+        let r = a.send("PROPFIND", "/webdav/", "", &headers).await;
+        assert_eq!(r.status, 403, "{headers:?}");
+        assert!(r.text().contains("propfind-finite-depth"), "{}", r.text());
+    }
+    assert_eq!(propfind(&a, "/webdav/", "1").await.status, 207);
+}
+
+/// An upload cut off half-way leaves neither the file nor its temporary
+/// file; the one it would have replaced is untouched.
+#[tokio::test]
+async fn an_interrupted_upload_leaves_nothing_behind() {
+    let (_s, a) = start().await;
+    let plugin = a.files_path().join("plugin");
+    std::fs::write(plugin.join("keep.bin"), b"old").unwrap();
+    for target in ["/webdav/plugin/new.bin", "/webdav/plugin/keep.bin"] {
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", a.port()))
+            .await
+            .unwrap();
+        let head = format!("PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n");
+        tcp.write_all(head.as_bytes()).await.unwrap();
+        tcp.write_all(&vec![7u8; 3 << 20]).await.unwrap();
+        tcp.flush().await.unwrap();
+        // Wait until apid is writing (its hidden temporary file is
+        // there), then hang up.
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        while !std::fs::read_dir(&plugin)
+            .unwrap()
+            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with('.'))
+        {
+            assert!(tokio::time::Instant::now() < deadline, "no upload began");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        drop(tcp);
+        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+        loop {
+            let names: Vec<String> = std::fs::read_dir(&plugin)
+                .unwrap()
+                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+                .collect();
+            if names == ["keep.bin"] {
+                break;
+            }
+            assert!(
+                tokio::time::Instant::now() < deadline,
+                "left behind: {names:?}"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        assert_eq!(std::fs::read(plugin.join("keep.bin")).unwrap(), b"old");
+    }
+    // A whole upload replaces the file, and its dead properties stay.
+    let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:tag>kept</Z:tag></D:prop></D:set></D:propertyupdate>"#;
+    assert_eq!(
+        a.send("PROPPATCH", "/webdav/plugin/keep.bin", patch, &[])
+            .await
+            .status,
+        207
+    );
+    assert_eq!(
+        a.send("PUT", "/webdav/plugin/keep.bin", "new", &[])
+            .await
+            .status,
+        204
+    );
+    assert_eq!(std::fs::read(plugin.join("keep.bin")).unwrap(), b"new");
+    let body = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:" xmlns:Z="urn:z"><D:prop><Z:tag/></D:prop></D:propfind>"#;
+    let r = a
+        .send(
+            "PROPFIND",
+            "/webdav/plugin/keep.bin",
+            body,
+            &[("depth", "0")],
+        )
+        .await;
+    assert!(r.text().contains(">kept<"), "{}", r.text());
+}
+
+/// Dead properties live with the file, so an apid restart keeps them.
+#[tokio::test]
+async fn dead_properties_outlive_apid() {
+    let s = Storaged::start().await;
+    let dir = s.dir().to_path_buf();
+    let a = Apid::start(&s).await;
+    std::fs::create_dir_all(a.files_path().join("plugin")).unwrap();
+    assert_eq!(
+        a.send("PUT", "/webdav/plugin/p.txt", "x", &[]).await.status,
+        201
+    );
+    let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:who>sorter</Z:who></D:prop></D:set></D:propertyupdate>"#;
+    assert_eq!(
+        a.send("PROPPATCH", "/webdav/plugin/p.txt", patch, &[])
+            .await
+            .status,
+        207
+    );
+    drop(a);
+    let a = Apid::start_in(&dir, &[]).await;
+    let body = r#"<?xml version="1.0"?><D:propfind xmlns:D="DAV:"><D:allprop/></D:propfind>"#;
+    let r = a
+        .send("PROPFIND", "/webdav/plugin/p.txt", body, &[("depth", "0")])
+        .await;
+    assert!(r.text().contains(">sorter<"), "{}", r.text());
+    // Not a file of its own on the shared volume.
+    assert_eq!(
+        std::fs::read_dir(a.files_path().join("plugin"))
+            .unwrap()
+            .count(),
+        1
+    );
+}
