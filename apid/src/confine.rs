@@ -15,6 +15,7 @@ use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use rustix::fs::{Mode, OFlags};
 
@@ -29,10 +30,10 @@ pub(crate) struct Roots {
 
 impl Roots {
     /// `None` while `FILES_PATH` is not there.
-    pub(crate) fn of(config: &metacore::Config) -> Option<Self> {
+    fn resolve(files: &Path, meta: &Path) -> Option<Self> {
         Some(Self {
-            files: std::fs::canonicalize(&config.files_path).ok()?,
-            meta: std::fs::canonicalize(&config.meta_core_path).ok(),
+            files: std::fs::canonicalize(files).ok()?,
+            meta: std::fs::canonicalize(meta).ok(),
         })
     }
 
@@ -103,6 +104,36 @@ impl Roots {
             return Err(missing());
         }
         Ok((fd, opened))
+    }
+}
+
+/// The [`Roots`] of the configuration, resolved at most once a second
+/// (on the blocking pool) rather than for every request: a moved
+/// `FILES_PATH` is followed within a second.
+#[derive(Debug, Default)]
+pub(crate) struct RootsCache {
+    cached: std::sync::Mutex<Option<(std::time::Instant, Arc<Roots>)>>,
+}
+
+/// How long resolved roots are used.
+const ROOTS_FOR: std::time::Duration = std::time::Duration::from_secs(1);
+
+impl RootsCache {
+    /// `None` while `FILES_PATH` is not there.
+    pub(crate) async fn get(&self, config: &metacore::Config) -> Option<Arc<Roots>> {
+        if let Some((at, r)) = &*self.cached.lock().unwrap_or_else(|e| e.into_inner())
+            && at.elapsed() < ROOTS_FOR
+        {
+            return Some(r.clone());
+        }
+        let (files, meta) = (config.files_path.clone(), config.meta_core_path.clone());
+        let roots = tokio::task::spawn_blocking(move || Roots::resolve(&files, &meta))
+            .await
+            .ok()??;
+        let roots = Arc::new(roots);
+        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) =
+            Some((std::time::Instant::now(), roots.clone()));
+        Some(roots)
     }
 }
 

@@ -12,14 +12,12 @@
 //! `cp -p` leave it, has another inode), `Last-Modified` its mtime to the
 //! second.
 
-use std::io::SeekFrom;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use axum::body::Body;
 use axum::response::{IntoResponse, Response};
 use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
-use tokio::io::{AsyncReadExt, AsyncSeekExt};
 
 /// Most ranges one request may ask for; past it the whole file is sent
 /// (as nginx's `max_ranges` does), so a request of a thousand tiny ranges
@@ -275,30 +273,52 @@ enum Piece {
     Span(Span),
 }
 
-/// The body of `pieces`, read from `file` one chunk at a time: each span
-/// is sought when its turn comes (the spans are read one after another
-/// from the one open file), so memory stays at one chunk.
-fn body_of(file: tokio::fs::File, pieces: Vec<Piece>) -> Body {
+/// The body of `pieces`, read from `file` one chunk at a time, each chunk
+/// one positioned read (`pread`) on the blocking pool, so memory stays at
+/// one chunk and a chunk costs one hand-off to the pool.
+fn body_of(file: std::fs::File, pieces: Vec<Piece>) -> Body {
     struct State {
-        file: tokio::fs::File,
+        file: std::sync::Arc<std::fs::File>,
         pieces: std::collections::VecDeque<Piece>,
+        /// The span being sent: next offset and bytes left.
+        at: u64,
         left: u64,
     }
     let state = State {
-        file,
+        file: std::sync::Arc::new(file),
         pieces: pieces.into(),
+        at: 0,
         left: 0,
     };
     let stream = futures_util::stream::unfold(state, |mut st| async move {
         loop {
             if st.left > 0 {
                 let want = st.left.min(CHUNK as u64) as usize;
-                let mut buf = vec![0u8; want];
-                let read = st.file.read(&mut buf).await;
+                let (file, at) = (st.file.clone(), st.at);
+                let read = tokio::task::spawn_blocking(move || {
+                    let mut buf = vec![0u8; want];
+                    let mut got = 0;
+                    while got < want {
+                        match std::os::unix::fs::FileExt::read_at(
+                            &*file,
+                            &mut buf[got..],
+                            at + got as u64,
+                        ) {
+                            Ok(0) => break,
+                            Ok(n) => got += n,
+                            Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
+                            Err(e) => return Err(e),
+                        }
+                    }
+                    buf.truncate(got);
+                    Ok(buf)
+                })
+                .await
+                .unwrap_or_else(|e| Err(std::io::Error::other(e)));
                 let out = match read {
-                    Ok(n) if n > 0 => {
-                        buf.truncate(n);
-                        st.left -= n as u64;
+                    Ok(buf) if !buf.is_empty() => {
+                        st.left -= buf.len() as u64;
+                        st.at += buf.len() as u64;
                         return Some((Ok(Bytes::from(buf)), st));
                     }
                     // The file shrank while it was sent: the body ends
@@ -313,10 +333,7 @@ fn body_of(file: tokio::fs::File, pieces: Vec<Piece>) -> Body {
             match st.pieces.pop_front()? {
                 Piece::Text(b) => return Some((Ok(b), st)),
                 Piece::Span(s) => {
-                    if let Err(e) = st.file.seek(SeekFrom::Start(s.first)).await {
-                        st.pieces.clear();
-                        return Some((Err(e), st));
-                    }
+                    st.at = s.first;
                     st.left = s.len();
                 }
             }
@@ -340,13 +357,89 @@ fn built(b: http::response::Builder, body: Body) -> Response {
     })
 }
 
+/// The bytes of a short answer read ahead, beside the open and `fstat`
+/// of the file on the blocking pool, so that answering costs no second
+/// hand-off to it ([`Prefetched::read`]).
+#[derive(Debug, Default)]
+pub(crate) struct Prefetched(Option<(Span, Bytes)>);
+
+impl Prefetched {
+    /// Reads what a GET with `headers` will send of `file`, if that is
+    /// one span of at most one chunk. Blocking.
+    pub(crate) fn read(
+        method: &Method,
+        headers: &HeaderMap,
+        file: &std::fs::File,
+        meta: &std::fs::Metadata,
+    ) -> Self {
+        if *method != Method::GET {
+            return Self(None);
+        }
+        let v = Validators::of(meta);
+        let span = match decide(method, headers, &v) {
+            Decision::Send { use_range } => match header_str(headers, header::RANGE) {
+                Some(r) if use_range => match parse_ranges(r, v.size) {
+                    Ranges::Spans(spans) if spans.len() == 1 => spans[0],
+                    Ranges::Whole if v.size > 0 => Span {
+                        first: 0,
+                        last: v.size - 1,
+                    },
+                    _ => return Self(None),
+                },
+                _ if v.size > 0 => Span {
+                    first: 0,
+                    last: v.size - 1,
+                },
+                _ => return Self(None),
+            },
+            _ => return Self(None),
+        };
+        if span.len() > CHUNK as u64 {
+            return Self(None);
+        }
+        let mut buf = vec![0u8; span.len() as usize];
+        match std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, span.first) {
+            Ok(()) => Self(Some((span, Bytes::from(buf)))),
+            Err(_) => Self(None),
+        }
+    }
+
+    /// The piece that sends `span`: the bytes read ahead if they are it.
+    fn take(&mut self, span: Span) -> Piece {
+        match self.0.take() {
+            Some((s, bytes)) if s == span => Piece::Text(bytes),
+            _ => Piece::Span(span),
+        }
+    }
+}
+
 /// Answers a GET or HEAD of the open `file` (`meta` its `fstat`).
 pub(crate) async fn send(
     method: &Method,
     headers: &HeaderMap,
-    file: tokio::fs::File,
+    file: std::fs::File,
     meta: &std::fs::Metadata,
     content_type: &str,
+) -> Response {
+    send_with(
+        method,
+        headers,
+        file,
+        meta,
+        content_type,
+        Prefetched::default(),
+    )
+    .await
+}
+
+/// [`send`] with bytes read ahead.
+pub(crate) async fn send_with(
+    method: &Method,
+    headers: &HeaderMap,
+    file: std::fs::File,
+    meta: &std::fs::Metadata,
+    content_type: &str,
+    mut ready: Prefetched,
 ) -> Response {
     let v = Validators::of(meta);
     let head = *method == Method::HEAD;
@@ -391,7 +484,7 @@ pub(crate) async fn send(
                 first: 0,
                 last: v.size - 1,
             };
-            built(b, body_of(file, vec![Piece::Span(all)]))
+            built(b, body_of(file, vec![ready.take(all)]))
         }
         Ranges::Spans(spans) if spans.len() == 1 => {
             let s = spans[0];
@@ -404,7 +497,7 @@ pub(crate) async fn send(
             if head {
                 return built(b, Body::empty());
             }
-            built(b, body_of(file, vec![Piece::Span(s)]))
+            built(b, body_of(file, vec![ready.take(s)]))
         }
         Ranges::Spans(spans) => {
             let boundary = format!("meta-core-{:016x}", rand_u64());

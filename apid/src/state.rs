@@ -34,6 +34,8 @@ pub struct AppState {
     pub(crate) registry: std::sync::Arc<crate::registry::Registry>,
     /// WebDAV at `/webdav`: its locks and upload slots.
     pub(crate) dav: crate::dav::Dav,
+    /// `FILES_PATH` and `META_CORE_PATH` resolved, for confinement.
+    pub(crate) roots: crate::confine::RootsCache,
 }
 
 impl AppState {
@@ -54,6 +56,7 @@ impl AppState {
             started: Instant::now(),
             sweeper: Sweeper::default(),
             dav: crate::dav::Dav::default(),
+            roots: crate::confine::RootsCache::default(),
         }
     }
 }

@@ -36,6 +36,7 @@ use metacore::error::{ApiError, ErrorCode};
 use tokio::sync::Semaphore;
 
 use crate::confine::Roots;
+use crate::send_file::Prefetched;
 use crate::state::State;
 use volume::{Area, Volume, area};
 
@@ -49,7 +50,7 @@ pub(crate) const UPLOAD_WAIT: Duration = Duration::from_secs(10);
 
 /// The WebDAV handler apid keeps for its life.
 pub(crate) struct Dav {
-    handler: DavHandler<Arc<Roots>>,
+    handler: DavHandler<Arc<volume::Ctx>>,
     uploads: Semaphore,
 }
 
@@ -162,19 +163,19 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     }
     // dav-server lets a litmus run walk a whole tree; nobody else may.
     req.headers_mut().remove("x-litmus");
-    let Some(roots) = Roots::of(&st.config) else {
+    let Some(roots) = st.roots.get(&st.config).await else {
         return ApiError::unavailable("FILES_PATH is not there").into_response();
     };
-    let roots = Arc::new(roots);
     if method == Method::GET || method == Method::HEAD {
-        match open_file(&roots, &rel).await {
-            Ok(Some((file, meta))) => {
-                return crate::send_file::send(
+        match open_file(&roots, &rel, &method, req.headers()).await {
+            Ok(Some((file, meta, ready))) => {
+                return crate::send_file::send_with(
                     &method,
                     req.headers(),
-                    tokio::fs::File::from_std(file),
+                    file,
                     &meta,
                     crate::routes::files::content_type(&rel),
+                    ready,
                 )
                 .await;
             }
@@ -198,7 +199,8 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     } else {
         None
     };
-    let resp = dav.handler.handle_guarded(req, roots).await.map(Body::new);
+    let ctx = Arc::new(volume::Ctx::new(roots));
+    let resp = dav.handler.handle_guarded(req, ctx).await.map(Body::new);
     if method.as_str() == "PROPFIND" {
         resp.map(quote_etags)
     } else {
@@ -284,12 +286,16 @@ fn with_quoted_etags(buf: &[u8]) -> Vec<u8> {
     out
 }
 
-/// The regular file at `rel`, open; `Ok(None)` for a folder.
+/// The regular file at `rel`, open, with what a short GET will send of
+/// it read ahead; `Ok(None)` for a folder.
 async fn open_file(
     roots: &Arc<Roots>,
     rel: &Path,
-) -> Result<Option<(std::fs::File, std::fs::Metadata)>, Response> {
+    method: &Method,
+    headers: &http::HeaderMap,
+) -> Result<Option<(std::fs::File, std::fs::Metadata, Prefetched)>, Response> {
     let (roots, rel) = (roots.clone(), rel.to_path_buf());
+    let (method, headers) = (method.clone(), headers.clone());
     let found = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
         if rel.as_os_str().is_empty() {
             return Ok(None);
@@ -298,7 +304,11 @@ async fn open_file(
         let (fd, _) = roots.open_entry(&p)?;
         let file = std::fs::File::from(fd);
         let meta = file.metadata()?;
-        Ok(meta.is_file().then_some((file, meta)))
+        if !meta.is_file() {
+            return Ok(None);
+        }
+        let ready = Prefetched::read(&method, &headers, &file, &meta);
+        Ok(Some((file, meta, ready)))
     })
     .await;
     match found {

@@ -24,7 +24,7 @@ const XATTR: &str = "user.meta-core.dav";
 pub(crate) const MAX_BYTES: usize = 60 * 1024;
 
 #[derive(Debug, Clone, Serialize, Deserialize, PartialEq, Eq)]
-struct Stored {
+pub(crate) struct Stored {
     #[serde(default, skip_serializing_if = "Option::is_none")]
     ns: Option<String>,
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -76,6 +76,29 @@ fn load(fd: impl AsFd) -> io::Result<Vec<Stored>> {
         }
         Err(e) => Err(e.into()),
     }
+}
+
+/// The properties stored on the file at `path` (a symlink is not
+/// followed: the caller has resolved it), and their size in bytes.
+pub(crate) fn load_path(path: &std::path::Path) -> io::Result<(Vec<Stored>, usize)> {
+    let absent =
+        |e: rustix::io::Errno| e == rustix::io::Errno::NODATA || e == rustix::io::Errno::NOTSUP;
+    let size = match rustix::fs::lgetxattr_query(path, XATTR) {
+        Ok(n) => n,
+        Err(e) if absent(e) => return Ok((Vec::new(), 0)),
+        Err(e) => return Err(e.into()),
+    };
+    let mut buf = vec![0u8; size.min(MAX_BYTES)];
+    match rustix::fs::lgetxattr(path, XATTR, &mut buf[..]) {
+        Ok(n) => Ok((serde_json::from_slice(&buf[..n]).unwrap_or_default(), n)),
+        Err(e) if absent(e) => Ok((Vec::new(), 0)),
+        Err(e) => Err(e.into()),
+    }
+}
+
+/// `stored` as dav-server takes them.
+pub(crate) fn to_props(stored: &[Stored], with_content: bool) -> Vec<DavProp> {
+    stored.iter().map(|s| s.prop(with_content)).collect()
 }
 
 fn store(fd: impl AsFd, props: &[Stored]) -> io::Result<()> {
@@ -220,6 +243,19 @@ mod tests {
             "the removal in the failed patch did not happen"
         );
         assert_eq!(left[0].name, "keep");
+    }
+
+    #[test]
+    fn properties_are_read_by_path_as_by_descriptor() {
+        let dir = tempfile::tempdir().unwrap();
+        let f = dir.path().join("a");
+        std::fs::write(&f, b"x").unwrap();
+        assert_eq!(load_path(&f).unwrap(), (Vec::new(), 0));
+        patch(&open(&f), vec![(true, prop("urn:a", "p", "1"))]);
+        let (stored, size) = load_path(&f).unwrap();
+        assert!(size > 0);
+        assert_eq!(to_props(&stored, true).len(), 1);
+        assert_eq!(to_props(&stored, true)[0].xml, prop("urn:a", "p", "1").xml);
     }
 
     #[test]

@@ -208,6 +208,7 @@ fn list(
     fd: std::os::fd::OwnedFd,
     real: &Path,
     follow: bool,
+    listed: &std::sync::Mutex<Listed>,
     tx: &tokio::sync::mpsc::Sender<Vec<Entry>>,
 ) {
     let dir = match rustix::fs::Dir::read_from(&fd) {
@@ -232,14 +233,22 @@ fn list(
         let Ok(mut st) = rustix::fs::statat(&fd, os, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
+        let mut props_at = path.clone();
         if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-            match roots
-                .confined(&path)
-                .and_then(|r| rustix::fs::stat(&r).ok())
-            {
-                Some(target) => st = target,
-                None => continue,
+            let Some(target) = roots.confined(&path) else {
+                continue;
+            };
+            match rustix::fs::stat(&target) {
+                Ok(t) => st = t,
+                Err(_) => continue,
             }
+            props_at = target;
+        }
+        if let Ok((stored, size)) = props::load_path(&props_at) {
+            listed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_vec(), stored, size);
         }
         batch.push(Entry {
             name: name.to_vec(),
@@ -394,12 +403,73 @@ fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
     Ok(())
 }
 
-/// The WebDAV filesystem. The credentials of each request are the roots
-/// resolved for it.
+/// The WebDAV filesystem.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Volume;
 
-type Creds = Arc<Roots>;
+/// What one request works with (dav-server's "credentials"): the roots
+/// resolved for it, the volume's quota once asked, and the dead
+/// properties of the entries of the folder it lists, read by the listing
+/// thread beside their `stat` so that an `allprop` PROPFIND of a folder
+/// costs no hand-off to the blocking pool per entry.
+#[derive(Debug)]
+pub(crate) struct Ctx {
+    pub roots: Arc<Roots>,
+    quota: std::sync::Mutex<Option<(u64, Option<u64>)>>,
+    listed: Arc<std::sync::Mutex<Listed>>,
+}
+
+impl Ctx {
+    pub(crate) fn new(roots: Arc<Roots>) -> Self {
+        Self {
+            roots,
+            quota: std::sync::Mutex::new(None),
+            listed: Arc::default(),
+        }
+    }
+}
+
+/// Entries listed at most; their properties at most (bytes). Past either,
+/// an entry's properties are read when asked.
+const LISTED_ENTRIES: usize = 4096;
+const LISTED_BYTES: usize = 4 << 20;
+
+/// The dead properties of entries of one folder, listed and not asked yet.
+#[derive(Debug, Default)]
+struct Listed {
+    dir: PathBuf,
+    props: std::collections::HashMap<Vec<u8>, (Vec<props::Stored>, usize)>,
+    order: std::collections::VecDeque<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Listed {
+    fn insert(&mut self, name: Vec<u8>, stored: Vec<props::Stored>, size: usize) {
+        while self.order.len() >= LISTED_ENTRIES || self.bytes + size > LISTED_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                return;
+            };
+            if let Some((_, n)) = self.props.remove(&old) {
+                self.bytes -= n;
+            }
+        }
+        self.bytes += size;
+        self.order.push_back(name.clone());
+        self.props.insert(name, (stored, size));
+    }
+
+    fn take(&mut self, rel: &Path) -> Option<Vec<props::Stored>> {
+        let (dir, name) = (rel.parent()?, rel.file_name()?);
+        if dir != self.dir {
+            return None;
+        }
+        let (stored, n) = self.props.remove(name.as_bytes())?;
+        self.bytes -= n;
+        Some(stored)
+    }
+}
+
+type Creds = Arc<Ctx>;
 
 fn owned(path: &DavPath) -> PathBuf {
     path.as_rel_ospath().to_path_buf()
@@ -410,9 +480,9 @@ impl GuardedFileSystem<Creds> for Volume {
         &'a self,
         path: &'a DavPath,
         options: OpenOptions,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, Box<dyn DavFile>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move { blocking(move || open(&roots, &rel, &options)).await? }.boxed()
     }
 
@@ -420,17 +490,22 @@ impl GuardedFileSystem<Creds> for Volume {
         &'a self,
         path: &'a DavPath,
         meta: ReadDirMeta,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, FsStream<Box<dyn DavDirEntry>>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
-            let r = roots.clone();
-            let (fd, real) = blocking(move || r.open_dir(&rel))
+            let (r, dir) = (ctx.roots.clone(), rel.clone());
+            let (fd, real) = blocking(move || r.open_dir(&dir))
                 .await?
                 .map_err(|e| fs_error(&e))?;
+            let listed = ctx.listed.clone();
+            *listed.lock().unwrap_or_else(|e| e.into_inner()) = Listed {
+                dir: rel,
+                ..Listed::default()
+            };
             let (tx, rx) = tokio::sync::mpsc::channel(2);
             let follow = meta == ReadDirMeta::Data;
-            tokio::task::spawn_blocking(move || list(&roots, fd, &real, follow, &tx));
+            tokio::task::spawn_blocking(move || list(&roots, fd, &real, follow, &listed, &tx));
             let entries = futures_util::stream::unfold(rx, |mut rx| async move {
                 let batch = rx.recv().await?;
                 let items = batch
@@ -447,9 +522,9 @@ impl GuardedFileSystem<Creds> for Volume {
     fn metadata<'a>(
         &'a self,
         path: &'a DavPath,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, Box<dyn DavMetaData>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
             let m = blocking(move || stat(&roots, &rel, true))
                 .await?
@@ -462,9 +537,9 @@ impl GuardedFileSystem<Creds> for Volume {
     fn symlink_metadata<'a>(
         &'a self,
         path: &'a DavPath,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, Box<dyn DavMetaData>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
             let m = blocking(move || stat(&roots, &rel, false))
                 .await?
@@ -474,8 +549,8 @@ impl GuardedFileSystem<Creds> for Volume {
         .boxed()
     }
 
-    fn create_dir<'a>(&'a self, path: &'a DavPath, roots: &'a Creds) -> FsFuture<'a, ()> {
-        let (rel, roots) = (owned(path), roots.clone());
+    fn create_dir<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
             if area(&rel) == Area::ReadOnly {
                 return Err(FsError::Forbidden);
@@ -497,21 +572,21 @@ impl GuardedFileSystem<Creds> for Volume {
         .boxed()
     }
 
-    fn remove_dir<'a>(&'a self, path: &'a DavPath, roots: &'a Creds) -> FsFuture<'a, ()> {
-        self.remove(path, roots, AtFlags::REMOVEDIR)
+    fn remove_dir<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
+        self.remove(path, ctx, AtFlags::REMOVEDIR)
     }
 
-    fn remove_file<'a>(&'a self, path: &'a DavPath, roots: &'a Creds) -> FsFuture<'a, ()> {
-        self.remove(path, roots, AtFlags::empty())
+    fn remove_file<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
+        self.remove(path, ctx, AtFlags::empty())
     }
 
     fn rename<'a>(
         &'a self,
         from: &'a DavPath,
         to: &'a DavPath,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, ()> {
-        let (from, to, roots) = (owned(from), owned(to), roots.clone());
+        let (from, to, roots) = (owned(from), owned(to), ctx.roots.clone());
         async move {
             if area(&from) != Area::Writable || area(&to) != Area::Writable {
                 return Err(FsError::Forbidden);
@@ -539,20 +614,15 @@ impl GuardedFileSystem<Creds> for Volume {
         .boxed()
     }
 
-    fn copy<'a>(
-        &'a self,
-        from: &'a DavPath,
-        to: &'a DavPath,
-        roots: &'a Creds,
-    ) -> FsFuture<'a, ()> {
-        let (from, to, roots) = (owned(from), owned(to), roots.clone());
+    fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
+        let (from, to, roots) = (owned(from), owned(to), ctx.roots.clone());
         async move { blocking(move || copy(&roots, &from, &to)).await? }.boxed()
     }
 
     fn have_props<'a>(
         &'a self,
         _path: &'a DavPath,
-        _roots: &'a Creds,
+        _ctx: &'a Creds,
     ) -> std::pin::Pin<Box<dyn Future<Output = bool> + Send + 'a>> {
         Box::pin(futures_util::future::ready(true))
     }
@@ -561,9 +631,9 @@ impl GuardedFileSystem<Creds> for Volume {
         &'a self,
         path: &'a DavPath,
         patch: Vec<(bool, DavProp)>,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, Vec<(StatusCode, DavProp)>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
             if area(&rel) == Area::ReadOnly {
                 return Err(FsError::Forbidden);
@@ -580,10 +650,18 @@ impl GuardedFileSystem<Creds> for Volume {
         &'a self,
         path: &'a DavPath,
         do_content: bool,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, Vec<DavProp>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
+            let listed = ctx
+                .listed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .take(&rel);
+            if let Some(stored) = listed {
+                return Ok(props::to_props(&stored, do_content));
+            }
             blocking(move || props::list(&open_resource(&roots, &rel)?, do_content))
                 .await?
                 .map_err(|e| fs_error(&e))
@@ -595,9 +673,9 @@ impl GuardedFileSystem<Creds> for Volume {
         &'a self,
         path: &'a DavPath,
         prop: DavProp,
-        roots: &'a Creds,
+        ctx: &'a Creds,
     ) -> FsFuture<'a, Vec<u8>> {
-        let (rel, roots) = (owned(path), roots.clone());
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
             blocking(move || props::get(&open_resource(&roots, &rel)?, &prop))
                 .await?
@@ -607,29 +685,30 @@ impl GuardedFileSystem<Creds> for Volume {
         .boxed()
     }
 
-    fn get_quota<'a>(&'a self, roots: &'a Creds) -> FsFuture<'a, (u64, Option<u64>)> {
-        let roots = roots.clone();
+    fn get_quota<'a>(&'a self, ctx: &'a Creds) -> FsFuture<'a, (u64, Option<u64>)> {
+        let roots = ctx.roots.clone();
         async move {
+            // Once per request: a PROPFIND asks it for every entry.
+            if let Some(q) = *ctx.quota.lock().unwrap_or_else(|e| e.into_inner()) {
+                return Ok(q);
+            }
             let v = blocking(move || rustix::fs::statvfs(&roots.files))
                 .await?
                 .map_err(errno)?;
             let total = v.f_blocks.saturating_mul(v.f_frsize);
             let free = v.f_bavail.saturating_mul(v.f_frsize);
             let used = total.saturating_sub(v.f_bfree.saturating_mul(v.f_frsize));
-            Ok((used, Some(used.saturating_add(free))))
+            let q = (used, Some(used.saturating_add(free)));
+            *ctx.quota.lock().unwrap_or_else(|e| e.into_inner()) = Some(q);
+            Ok(q)
         }
         .boxed()
     }
 }
 
 impl Volume {
-    fn remove<'a>(
-        &'a self,
-        path: &'a DavPath,
-        roots: &'a Creds,
-        flags: AtFlags,
-    ) -> FsFuture<'a, ()> {
-        let (rel, roots) = (owned(path), roots.clone());
+    fn remove<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds, flags: AtFlags) -> FsFuture<'a, ()> {
+        let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
             if area(&rel) != Area::Writable {
                 return Err(FsError::Forbidden);

@@ -24,7 +24,7 @@ use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
 use super::meta::{disk_path, field_name};
-use crate::confine::{Roots, open_file};
+use crate::confine::open_file;
 use crate::state::State;
 
 /// Whole-file hashes computed at once (each reads a file to its end).
@@ -75,7 +75,7 @@ async fn file_of(
         }
     };
     let files = st.config.files_path.clone();
-    let Some(roots) = Roots::of(&st.config) else {
+    let Some(roots) = st.roots.get(&st.config).await else {
         return Ok(None);
     };
     let found = tokio::task::spawn_blocking(move || {
@@ -114,7 +114,7 @@ pub(super) async fn bytes(
     crate::send_file::send(
         req.method(),
         req.headers(),
-        tokio::fs::File::from_std(file),
+        file,
         &meta,
         content_type(Path::new(&fp)),
     )
@@ -179,8 +179,11 @@ pub(super) async fn cid_of_path(
     let rel = RelPath::new(body.path.trim_end_matches('/'))
         .map_err(|e| ApiError::bad_request(e.message))?;
     let files = st.config.files_path.clone();
-    let roots =
-        Roots::of(&st.config).ok_or_else(|| ApiError::unavailable("FILES_PATH is not there"))?;
+    let roots = st
+        .roots
+        .get(&st.config)
+        .await
+        .ok_or_else(|| ApiError::unavailable("FILES_PATH is not there"))?;
     let shown = rel.to_string();
     // The checks first (a missing file or a folder is answered at once),
     // then a hashing slot, held by the hashing itself: a client that goes

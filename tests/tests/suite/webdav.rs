@@ -534,6 +534,12 @@ async fn dead_properties_outlive_apid() {
         .send("PROPFIND", "/webdav/plugin/p.txt", body, &[("depth", "0")])
         .await;
     assert!(r.text().contains(">sorter<"), "{}", r.text());
+    // A listing of the folder shows them too (read beside the listing).
+    let r = a
+        .send("PROPFIND", "/webdav/plugin/", body, &[("depth", "1")])
+        .await;
+    assert_eq!(r.status, 207);
+    assert_eq!(r.text().matches(">sorter<").count(), 1, "{}", r.text());
     // Not a file of its own on the shared volume.
     assert_eq!(
         std::fs::read_dir(a.files_path().join("plugin"))
