@@ -16,9 +16,11 @@
 //! `GET` and `HEAD` of a file are answered by [`crate::send_file`], as
 //! `/file/{cid}` is: the same ranges, validators and streaming, and the
 //! same ETag as PROPFIND's `getetag`. Locks live in apid's memory and end
-//! with it (a client re-locks after a restart).
+//! with it (a client re-locks after a restart), and when their timeout
+//! passes ([`locks`]).
 
 mod file;
+mod locks;
 mod props;
 mod volume;
 
@@ -30,7 +32,6 @@ use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
 use dav_server::DavHandler;
-use dav_server::memls::MemLs;
 use http::{HeaderValue, Method, StatusCode, header};
 use metacore::error::{ApiError, ErrorCode};
 use tokio::sync::Semaphore;
@@ -67,7 +68,7 @@ impl Default for Dav {
         let handler = DavHandler::builder()
             .strip_prefix(PREFIX)
             .filesystem(Box::new(Volume))
-            .locksystem(MemLs::new())
+            .locksystem(Box::new(locks::Locks::default()))
             // Symlinks are followed (where they stay inside), not hidden.
             .hide_symlinks(false)
             .build_handler();
