@@ -548,3 +548,33 @@ async fn dead_properties_outlive_apid() {
         1
     );
 }
+
+/// `/urls` advertises WebDAV where it is: `webdavUrl` under `BASE_URL`,
+/// `webdavUrlInternal` on this host's name and apid's port.
+#[tokio::test]
+async fn the_advertised_webdav_urls_answer() {
+    let s = Storaged::start().await;
+    // The external address (a proxy in front) routes /webdav to apid.
+    let base = "https://media.example:8443";
+    let a = Apid::start_with(&s, &[("BASE_URL", base)]).await;
+    std::fs::create_dir_all(a.files_path().join("plugin")).unwrap();
+    let urls = a.get_ok("/urls").await;
+    let external = urls["webdavUrl"].as_str().unwrap();
+    assert_eq!(external, format!("{base}/webdav"));
+    let internal = urls["webdavUrlInternal"].as_str().unwrap();
+    let host = urls["hostname"].as_str().unwrap();
+    assert_eq!(internal, format!("http://{host}:{}/webdav", a.port()));
+    // Both name the same server and path; ask it there.
+    for url in [external, internal] {
+        let path = &url[url.find("/webdav").unwrap()..];
+        let r = a
+            .send("PROPFIND", &format!("{path}/"), "", &[("depth", "1")])
+            .await;
+        assert_eq!(r.status, 207, "{url}");
+        assert!(
+            hrefs(&r).iter().any(|h| h == "/webdav/plugin/"),
+            "{}",
+            r.text()
+        );
+    }
+}
