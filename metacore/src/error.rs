@@ -295,7 +295,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 15] = [
+    const ALL: [ErrorCode; 16] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -311,6 +311,7 @@ mod tests {
         ErrorCode::Conflict,
         ErrorCode::Overloaded,
         ErrorCode::Disabled,
+        ErrorCode::ReadOnly,
     ];
 
     #[test]
