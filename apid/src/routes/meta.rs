@@ -362,7 +362,17 @@ pub(super) async fn data_path(
             "the record's filePath is not under FILES_PATH",
         )
     })?;
-    let exists = tokio::fs::try_exists(&path).await.unwrap_or(false);
+    // There only if it resolves inside FILES_PATH: a symlink out says
+    // nothing of what it leads to.
+    let exists = match st.roots.get(&st.config).await {
+        Some(roots) => {
+            let p = path.clone();
+            tokio::task::spawn_blocking(move || roots.confined(&p).is_some())
+                .await
+                .unwrap_or(false)
+        }
+        None => false,
+    };
     Ok(Json(DataPath {
         hash_id: f.rid,
         path: path.display().to_string(),

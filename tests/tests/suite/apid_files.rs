@@ -245,6 +245,32 @@ async fn no_path_leads_out_of_files_path() {
             "{fp}"
         );
     }
+    // /data/{hash}/path maps the same paths and never says what is
+    // outside: a path out is 404, a symlink out is not there.
+    for (fp, want) in [
+        (format!("{}/../secret.txt", files.display()), None),
+        ("/etc/passwd".to_owned(), None),
+        ("watch/../../secret.txt".to_owned(), None),
+        (
+            files.join("watch/link.mkv").display().to_string(),
+            Some(false),
+        ),
+        (
+            files.join("watch/etc/passwd").display().to_string(),
+            Some(false),
+        ),
+    ] {
+        let cid = record_at(&a, &fp).await;
+        let r = a.get(&format!("/data/{cid}/path")).await;
+        match want {
+            None => r.assert_error(404, "not_found"),
+            Some(exists) => {
+                assert_eq!(r.status, 200, "{fp}: {}", r.text());
+                assert_eq!(r.json()["exists"], exists, "{fp}");
+            }
+        }
+        assert!(!r.text().contains("do not serve"));
+    }
     // A FIFO is not a file to send: answered at once, nothing waits on it.
     let fifo = files.join("watch/pipe.mkv");
     assert!(
