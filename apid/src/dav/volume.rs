@@ -524,14 +524,7 @@ impl GuardedFileSystem<Creds> for Volume {
         path: &'a DavPath,
         ctx: &'a Creds,
     ) -> FsFuture<'a, Box<dyn DavMetaData>> {
-        let (rel, roots) = (owned(path), ctx.roots.clone());
-        async move {
-            let m = blocking(move || stat(&roots, &rel, true))
-                .await?
-                .map_err(|e| fs_error(&e))?;
-            Ok(Box::new(m) as Box<dyn DavMetaData>)
-        }
-        .boxed()
+        self.stat(path, ctx, true)
     }
 
     fn symlink_metadata<'a>(
@@ -539,14 +532,7 @@ impl GuardedFileSystem<Creds> for Volume {
         path: &'a DavPath,
         ctx: &'a Creds,
     ) -> FsFuture<'a, Box<dyn DavMetaData>> {
-        let (rel, roots) = (owned(path), ctx.roots.clone());
-        async move {
-            let m = blocking(move || stat(&roots, &rel, false))
-                .await?
-                .map_err(|e| fs_error(&e))?;
-            Ok(Box::new(m) as Box<dyn DavMetaData>)
-        }
-        .boxed()
+        self.stat(path, ctx, false)
     }
 
     fn create_dir<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
@@ -707,6 +693,22 @@ impl GuardedFileSystem<Creds> for Volume {
 }
 
 impl Volume {
+    fn stat<'a>(
+        &'a self,
+        path: &'a DavPath,
+        ctx: &'a Creds,
+        follow: bool,
+    ) -> FsFuture<'a, Box<dyn DavMetaData>> {
+        let (rel, roots) = (owned(path), ctx.roots.clone());
+        async move {
+            let m = blocking(move || stat(&roots, &rel, follow))
+                .await?
+                .map_err(|e| fs_error(&e))?;
+            Ok(Box::new(m) as Box<dyn DavMetaData>)
+        }
+        .boxed()
+    }
+
     fn remove<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds, flags: AtFlags) -> FsFuture<'a, ()> {
         let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
