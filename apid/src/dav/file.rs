@@ -1,8 +1,8 @@
-//! An open WebDAV file. A whole-file PUT writes a hidden temporary file
-//! beside its target and renames it over the target once every byte is
-//! on disk, so a reader (a sorter, a player, the watcher) sees the old
-//! file or the new one, never half of one; an upload that fails or is cut
-//! off leaves nothing behind. A ranged PUT (`Content-Range`) writes in
+//! An open WebDAV file. A whole-file PUT writes a temporary file
+//! ([`super::temp`]) in its target's folder and gives it the target's
+//! name once every byte is on disk, so a reader (a sorter, a player, the
+//! watcher) sees the old file or the new one, never half of one; an
+//! upload that fails or is cut off leaves nothing behind. A ranged PUT (`Content-Range`) writes in
 //! place. Writes are gathered into 1 MiB before they reach the disk.
 
 use std::ffi::OsString;
@@ -14,6 +14,7 @@ use dav_server::fs::{DavFile, DavMetaData, FsError, FsFuture, FsResult};
 use futures_util::FutureExt;
 
 use super::props;
+use super::temp::{self, Temp};
 use super::volume::{Meta, blocking, fs_error};
 
 /// Bytes gathered before a write to the disk.
@@ -24,8 +25,8 @@ const GATHER: usize = 1024 * 1024;
 pub(crate) struct Commit {
     /// The target's folder, checked.
     pub dir: OwnedFd,
-    /// The temporary file's name in it.
-    pub tmp: OsString,
+    /// The temporary file.
+    pub temp: Temp,
     pub name: OsString,
     /// `If-None-Match: *`: fail rather than replace a file that appeared.
     pub no_replace: bool,
@@ -86,7 +87,7 @@ impl Drop for VolFile {
         if let Some(c) = &self.commit
             && !c.done
         {
-            let _ = rustix::fs::unlinkat(&c.dir, &c.tmp, rustix::fs::AtFlags::empty());
+            temp::discard(&c.dir, &c.temp);
         }
     }
 }
@@ -160,7 +161,7 @@ impl DavFile for VolFile {
                 return Ok(());
             }
             let dir = c.dir.try_clone().map_err(|e| fs_error(&e))?;
-            let (tmp, name, no_replace) = (c.tmp.clone(), c.name.clone(), c.no_replace);
+            let (temp, name, no_replace) = (c.temp.clone(), c.name.clone(), c.no_replace);
             let file = self.file.as_ref().ok_or(FsError::GeneralFailure)?;
             let file = file.try_clone().map_err(|e| fs_error(&e))?;
             blocking(move || -> FsResult<()> {
@@ -176,16 +177,11 @@ impl DavFile for VolFile {
                 ) {
                     props::copy(&old, &file);
                 }
-                let flags = if no_replace {
-                    rustix::fs::RenameFlags::NOREPLACE
-                } else {
-                    rustix::fs::RenameFlags::empty()
-                };
-                rustix::fs::renameat_with(&dir, &tmp, &dir, &name, flags).map_err(|e| {
-                    if e == rustix::io::Errno::EXIST {
+                temp::commit(&dir, &file, &temp, &name, no_replace).map_err(|e| {
+                    if e.raw_os_error() == Some(libc::EEXIST) {
                         FsError::Exists
                     } else {
-                        fs_error(&e.into())
+                        fs_error(&e)
                     }
                 })
             })

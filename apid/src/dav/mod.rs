@@ -22,6 +22,7 @@
 mod file;
 mod locks;
 mod props;
+mod temp;
 mod volume;
 
 use std::path::{Path, PathBuf};

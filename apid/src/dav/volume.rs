@@ -7,13 +7,12 @@
 //! folders made here are 0644 and 0755 whatever apid's umask, because the
 //! services in other containers that share the volume read them.
 
-use std::ffi::{OsStr, OsString};
+use std::ffi::OsStr;
 use std::io;
 use std::os::fd::AsFd;
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dav_server::davpath::DavPath;
@@ -27,11 +26,12 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
 use super::file::{Commit, VolFile};
 use super::props;
+use super::temp;
 use crate::confine::{Roots, missing};
 
 /// Directory entries handed from the listing thread at a time.
 const BATCH: usize = 256;
-const FILE_MODE: u32 = 0o644;
+use super::temp::FILE_MODE;
 const DIR_MODE: u32 = 0o755;
 
 /// Where in `FILES_PATH` a path is, for writing.
@@ -263,44 +263,6 @@ fn list(
     }
 }
 
-/// A name for the temporary file of an upload to `name`: hidden (the
-/// watcher skips hidden files) and unique.
-fn temp_name(name: &OsStr) -> OsString {
-    static NEXT: AtomicU64 = AtomicU64::new(0);
-    let n = NEXT.fetch_add(1, Ordering::Relaxed);
-    let stamp = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .subsec_nanos();
-    let base = &name.as_bytes()[..name.len().min(100)];
-    let mut t = b".".to_vec();
-    t.extend_from_slice(base);
-    t.extend_from_slice(format!(".dav-{:x}-{stamp:x}-{n:x}.part", std::process::id()).as_bytes());
-    OsString::from_vec(t)
-}
-
-use std::os::unix::ffi::OsStringExt;
-
-/// Creates a hidden temporary file in `dir` for an upload to `name`.
-fn create_temp(dir: &impl AsFd, name: &OsStr) -> io::Result<(std::fs::File, OsString)> {
-    loop {
-        let tmp = temp_name(name);
-        match rustix::fs::openat(
-            dir,
-            &tmp,
-            OFlags::WRONLY | OFlags::CREATE | OFlags::EXCL | OFlags::NOFOLLOW | OFlags::CLOEXEC,
-            Mode::from_raw_mode(FILE_MODE),
-        ) {
-            Ok(fd) => {
-                rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE))?;
-                return Ok((fd.into(), tmp));
-            }
-            Err(rustix::io::Errno::EXIST) => continue,
-            Err(e) => return Err(e.into()),
-        }
-    }
-}
-
 /// Free bytes for an unprivileged writer on the volume of `dir`.
 fn free_bytes(dir: &impl AsFd) -> Option<u64> {
     let v = rustix::fs::fstatvfs(dir).ok()?;
@@ -342,9 +304,9 @@ fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<dyn DavFile>
         return Err(FsError::InsufficientStorage);
     }
     if o.truncate && !o.append {
-        let (file, tmp) = create_temp(&p.fd, p.name).map_err(err)?;
+        let (file, temp) = temp::create(&p.fd, p.name).map_err(err)?;
         let commit = Commit {
-            tmp,
+            temp,
             name: p.name.to_owned(),
             no_replace: o.create_new,
             done: false,
@@ -388,16 +350,15 @@ fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
     if free_bytes(&dst.fd).is_some_and(|free| meta.len() > free) {
         return Err(FsError::InsufficientStorage);
     }
-    let (mut tmp_file, tmp) = create_temp(&dst.fd, dst.name).map_err(err)?;
+    let (mut tmp_file, temp) = temp::create(&dst.fd, dst.name).map_err(err)?;
     let done = (|| -> io::Result<()> {
         std::io::copy(&mut src_file, &mut tmp_file)?;
         props::copy(&src_file, &tmp_file);
         tmp_file.sync_data()?;
-        rustix::fs::renameat(&dst.fd, &tmp, &dst.fd, dst.name)?;
-        Ok(())
+        temp::commit(&dst.fd, &tmp_file, &temp, dst.name, false)
     })();
     if let Err(e) = done {
-        let _ = rustix::fs::unlinkat(&dst.fd, &tmp, AtFlags::empty());
+        temp::discard(&dst.fd, &temp);
         return Err(err(e));
     }
     Ok(())
@@ -740,15 +701,5 @@ mod tests {
         assert_eq!(area(Path::new("corn")), Area::WritableRoot);
         assert_eq!(area(Path::new("plugin/a/b")), Area::Writable);
         assert_eq!(area(Path::new("corn/gdrive/x.mkv")), Area::Writable);
-    }
-
-    #[test]
-    fn temporary_names_are_hidden_unique_and_short() {
-        let long = OsString::from("x".repeat(255));
-        let a = temp_name(&long);
-        let b = temp_name(&long);
-        assert_ne!(a, b);
-        assert!(a.as_bytes().starts_with(b"."));
-        assert!(a.len() < 200, "{}", a.len());
     }
 }

@@ -439,49 +439,83 @@ async fn propfind_of_infinite_depth_is_refused() {
     assert_eq!(propfind(&a, "/webdav/", "1").await.status, 207);
 }
 
-/// An upload cut off half-way leaves neither the file nor its temporary
-/// file; the one it would have replaced is untouched.
+/// Whether `pid` holds a file open under `dir` that is not one of its
+/// entries: an upload's temporary file (unnamed, or hidden).
+fn writing_under(pid: u32, dir: &std::path::Path) -> bool {
+    let Ok(fds) = std::fs::read_dir(format!("/proc/{pid}/fd")) else {
+        return false;
+    };
+    fds.filter_map(|e| std::fs::read_link(e.ok()?.path()).ok())
+        .any(|t| {
+            let t = t.to_string_lossy().into_owned();
+            t.starts_with(&dir.display().to_string())
+                && (t.ends_with("(deleted)") || t.contains(".dav-"))
+        })
+}
+
+/// Sends the head and 3 MiB of a 10 MB PUT to `target` and waits until
+/// apid is writing it.
+async fn start_upload(a: &Apid, target: &str, dir: &std::path::Path) -> tokio::net::TcpStream {
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", a.port()))
+        .await
+        .unwrap();
+    let head = format!("PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n");
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(&vec![7u8; 3 << 20]).await.unwrap();
+    tcp.flush().await.unwrap();
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
+    while !writing_under(a.process().pid(), dir) {
+        assert!(tokio::time::Instant::now() < deadline, "no upload began");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    tcp
+}
+
+fn names(dir: &std::path::Path) -> Vec<String> {
+    let mut v: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    v.sort();
+    v
+}
+
+/// An upload cut off half-way leaves neither the file nor a temporary
+/// file; the one it would have replaced is untouched. So does one whose
+/// apid is killed (kill -9) while it writes.
 #[tokio::test]
 async fn an_interrupted_upload_leaves_nothing_behind() {
-    let (_s, a) = start().await;
+    let (s, mut a) = start().await;
     let plugin = a.files_path().join("plugin");
     std::fs::write(plugin.join("keep.bin"), b"old").unwrap();
     for target in ["/webdav/plugin/new.bin", "/webdav/plugin/keep.bin"] {
-        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", a.port()))
-            .await
-            .unwrap();
-        let head = format!("PUT {target} HTTP/1.1\r\nHost: x\r\nContent-Length: 10000000\r\n\r\n");
-        tcp.write_all(head.as_bytes()).await.unwrap();
-        tcp.write_all(&vec![7u8; 3 << 20]).await.unwrap();
-        tcp.flush().await.unwrap();
-        // Wait until apid is writing (its hidden temporary file is
-        // there), then hang up.
-        let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        while !std::fs::read_dir(&plugin)
-            .unwrap()
-            .any(|e| e.unwrap().file_name().to_string_lossy().starts_with('.'))
-        {
-            assert!(tokio::time::Instant::now() < deadline, "no upload began");
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        let tcp = start_upload(&a, target, &plugin).await;
+        assert_eq!(
+            names(&plugin),
+            ["keep.bin"],
+            "nothing is seen while it is written"
+        );
         drop(tcp);
         let deadline = tokio::time::Instant::now() + Duration::from_secs(10);
-        loop {
-            let names: Vec<String> = std::fs::read_dir(&plugin)
-                .unwrap()
-                .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-                .collect();
-            if names == ["keep.bin"] {
-                break;
-            }
+        while writing_under(a.process().pid(), &plugin) {
             assert!(
                 tokio::time::Instant::now() < deadline,
-                "left behind: {names:?}"
+                "the upload never ended"
             );
             tokio::time::sleep(Duration::from_millis(20)).await;
         }
+        assert_eq!(names(&plugin), ["keep.bin"]);
         assert_eq!(std::fs::read(plugin.join("keep.bin")).unwrap(), b"old");
     }
+    let _tcp = start_upload(&a, "/webdav/plugin/keep.bin", &plugin).await;
+    a.process_mut().kill9();
+    assert_eq!(
+        names(&plugin),
+        ["keep.bin"],
+        "a killed upload leaves nothing"
+    );
+    assert_eq!(std::fs::read(plugin.join("keep.bin")).unwrap(), b"old");
+    let a = Apid::start(&s).await;
     // A whole upload replaces the file, and its dead properties stay.
     let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:tag>kept</Z:tag></D:prop></D:set></D:propertyupdate>"#;
     assert_eq!(
