@@ -25,6 +25,23 @@ where
     Fut: Future<Output = Result<(), E>>,
     E: std::error::Error + 'static,
 {
+    // The command line first, before anything is opened or bound.
+    let args: Vec<String> = std::env::args().skip(1).collect();
+    match Args::parse(&args) {
+        Args::Run => {}
+        Args::Help => {
+            print!("{}", usage(name));
+            return ExitCode::SUCCESS;
+        }
+        Args::Version => {
+            println!("{name} {}", env!("CARGO_PKG_VERSION"));
+            return ExitCode::SUCCESS;
+        }
+        Args::Bad(arg) => {
+            eprint!("{name}: unexpected argument {arg:?}\n\n{}", usage(name));
+            return ExitCode::from(2);
+        }
+    }
     if let Err(why) = bind_to_supervisor() {
         eprintln!("{name}: {why}");
         return ExitCode::FAILURE;
@@ -61,6 +78,44 @@ where
         }
     };
     exit_now(code)
+}
+
+/// What a daemon's command line asks.
+#[derive(Debug, PartialEq, Eq)]
+enum Args {
+    Run,
+    Help,
+    Version,
+    /// The first argument that means nothing to a daemon.
+    Bad(String),
+}
+
+impl Args {
+    fn parse(args: &[String]) -> Self {
+        match args {
+            [] => Args::Run,
+            [a] if a == "--help" || a == "-h" || a == "help" => Args::Help,
+            [a] if a == "--version" || a == "-V" => Args::Version,
+            [a, ..] if (a == "--help" || a == "-h" || a == "--version" || a == "-V") => {
+                Args::Bad(args[1].clone())
+            }
+            [a, ..] => Args::Bad(a.clone()),
+        }
+    }
+}
+
+fn usage(name: &str) -> String {
+    format!(
+        "{name} {version}: one of meta-core's daemons.\n\
+         \n\
+         Usage: {name} [--help | --version]\n\
+         \n\
+         It is started, watched and restarted by the `meta-core` supervisor\n\
+         (`meta-core run`); run it alone only to debug it. It takes no\n\
+         arguments: its configuration is the environment (META_CORE_PATH,\n\
+         META_CORE_RUN_DIR, FILES_PATH, ...; see docs/configuration.md).\n",
+        version = env!("CARGO_PKG_VERSION"),
+    )
 }
 
 /// Ends the process once `run` has returned. Its work is done by then:
@@ -147,5 +202,27 @@ pub fn notify_ready() {
         .and_then(|mut pipe| pipe.write_all(b"\n"));
     if let Err(e) = sent {
         tracing::warn!("cannot signal readiness on descriptor {fd}: {e}");
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn parse(a: &[&str]) -> Args {
+        Args::parse(&a.iter().map(|s| s.to_string()).collect::<Vec<_>>())
+    }
+
+    #[test]
+    fn a_daemon_reads_its_command_line() {
+        assert_eq!(parse(&[]), Args::Run);
+        assert_eq!(parse(&["--help"]), Args::Help);
+        assert_eq!(parse(&["-h"]), Args::Help);
+        assert_eq!(parse(&["--version"]), Args::Version);
+        assert_eq!(parse(&["-V"]), Args::Version);
+        assert_eq!(parse(&["--port", "1"]), Args::Bad("--port".into()));
+        assert_eq!(parse(&["--help", "x"]), Args::Bad("x".into()));
+        assert_eq!(parse(&["run"]), Args::Bad("run".into()));
+        assert!(usage("apid").contains("Usage: apid"));
     }
 }

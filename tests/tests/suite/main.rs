@@ -13,6 +13,7 @@ mod apid_openapi;
 mod apid_registry;
 mod apid_snapshot;
 mod apid_snapshot_http;
+mod daemon_args;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;
