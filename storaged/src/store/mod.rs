@@ -63,6 +63,20 @@ impl Store {
                 source: e,
             })?;
         }
+        // SQLite takes a zero-byte file for a new database; storaged never
+        // leaves one (it writes the schema as it creates the file), so an
+        // empty file is something else's, or what is left of a lost one.
+        if std::fs::metadata(&opts.db_path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+            return Err(StoreError::SchemaGate(format!(
+                "{} is an empty file, not a meta-core database; to start a fresh \
+                 store, remove it (and any {}-wal beside it)",
+                opts.db_path.display(),
+                opts.db_path
+                    .file_name()
+                    .map(|n| n.to_string_lossy().into_owned())
+                    .unwrap_or_default(),
+            )));
+        }
         let conn = Connection::open_with_flags(
             &opts.db_path,
             OpenFlags::SQLITE_OPEN_READ_WRITE

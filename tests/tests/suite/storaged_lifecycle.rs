@@ -356,6 +356,26 @@ async fn a_file_that_is_not_a_database_is_refused_untouched() {
     );
 }
 
+/// SQLite would open a zero-byte file as a new, empty database; storaged
+/// refuses it, says how to start fresh, and writes nothing to it.
+#[tokio::test]
+async fn an_empty_database_file_is_refused_untouched() {
+    let dir = test_dir();
+    let launch = Launch::in_dir(dir.path());
+    std::fs::create_dir_all(launch.db().parent().unwrap()).unwrap();
+    std::fs::write(launch.db(), b"").unwrap();
+    let err = refused_start(launch.clone()).await;
+    assert!(
+        err.contains("is an empty file, not a meta-core database"),
+        "{err}"
+    );
+    assert!(err.contains("remove it"), "{err}");
+    assert_eq!(std::fs::metadata(launch.db()).unwrap().len(), 0);
+    let mut wal = launch.db().into_os_string();
+    wal.push("-wal");
+    assert!(!std::path::Path::new(&wal).exists(), "no WAL was made");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn an_open_tail_does_not_hold_up_an_orderly_stop() {
     use futures_util::StreamExt;
