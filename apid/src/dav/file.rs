@@ -30,6 +30,11 @@ pub(crate) struct Commit {
     pub name: OsString,
     /// `If-None-Match: *`: fail rather than replace a file that appeared.
     pub no_replace: bool,
+    /// The length the client declared; a body of another length is not
+    /// committed. (dav-server checks the length only after `flush`, and
+    /// hyper only for `Content-Length`, not for `X-Expected-Entity-Length`
+    /// over a chunked body.)
+    pub expected: Option<u64>,
     pub done: bool,
 }
 
@@ -37,6 +42,8 @@ pub(crate) struct Commit {
 pub(crate) struct VolFile {
     file: Option<std::fs::File>,
     pending: BytesMut,
+    /// Bytes taken by `write_*`.
+    written: u64,
     commit: Option<Commit>,
 }
 
@@ -45,6 +52,7 @@ impl VolFile {
         Self {
             file: Some(file),
             pending: BytesMut::new(),
+            written: 0,
             commit,
         }
     }
@@ -74,6 +82,7 @@ impl VolFile {
     }
 
     async fn gather(&mut self, bytes: &[u8]) -> FsResult<()> {
+        self.written += bytes.len() as u64;
         self.pending.extend_from_slice(bytes);
         if self.pending.len() >= GATHER {
             self.write_pending().await?;
@@ -158,6 +167,11 @@ impl DavFile for VolFile {
                 return Ok(());
             };
             if c.done {
+                return Ok(());
+            }
+            if c.expected.is_some_and(|n| n != self.written) {
+                // Not what was announced: left unnamed (dropped with the
+                // file); dav-server answers 400.
                 return Ok(());
             }
             let dir = c.dir.try_clone().map_err(|e| fs_error(&e))?;

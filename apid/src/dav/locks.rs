@@ -19,6 +19,11 @@ use xmltree::Element;
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Live locks at most; past it a LOCK is answered 423 until some end.
 pub(crate) const MAX_LOCKS: usize = 10_000;
+/// Locks on one resource at most (shared ones can pile up): then 423.
+pub(crate) const MAX_LOCKS_PER_PATH: usize = 16;
+/// The largest `<owner>` kept with a lock (it is handed back in every
+/// `lockdiscovery`); a larger one is dropped, the lock granted without it.
+pub(crate) const MAX_OWNER_BYTES: usize = 1024;
 
 #[derive(Debug, Default)]
 struct Live {
@@ -40,6 +45,20 @@ impl Default for Locks {
             table: MemLs::new(),
             live: Arc::default(),
         }
+    }
+}
+
+/// What a refused LOCK is answered with (dav-server makes it a 423).
+fn refusal(path: DavPath, principal: Option<String>, owner: Option<Element>) -> DavLock {
+    DavLock {
+        token: String::new(),
+        path,
+        principal,
+        owner,
+        timeout_at: None,
+        timeout: None,
+        shared: false,
+        deep: false,
     }
 }
 
@@ -111,17 +130,15 @@ impl DavLockSystem for Locks {
             self.expire().await;
             if self.live().by_token.len() >= MAX_LOCKS {
                 tracing::warn!("webdav: {MAX_LOCKS} locks are held; a LOCK is refused");
-                return Err(DavLock {
-                    token: String::new(),
-                    path,
-                    principal,
-                    owner,
-                    timeout_at: None,
-                    timeout: None,
-                    shared: false,
-                    deep: false,
-                });
+                return Err(refusal(path, principal, owner));
             }
+            if self.table.discover(&path).await.len() >= MAX_LOCKS_PER_PATH {
+                return Err(refusal(path, principal, owner));
+            }
+            let owner = owner.filter(|o| {
+                let mut bytes = Vec::new();
+                o.write(&mut bytes).is_ok() && bytes.len() <= MAX_OWNER_BYTES
+            });
             let t = Some(bounded(timeout));
             let lock = self
                 .table
@@ -275,6 +292,35 @@ mod tests {
             .unwrap();
         ls.delete(&p("/d/")).await.ok();
         assert!(!ls.live().by_token.contains_key(&l.token));
+    }
+
+    #[tokio::test]
+    async fn locks_on_one_path_and_owners_are_bounded() {
+        let ls = Locks::default();
+        for _ in 0..MAX_LOCKS_PER_PATH {
+            ls.lock(&p("/a"), None, None, None, true, false)
+                .await
+                .unwrap();
+        }
+        assert!(
+            ls.lock(&p("/a"), None, None, None, true, false)
+                .await
+                .is_err()
+        );
+        let mut big = Element::new("owner");
+        big.children
+            .push(xmltree::XMLNode::Text("x".repeat(MAX_OWNER_BYTES)));
+        let l = ls
+            .lock(&p("/b"), None, Some(&big), None, false, false)
+            .await
+            .unwrap();
+        assert!(l.owner.is_none(), "an owner too large is not kept");
+        let small = Element::new("owner");
+        let l = ls
+            .lock(&p("/c"), None, Some(&small), None, false, false)
+            .await
+            .unwrap();
+        assert!(l.owner.is_some());
     }
 
     #[tokio::test]

@@ -3,15 +3,22 @@
 //!
 //! Before a request reaches `dav-server` it is checked here:
 //! - the path and a COPY or MOVE `Destination`, decoded: a `..`
-//!   segment, an encoded `/` or a NUL is a 400, whatever the encoding;
+//!   segment, an encoded `/` or a NUL is a 400, whatever the encoding; a
+//!   `Destination` that is not literally a `/webdav/` path is a 502 (as
+//!   to another server), so dav-server, which reads it more loosely,
+//!   never acts on a destination apid did not check;
 //! - writes (PUT, PATCH, DELETE, MKCOL, PROPPATCH, LOCK, and MOVE's
 //!   source, COPY's and MOVE's destination) only under `plugin/` and
-//!   `corn/`, else 403 `read_only`;
+//!   `corn/`, else 403 `read_only` (the filesystem checks again where a
+//!   name really leads, [`volume`]);
 //! - `PROPFIND` with `Depth: infinity` (or none, which means infinity) is
 //!   refused with 403 and `propfind-finite-depth` (RFC 4918 §9.1): a walk
 //!   of the whole volume is not something one request may ask for;
-//! - uploads run [`UPLOADS`] at a time; one that waits longer than
-//!   [`UPLOAD_WAIT`] for its turn gets 503 with `Retry-After`.
+//! - a MOVE of a folder to another filesystem is a 502 before dav-server
+//!   removes anything at the destination;
+//! - uploads and copies run [`UPLOADS`] at a time, listings [`LISTINGS`];
+//!   one that waits longer than [`SLOT_WAIT`] gets 503 with
+//!   `Retry-After`.
 //!
 //! `GET` and `HEAD` of a file are answered by [`crate::send_file`], as
 //! `/file/{cid}` is: the same ranges, validators and streaming, and the
@@ -44,16 +51,22 @@ use volume::{Area, Volume, area};
 
 /// Where WebDAV is mounted.
 pub(crate) const PREFIX: &str = "/webdav";
-/// Uploads (PUT, PATCH) written at once; each holds up to 1 MiB of
-/// gathered bytes.
+/// Uploads and copies (PUT, PATCH, COPY) written at once; an upload
+/// holds up to 1 MiB of gathered bytes.
 pub(crate) const UPLOADS: usize = 16;
-/// How long an upload waits for its turn before 503.
-pub(crate) const UPLOAD_WAIT: Duration = Duration::from_secs(10);
+/// PROPFINDs answered at once: a listing holds a blocking thread while
+/// its client reads (a client that stops reading is cut off by
+/// `META_CORE_HTTP_WRITE_STALL_MS`), so they are bounded well below
+/// tokio's pool of 512.
+pub(crate) const LISTINGS: usize = 32;
+/// How long a request waits for a slot before 503.
+pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(10);
 
 /// The WebDAV handler apid keeps for its life.
 pub(crate) struct Dav {
     handler: DavHandler<Arc<volume::Ctx>>,
     uploads: Semaphore,
+    listings: Semaphore,
 }
 
 impl std::fmt::Debug for Dav {
@@ -76,6 +89,7 @@ impl Default for Dav {
         Self {
             handler,
             uploads: Semaphore::new(UPLOADS),
+            listings: Semaphore::new(LISTINGS),
         }
     }
 }
@@ -107,6 +121,43 @@ fn destination(value: &str) -> Option<&str> {
     let path = path.split(['?', '#']).next().unwrap_or("");
     let below = path.strip_prefix(PREFIX)?;
     (below.is_empty() || below.starts_with('/')).then_some(below)
+}
+
+/// A `Destination` that is not a `/webdav/` path of this server: 502, as
+/// RFC 4918 §9.8.5 answers a COPY or MOVE to another server.
+fn not_here() -> Response {
+    (
+        StatusCode::BAD_GATEWAY,
+        "the Destination is not a /webdav/ path of this server\n",
+    )
+        .into_response()
+}
+
+/// For a MOVE: a folder cannot go to another filesystem (a mount under
+/// `corn/`) by a rename, and dav-server removes what is at the
+/// destination before it tries; refused here first. (A file is copied
+/// and removed, [`volume`].)
+async fn same_filesystem(roots: &Arc<Roots>, from: &Path, to: &Path) -> Result<(), Response> {
+    let (roots, from, to) = (roots.clone(), from.to_path_buf(), to.to_path_buf());
+    let across = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
+        let src = roots.parent(&from)?;
+        let st = rustix::fs::statat(&src.fd, src.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
+        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
+            return Ok(false);
+        }
+        let dst = roots.parent(&to)?;
+        Ok(rustix::fs::fstat(&dst.fd)?.st_dev != st.st_dev)
+    })
+    .await;
+    match across {
+        Ok(Ok(true)) => Err((
+            StatusCode::BAD_GATEWAY,
+            "a folder cannot be moved to another filesystem; copy it, then delete it\n",
+        )
+            .into_response()),
+        // Missing paths and the like: dav-server answers them.
+        _ => Ok(()),
+    }
 }
 
 fn read_only() -> Response {
@@ -146,18 +197,23 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     {
         return read_only();
     }
-    if method.as_str() == "COPY" || method.as_str() == "MOVE" {
-        let dest = req
-            .headers()
-            .get("destination")
-            .and_then(|v| v.to_str().ok())
-            .and_then(destination);
-        if let Some(dest) = dest {
-            match checked(dest) {
-                Ok(d) if allowed(Area::Writable, &d) => {}
-                Ok(_) => return read_only(),
-                Err(e) => return e.into_response(),
-            }
+    // COPY and MOVE: the Destination must name a writable path of this
+    // server literally (`/webdav/...`, decoded and checked like the path).
+    // dav-server reads the header more loosely (it resolves `..` and
+    // merges slashes before it looks for the prefix) and, with Overwrite,
+    // removes what is at the destination first: whatever it would read
+    // differently is refused here, before it runs.
+    let mut dest_rel = None;
+    if (method.as_str() == "COPY" || method.as_str() == "MOVE")
+        && let Some(v) = req.headers().get("destination")
+    {
+        let Some(below) = v.to_str().ok().and_then(destination) else {
+            return not_here();
+        };
+        match checked(below) {
+            Ok(d) if allowed(Area::Writable, &d) => dest_rel = Some(d),
+            Ok(_) => return read_only(),
+            Err(e) => return e.into_response(),
         }
     }
     if method.as_str() == "PROPFIND" && !finite_depth(req.headers()) {
@@ -186,20 +242,32 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             Err(r) => return r,
         }
     }
+    if method.as_str() == "MOVE"
+        && let Some(dest) = &dest_rel
+        && let Err(r) = same_filesystem(&roots, &rel, dest).await
+    {
+        return r;
+    }
     let dav = &st.dav;
-    let _turn = if method == Method::PUT || method.as_str() == "PATCH" {
-        match tokio::time::timeout(UPLOAD_WAIT, dav.uploads.acquire()).await {
+    // Uploads and copies write bytes; a listing holds a thread while the
+    // client reads it. Each kind runs a bounded number at once.
+    let slots = match method.as_str() {
+        "PUT" | "PATCH" | "COPY" => Some((&dav.uploads, "uploads and copies are")),
+        "PROPFIND" => Some((&dav.listings, "listings are")),
+        _ => None,
+    };
+    let _turn = match slots {
+        Some((sem, what)) => match tokio::time::timeout(SLOT_WAIT, sem.acquire()).await {
             Ok(Ok(p)) => Some(p),
             _ => {
                 return ApiError::new(
                     ErrorCode::Overloaded,
-                    format!("{UPLOADS} uploads are being written; try again shortly"),
+                    format!("as many {what} running as apid takes; try again shortly"),
                 )
                 .into_response();
             }
-        }
-    } else {
-        None
+        },
+        None => None,
     };
     let ctx = Arc::new(volume::Ctx::new(roots));
     let resp = dav.handler.handle_guarded(req, ctx).await.map(Body::new);
@@ -315,7 +383,24 @@ async fn open_file(
     .await;
     match found {
         Ok(Ok(f)) => Ok(f),
-        Ok(Err(_)) => Err(ApiError::not_found("nothing at this WebDAV path").into_response()),
+        // Missing, or refused (which looks missing).
+        Ok(Err(e))
+            if matches!(
+                e.raw_os_error(),
+                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG)
+            ) =>
+        {
+            Err(ApiError::not_found("nothing at this WebDAV path").into_response())
+        }
+        // Out of descriptors: the file is there, apid is busy.
+        Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
+            Err(ApiError::new(
+                ErrorCode::Overloaded,
+                "apid has no descriptor free; try again",
+            )
+            .into_response())
+        }
+        Ok(Err(e)) => Err(ApiError::internal(format!("cannot open the file: {e}")).into_response()),
         Err(e) => Err(ApiError::internal(format!("opening failed: {e}")).into_response()),
     }
 }

@@ -5,9 +5,10 @@
 //! file (`O_TMPFILE`) in the target's folder: nobody sees it while it is
 //! written, and if apid dies meanwhile (kill -9, a crash, the power) the
 //! kernel frees it, so nothing is left behind. It is given a name only
-//! when complete: linked as a hidden name and renamed over the target, or
-//! linked straight to the target when it must not replace one (which
-//! `link` refuses atomically). Where the filesystem cannot (FUSE mounts
+//! when complete: linked straight to the target's name when nothing is
+//! there (`link` never replaces), else linked as a hidden name and renamed
+//! over the target (the one moment a killed apid would leave a hidden
+//! file). Where the filesystem cannot (FUSE mounts
 //! under `corn/`), it is a hidden named file (`.<name>.dav-<...>.part`,
 //! skipped by the watcher), removed when the upload fails.
 
@@ -100,9 +101,14 @@ pub(crate) fn commit(
             let link = |to: &OsStr| {
                 rustix::fs::linkat(rustix::fs::CWD, &me, dir, to, AtFlags::SYMLINK_FOLLOW)
             };
-            if no_replace {
-                return link(name).map_err(Into::into);
+            match link(name) {
+                // A new name: linked straight, nothing hidden in between.
+                Ok(()) => return Ok(()),
+                Err(Errno::EXIST) if !no_replace => {}
+                Err(e) => return Err(e.into()),
             }
+            // A replacement: a hidden link, renamed over the target (apid
+            // killed between the two leaves the hidden link).
             loop {
                 let tmp = hidden_name(name);
                 match link(&tmp) {

@@ -27,7 +27,7 @@ use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 use super::file::{Commit, VolFile};
 use super::props;
 use super::temp;
-use crate::confine::{Roots, missing};
+use crate::confine::{Parent, Roots, missing};
 
 /// Directory entries handed from the listing thread at a time.
 const BATCH: usize = 256;
@@ -60,6 +60,23 @@ pub(crate) fn area(rel: &Path) -> Area {
         }
         _ => Area::ReadOnly,
     }
+}
+
+/// Where `real` (a resolved path) is in `FILES_PATH`, for writing: the
+/// area of what a name leads to, not of the name a client wrote (a
+/// symlink in `plugin/` to `watch/` does not make `watch/` writable).
+fn real_area(roots: &Roots, real: &Path) -> Area {
+    real.strip_prefix(&roots.files).map_or(Area::ReadOnly, area)
+}
+
+/// The area of the entry a checked parent names.
+fn entry_area(roots: &Roots, p: &Parent<'_>) -> Area {
+    real_area(roots, &p.real.join(p.name))
+}
+
+/// The error of a write refused for its area.
+fn read_only() -> io::Error {
+    io::Error::from_raw_os_error(libc::EACCES)
 }
 
 /// Runs `f` on the blocking pool.
@@ -195,11 +212,16 @@ fn stat(roots: &Roots, rel: &Path, follow: bool) -> io::Result<Meta> {
 
 /// Opens the file or folder at `rel` for reading (its properties).
 fn open_resource(roots: &Roots, rel: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    Ok(open_resource_at(roots, rel)?.0)
+}
+
+/// [`open_resource`], and where it really is.
+fn open_resource_at(roots: &Roots, rel: &Path) -> io::Result<(std::os::fd::OwnedFd, PathBuf)> {
     if rel.as_os_str().is_empty() {
-        return Ok(roots.open_dir(rel)?.0);
+        return roots.open_dir(rel);
     }
     let p = roots.parent(rel)?;
-    Ok(roots.open_entry(&p)?.0)
+    roots.open_entry(&p)
 }
 
 /// Lists the folder `fd` (really at `real`) to `tx` in batches.
@@ -285,6 +307,9 @@ fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<dyn DavFile>
         return Err(FsError::Forbidden);
     }
     let p = roots.parent(rel).map_err(err)?;
+    if entry_area(roots, &p) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
     let existing = match rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW) {
         Ok(st) => Some(FileType::from_raw_mode(st.st_mode)),
         Err(rustix::io::Errno::NOENT) => None,
@@ -309,6 +334,7 @@ fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<dyn DavFile>
             temp,
             name: p.name.to_owned(),
             no_replace: o.create_new,
+            expected: o.size,
             done: false,
             dir: p.fd,
         };
@@ -347,6 +373,9 @@ fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
         return Err(FsError::Forbidden);
     }
     let dst = roots.parent(to).map_err(err)?;
+    if entry_area(roots, &dst) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
     if free_bytes(&dst.fd).is_some_and(|free| meta.len() > free) {
         return Err(FsError::InsufficientStorage);
     }
@@ -504,6 +533,9 @@ impl GuardedFileSystem<Creds> for Volume {
             }
             blocking(move || -> io::Result<()> {
                 let p = roots.parent(&rel)?;
+                if entry_area(&roots, &p) == Area::ReadOnly {
+                    return Err(read_only());
+                }
                 rustix::fs::mkdirat(&p.fd, p.name, Mode::from_raw_mode(DIR_MODE))?;
                 let _ = rustix::fs::chmodat(
                     &p.fd,
@@ -538,25 +570,45 @@ impl GuardedFileSystem<Creds> for Volume {
             if area(&from) != Area::Writable || area(&to) != Area::Writable {
                 return Err(FsError::Forbidden);
             }
-            blocking(move || -> io::Result<()> {
-                let a = roots.parent(&from)?;
-                let b = roots.parent(&to)?;
+            blocking(move || -> FsResult<()> {
+                let err = |e: io::Error| fs_error(&e);
+                let a = roots.parent(&from).map_err(err)?;
+                let b = roots.parent(&to).map_err(err)?;
+                if entry_area(&roots, &a) != Area::Writable
+                    || entry_area(&roots, &b) != Area::Writable
+                {
+                    return Err(FsError::Forbidden);
+                }
+                // A nested META_CORE_PATH is not carried away with a folder.
+                let source = a.real.join(a.name);
+                if roots.meta.as_ref().is_some_and(|m| m.starts_with(&source)) {
+                    return Err(FsError::Forbidden);
+                }
                 // A folder moved over a file (Overwrite: T; dav-server
                 // removes a folder in the way, not a file) replaces it.
                 let kind = |fd, name| {
                     rustix::fs::statat(fd, name, AtFlags::SYMLINK_NOFOLLOW)
                         .map(|st| FileType::from_raw_mode(st.st_mode))
                 };
-                if kind(&a.fd, a.name)? == FileType::Directory
+                let source_kind = kind(&a.fd, a.name).map_err(errno)?;
+                if source_kind == FileType::Directory
                     && kind(&b.fd, b.name).is_ok_and(|k| k != FileType::Directory)
                 {
-                    rustix::fs::unlinkat(&b.fd, b.name, AtFlags::empty())?;
+                    rustix::fs::unlinkat(&b.fd, b.name, AtFlags::empty()).map_err(errno)?;
                 }
-                rustix::fs::renameat(&a.fd, a.name, &b.fd, b.name)?;
-                Ok(())
+                match rustix::fs::renameat(&a.fd, a.name, &b.fd, b.name) {
+                    Ok(()) => Ok(()),
+                    // To another filesystem (a mount under corn/): a file
+                    // is copied, then removed. (A folder was refused
+                    // before dav-server ran.)
+                    Err(rustix::io::Errno::XDEV) if source_kind == FileType::RegularFile => {
+                        copy(&roots, &from, &to)?;
+                        rustix::fs::unlinkat(&a.fd, a.name, AtFlags::empty()).map_err(errno)
+                    }
+                    Err(e) => Err(errno(e)),
+                }
             })
             .await?
-            .map_err(|e| fs_error(&e))
         }
         .boxed()
     }
@@ -585,9 +637,15 @@ impl GuardedFileSystem<Creds> for Volume {
             if area(&rel) == Area::ReadOnly {
                 return Err(FsError::Forbidden);
             }
-            let fd = blocking(move || open_resource(&roots, &rel))
-                .await?
-                .map_err(|e| fs_error(&e))?;
+            let fd = blocking(move || -> io::Result<_> {
+                let (fd, real) = open_resource_at(&roots, &rel)?;
+                if real_area(&roots, &real) == Area::ReadOnly {
+                    return Err(read_only());
+                }
+                Ok(fd)
+            })
+            .await?
+            .map_err(|e| fs_error(&e))?;
             blocking(move || props::patch(&fd, patch)).await
         }
         .boxed()
@@ -678,6 +736,9 @@ impl Volume {
             }
             blocking(move || -> io::Result<()> {
                 let p = roots.parent(&rel)?;
+                if entry_area(&roots, &p) != Area::Writable {
+                    return Err(read_only());
+                }
                 rustix::fs::unlinkat(&p.fd, p.name, flags)?;
                 Ok(())
             })

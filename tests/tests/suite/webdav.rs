@@ -612,3 +612,194 @@ async fn the_advertised_webdav_urls_answer() {
         );
     }
 }
+
+/// A `Destination` that dav-server would read differently from apid (a
+/// `..` before the prefix, doubled slashes, an encoded prefix, a glued
+/// one, the root) is refused before anything at the destination is
+/// removed.
+#[tokio::test]
+async fn a_destination_is_read_one_way_only() {
+    let (_s, a) = start().await;
+    let files = a.files_path();
+    std::fs::create_dir_all(files.join("plugin/empty")).unwrap();
+    std::fs::create_dir_all(files.join("corn/gdrive")).unwrap();
+    std::fs::write(files.join("corn/gdrive/movie.mkv"), b"movie").unwrap();
+    std::fs::write(files.join("plugin/a.txt"), b"a").unwrap();
+    for m in ["COPY", "MOVE"] {
+        for dest in [
+            "http://h/x/../webdav/corn",
+            "http://h//webdav/corn",
+            "http://h/%77ebdav/corn",
+            "http://h/webdavXcorn",
+            "http://h//webdav/",
+            "http://h/webdav/",
+            "http://h/webdav",
+            "/webdav/corn",
+            "http://h/webdav/corn/",
+            "http://h/webdav/plugin/../corn",
+        ] {
+            for src in ["/webdav/plugin/empty/", "/webdav/plugin/a.txt"] {
+                let r = a.send(m, src, "", &[("destination", dest)]).await;
+                assert!(
+                    matches!(r.status, 400 | 403 | 502),
+                    "{m} {src} -> {dest}: {} {}",
+                    r.status,
+                    r.text()
+                );
+            }
+        }
+    }
+    assert_eq!(
+        std::fs::read(files.join("corn/gdrive/movie.mkv")).unwrap(),
+        b"movie"
+    );
+    assert!(files.join("plugin/empty").is_dir() && files.join("plugin/a.txt").is_file());
+}
+
+/// A symlink inside a writable folder that leads to a read-only one does
+/// not make it writable: the area is judged where a name really leads.
+#[tokio::test]
+async fn a_symlink_does_not_make_a_read_only_folder_writable() {
+    let (_s, a) = start().await;
+    let files = a.files_path();
+    std::fs::write(files.join("watch/w.mkv"), b"w").unwrap();
+    std::os::unix::fs::symlink("../watch", files.join("plugin/lnk")).unwrap();
+    std::fs::write(files.join("plugin/mine.txt"), b"m").unwrap();
+    let patch = r#"<?xml version="1.0"?><D:propertyupdate xmlns:D="DAV:" xmlns:Z="urn:z"><D:set><D:prop><Z:p>1</Z:p></D:prop></D:set></D:propertyupdate>"#;
+    for (m, path, body, headers) in [
+        ("DELETE", "/webdav/plugin/lnk/w.mkv", "", vec![]),
+        ("PUT", "/webdav/plugin/lnk/new.mkv", "x", vec![]),
+        ("PUT", "/webdav/plugin/lnk/w.mkv", "x", vec![]),
+        ("MKCOL", "/webdav/plugin/lnk/d", "", vec![]),
+        ("PROPPATCH", "/webdav/plugin/lnk/w.mkv", patch, vec![]),
+        (
+            "MOVE",
+            "/webdav/plugin/lnk/w.mkv",
+            "",
+            vec![("destination", "/webdav/plugin/stolen.mkv")],
+        ),
+        (
+            "COPY",
+            "/webdav/plugin/mine.txt",
+            "",
+            vec![("destination", "/webdav/plugin/lnk/copied.txt")],
+        ),
+        (
+            "MOVE",
+            "/webdav/plugin/mine.txt",
+            "",
+            vec![("destination", "/webdav/plugin/lnk/moved.txt")],
+        ),
+    ] {
+        let r = a.send(m, path, body, &headers).await;
+        let refused =
+            matches!(r.status, 403 | 409) || (r.status == 207 && r.text().contains("403"));
+        assert!(refused, "{m} {path}: {} {}", r.status, r.text());
+    }
+    assert_eq!(names(&files.join("watch")), ["w.mkv"]);
+    assert_eq!(std::fs::read(files.join("watch/w.mkv")).unwrap(), b"w");
+    assert!(files.join("plugin/mine.txt").exists());
+    assert!(!files.join("plugin/stolen.mkv").exists());
+    // Reading through it is fine.
+    assert_eq!(a.get("/webdav/plugin/lnk/w.mkv").await.body, b"w");
+}
+
+/// A chunked upload shorter than the length it announced
+/// (`X-Expected-Entity-Length`, as macOS Finder sends) is a 400 and
+/// replaces nothing.
+#[tokio::test]
+async fn an_upload_shorter_than_announced_replaces_nothing() {
+    let (_s, a) = start().await;
+    let plugin = a.files_path().join("plugin");
+    std::fs::write(plugin.join("keep.txt"), b"old content").unwrap();
+    for target in ["keep.txt", "new.txt"] {
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", a.port()))
+            .await
+            .unwrap();
+        let req = format!(
+            "PUT /webdav/plugin/{target} HTTP/1.1\r\nHost: x\r\nTransfer-Encoding: chunked\r\n\
+             X-Expected-Entity-Length: 1000\r\nConnection: close\r\n\r\n5\r\nshort\r\n0\r\n\r\n"
+        );
+        tcp.write_all(req.as_bytes()).await.unwrap();
+        let mut answer = Vec::new();
+        tokio::time::timeout(
+            Duration::from_secs(10),
+            tokio::io::AsyncReadExt::read_to_end(&mut tcp, &mut answer),
+        )
+        .await
+        .unwrap()
+        .unwrap();
+        let answer = String::from_utf8_lossy(&answer);
+        assert!(answer.starts_with("HTTP/1.1 400"), "{answer}");
+    }
+    assert_eq!(names(&plugin), ["keep.txt"]);
+    assert_eq!(
+        std::fs::read(plugin.join("keep.txt")).unwrap(),
+        b"old content"
+    );
+}
+
+/// A tmpfs mounted under `corn/` for the test, unmounted when dropped.
+struct Mounted(std::path::PathBuf);
+
+impl Mounted {
+    fn tmpfs(at: &std::path::Path) -> Self {
+        std::fs::create_dir_all(at).unwrap();
+        let ok = std::process::Command::new("mount")
+            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
+            .arg(at)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(ok, "mounting a tmpfs needs root (CI runs as root)");
+        Self(at.to_owned())
+    }
+}
+
+impl Drop for Mounted {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+/// A MOVE to another filesystem (a mount under `corn/`): a file is copied
+/// and removed; a folder is refused before anything at the destination
+/// is removed.
+#[tokio::test]
+async fn a_move_to_another_filesystem_moves_files_and_keeps_folders() {
+    let (_s, a) = start().await;
+    let files = a.files_path();
+    let _mnt = Mounted::tmpfs(&files.join("corn/mnt"));
+    std::fs::write(files.join("plugin/f.bin"), b"file bytes").unwrap();
+    std::fs::create_dir_all(files.join("plugin/d")).unwrap();
+    std::fs::write(files.join("plugin/d/x"), b"x").unwrap();
+    std::fs::create_dir_all(files.join("corn/mnt/dir")).unwrap();
+    std::fs::write(files.join("corn/mnt/dir/v"), b"v").unwrap();
+    let r = a
+        .send(
+            "MOVE",
+            "/webdav/plugin/f.bin",
+            "",
+            &[("destination", "/webdav/corn/mnt/f.bin")],
+        )
+        .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert!(!files.join("plugin/f.bin").exists());
+    assert_eq!(
+        std::fs::read(files.join("corn/mnt/f.bin")).unwrap(),
+        b"file bytes"
+    );
+    let r = a
+        .send(
+            "MOVE",
+            "/webdav/plugin/d/",
+            "",
+            &[("destination", "/webdav/corn/mnt/dir/")],
+        )
+        .await;
+    assert_eq!(r.status, 502, "{}", r.text());
+    assert_eq!(std::fs::read(files.join("corn/mnt/dir/v")).unwrap(), b"v");
+    assert_eq!(std::fs::read(files.join("plugin/d/x")).unwrap(), b"x");
+}
