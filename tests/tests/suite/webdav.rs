@@ -183,9 +183,14 @@ async fn no_method_leads_out_of_files_path() {
         .await;
     assert_eq!(r.status, 400);
     assert_eq!(
-        std::fs::read_dir(&outside).unwrap().count(),
-        1,
+        names(&outside),
+        ["secret.txt"],
         "nothing was written outside"
+    );
+    assert_eq!(
+        std::fs::read(outside.join("secret.txt")).unwrap(),
+        b"do not serve",
+        "nor changed"
     );
     assert!(!files.join("plugin/copied.txt").exists());
     assert_eq!(
@@ -597,6 +602,12 @@ async fn the_advertised_webdav_urls_answer() {
     assert_eq!(external, format!("{base}/webdav"));
     let internal = urls["webdavUrlInternal"].as_str().unwrap();
     let host = urls["hostname"].as_str().unwrap();
+    let machine = std::fs::read_to_string("/proc/sys/kernel/hostname").unwrap();
+    assert_eq!(
+        host,
+        machine.trim(),
+        "the name other containers reach this one by"
+    );
     assert_eq!(internal, format!("http://{host}:{}/webdav", a.port()));
     // Both name the same server and path; ask it there.
     for url in [external, internal] {
