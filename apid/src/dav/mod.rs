@@ -59,6 +59,9 @@ pub(crate) const UPLOADS: usize = 16;
 /// `META_CORE_HTTP_WRITE_STALL_MS`), so they are bounded well below
 /// tokio's pool of 512.
 pub(crate) const LISTINGS: usize = 32;
+/// The longest body of a method other than PUT and PATCH (PROPFIND,
+/// PROPPATCH, LOCK, ...): what dav-server reads whole.
+pub(crate) const DAV_BODY: u64 = 64 * 1024;
 /// How long a request waits for a slot before 503.
 pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(10);
 
@@ -215,6 +218,18 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             Ok(_) => return read_only(),
             Err(e) => return e.into_response(),
         }
+    }
+    // dav-server reads the body of every method but PUT and PATCH whole,
+    // up to 64 KiB; a longer declared one is refused before it is waited
+    // for.
+    if !matches!(method.as_str(), "PUT" | "PATCH")
+        && metacore::socket::body::declared_length(req.headers()).is_some_and(|n| n > DAV_BODY)
+    {
+        return ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a {method} body is at most {DAV_BODY} bytes"),
+        )
+        .into_response();
     }
     if method.as_str() == "PROPFIND" && !finite_depth(req.headers()) {
         return infinite_depth();

@@ -30,18 +30,56 @@ pub fn decode_json<T: DeserializeOwned>(bytes: &[u8]) -> Result<T, ApiError> {
     })
 }
 
-/// Reads the whole body, turning the length-limit rejection into 413.
-pub async fn read_body<S: Send + Sync>(req: Request, state: &S) -> Result<Bytes, ApiError> {
-    Bytes::from_request(req, state).await.map_err(|rej| {
-        if rej.status() == http::StatusCode::PAYLOAD_TOO_LARGE {
-            ApiError::new(
-                ErrorCode::PayloadTooLarge,
-                "request body is larger than this route accepts",
-            )
-        } else {
-            ApiError::bad_request(format!("cannot read the request body: {rej}"))
+/// The length a request declares (`Content-Length`), if it declares one.
+pub fn declared_length(headers: &http::HeaderMap) -> Option<u64> {
+    headers
+        .get(http::header::CONTENT_LENGTH)?
+        .to_str()
+        .ok()?
+        .trim()
+        .parse()
+        .ok()
+}
+
+fn too_large() -> ApiError {
+    ApiError::new(
+        ErrorCode::PayloadTooLarge,
+        "request body is larger than this route accepts",
+    )
+}
+
+/// Reads the whole body within the route's limit (`DefaultBodyLimit`),
+/// answering 413 past it: at once when the declared `Content-Length` is
+/// over it (before a byte of the body is read, so a client announcing
+/// 100 GB is not waited for), else as soon as the bytes read pass it.
+pub async fn read_body<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes, ApiError> {
+    use axum::RequestExt;
+    use axum::body::HttpBody as _;
+    use http_body_util::BodyExt;
+    let declared = declared_length(req.headers());
+    let body = req.with_limited_body().into_body();
+    // The limited body's upper bound is the smaller of the limit and
+    // the declared length: a declared length above it is over the limit.
+    if let (Some(declared), Some(upper)) = (declared, body.size_hint().upper())
+        && declared > upper
+    {
+        return Err(too_large());
+    }
+    match body.collect().await {
+        Ok(collected) => Ok(collected.to_bytes()),
+        Err(e) => {
+            let over = std::error::Error::source(&e)
+                .is_some_and(|s| s.is::<http_body_util::LengthLimitError>())
+                || e.to_string().contains("length limit exceeded");
+            if over {
+                Err(too_large())
+            } else {
+                Err(ApiError::bad_request(format!(
+                    "cannot read the request body: {e}"
+                )))
+            }
         }
-    })
+    }
 }
 
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {

@@ -134,6 +134,61 @@ async fn oversized_bodies_are_413() {
     );
 }
 
+/// Sends a request head declaring `length` bytes and only `sent` of them,
+/// then waits (bounded) for the answer without sending more.
+async fn declared(a: &Apid, method: &str, path: &str, length: u64, sent: &[u8]) -> String {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", a.port()))
+        .await
+        .unwrap();
+    let head = format!(
+        "{method} {path} HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n\
+         Content-Length: {length}\r\n\r\n"
+    );
+    tcp.write_all(head.as_bytes()).await.unwrap();
+    tcp.write_all(sent).await.unwrap();
+    let mut buf = vec![0u8; 4096];
+    // The server must answer from the head alone: it is never sent the
+    // rest, so a server that waits for it never answers.
+    let n = tokio::time::timeout(std::time::Duration::from_secs(5), tcp.read(&mut buf))
+        .await
+        .unwrap_or_else(|_| panic!("{method} {path}: no answer to a declared {length} bytes"))
+        .unwrap();
+    String::from_utf8_lossy(&buf[..n]).into_owned()
+}
+
+/// A body declared larger than the route takes is refused from its
+/// `Content-Length`, before the body is read (issue 13, point 2).
+#[tokio::test]
+async fn a_declared_oversized_body_is_refused_at_once() {
+    let (s, a, rid) = start().await;
+    std::fs::create_dir_all(a.files_path().join("plugin")).unwrap();
+    let before = dump(&s.db_path());
+    let huge = 99_999_999_999u64;
+    for (method, path, limit) in [
+        ("PATCH", format!("/meta/{rid}"), 8u64 << 20),
+        ("PUT", format!("/meta/{rid}"), 8 << 20),
+        ("PUT", format!("/meta/{rid}/title"), 1 << 20),
+        ("POST", format!("/meta/{rid}/_add/tags"), 1 << 20),
+        ("POST", "/api/metadata/batch".to_owned(), 8 << 20),
+        ("POST", "/api/watchers".to_owned(), 16 << 10),
+        ("POST", "/file/cid".to_owned(), 8 << 20),
+        ("POST", "/api/snapshot/import".to_owned(), 2 << 30),
+        ("PROPFIND", "/webdav/plugin/".to_owned(), 64 << 10),
+        ("PROPPATCH", "/webdav/plugin/".to_owned(), 64 << 10),
+    ] {
+        for length in [huge, limit + (64 << 10) + 1] {
+            let answer = declared(&a, method, &path, length, b"{\"a\":\"b\"}").await;
+            assert!(
+                answer.starts_with("HTTP/1.1 413"),
+                "{method} {path} declaring {length}: {answer}"
+            );
+            assert!(answer.contains("payload_too_large"), "{answer}");
+        }
+    }
+    assert_same(&before, &dump(&s.db_path()), "refused bodies");
+}
+
 #[tokio::test]
 async fn invalid_rids_and_cids_are_400() {
     let (s, a, rid) = start().await;

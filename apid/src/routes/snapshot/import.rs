@@ -38,6 +38,9 @@ use crate::state::State;
 
 /// Largest upload `POST /api/snapshot/import` takes (413 above it).
 pub const MAX_IMPORT_BYTES: u64 = 2 * 1024 * 1024 * 1024;
+/// What a multipart body may add around the archive (boundaries, part
+/// headers) before its declared length is refused.
+const MULTIPART_SLACK: u64 = 64 * 1024;
 /// JSON bytes of records sent to storaged in one group (a larger record
 /// goes alone; storaged's socket takes 16 MiB a body).
 const GROUP_BYTES: usize = 4 * 1024 * 1024;
@@ -139,6 +142,16 @@ pub(super) async fn import(
     req: Request,
 ) -> Result<Json<ImportReport>, ApiError> {
     let opts = q.options(st.config.files_path.join("plugin"))?;
+    // Refused from the declared length, before a byte is read (a multipart
+    // body may add a little around the archive).
+    if metacore::socket::body::declared_length(req.headers())
+        .is_some_and(|n| n > MAX_IMPORT_BYTES + MULTIPART_SLACK)
+    {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!("a snapshot is at most {MAX_IMPORT_BYTES} bytes"),
+        ));
+    }
     let ctype = req
         .headers()
         .get(header::CONTENT_TYPE)
