@@ -221,10 +221,10 @@ impl Registry {
 
     /// Writes meta-core's own file.
     fn beat(&self) -> std::io::Result<()> {
-        std::fs::create_dir_all(&self.dir)?;
+        metacore::files::ensure_dir(&self.dir, metacore::files::SHARED_DIR)?;
         let mut json = serde_json::to_vec_pretty(&self.own_entry()).expect("the entry serializes");
         json.push(b'\n');
-        metacore::files::write_atomic(&self.own, &json, 0o644)
+        metacore::files::write_atomic(&self.own, &json, metacore::files::SHARED_FILE)
     }
 
     /// Heartbeats until `shutdown`, cleans every `CLEANUP_INTERVAL_MS`,

@@ -42,6 +42,7 @@ where
             return ExitCode::from(2);
         }
     }
+    crate::files::private_by_default();
     if let Err(why) = bind_to_supervisor() {
         eprintln!("{name}: {why}");
         return ExitCode::FAILURE;

@@ -7,9 +7,41 @@ use std::io::{self, Write};
 use std::os::unix::fs::OpenOptionsExt;
 use std::path::{Path, PathBuf};
 
+/// Mode of a file only meta-core reads (the database, logs, sockets, its
+/// own state files).
+pub const PRIVATE_FILE: u32 = 0o600;
+/// Mode of a folder only meta-core reads.
+pub const PRIVATE_DIR: u32 = 0o700;
+/// Mode of a file the other services of the mesh read (`kv-leader.info`,
+/// the registry's files).
+pub const SHARED_FILE: u32 = 0o644;
+/// Mode of a folder the other services go through or list
+/// (`META_CORE_PATH`, `locks/`, `services/`).
+pub const SHARED_DIR: u32 = 0o755;
+
+/// Makes what this process creates private by default (umask 077),
+/// whatever umask it was started with; what another service must read is
+/// given its mode explicitly ([`SHARED_FILE`], [`SHARED_DIR`]).
+pub fn private_by_default() {
+    rustix::process::umask(rustix::fs::Mode::from_raw_mode(0o077));
+}
+
+/// Creates the folder `path` (and missing parents, which get the umask's
+/// mode) with `mode`, whatever the umask. A folder that exists is left as
+/// it is: it may be an operator's volume.
+pub fn ensure_dir(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    if path.is_dir() {
+        return Ok(());
+    }
+    std::fs::create_dir_all(path)?;
+    std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
+}
+
 /// Writes `bytes` to `path` through a temp file in the same folder, synced,
 /// then renamed over it, then the folder synced: a reader sees the old file
-/// or the new one, and a crash leaves one of them.
+/// or the new one, and a crash leaves one of them. The file gets `mode`
+/// whatever the umask.
 pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
     let dir = path.parent().unwrap_or(Path::new("."));
     let name = path
@@ -24,6 +56,7 @@ pub fn write_atomic(path: &Path, bytes: &[u8], mode: u32) -> io::Result<()> {
             .truncate(true)
             .mode(mode)
             .open(&tmp)?;
+        f.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(mode))?;
         f.write_all(bytes)?;
         f.sync_all()?;
         drop(f);

@@ -12,8 +12,8 @@
 //! design names does the same, and std now has it.
 
 use std::fs::{File, OpenOptions};
-use std::io::{self, Write};
-use std::path::{Path, PathBuf};
+use std::io;
+use std::path::Path;
 use std::time::Duration;
 
 use rustix::io::{FdFlags, fcntl_setfd};
@@ -81,14 +81,14 @@ pub(crate) async fn acquire(
     Ok(Some(LeaderLock { _file: file }))
 }
 
-/// Writes `url` as the one line of the info file, atomically.
+/// Writes `url` as the one line of the info file, atomically, readable by
+/// the other services of the mesh (0644 whatever the umask).
 pub(crate) fn write_info(path: &Path, url: &str) -> io::Result<()> {
-    let tmp = PathBuf::from(format!("{}.tmp.{}", path.display(), std::process::id()));
-    let mut f = File::create(&tmp)?;
-    f.write_all(format!("{url}\n").as_bytes())?;
-    f.sync_all()?;
-    drop(f);
-    std::fs::rename(&tmp, path)
+    metacore::files::write_atomic(
+        path,
+        format!("{url}\n").as_bytes(),
+        metacore::files::SHARED_FILE,
+    )
 }
 
 /// The URL in the info file, if there is one.

@@ -123,15 +123,19 @@ impl Prepared {
 async fn prepare(config: &Config, shutdown: Shutdown) -> Result<Prepared, RunError> {
     let layout = config.layout();
     let bin_dir = bin_dir(config)?;
+    use metacore::files::{PRIVATE_DIR, SHARED_DIR, ensure_dir};
+    // META_CORE_PATH and locks/ are gone through by the services that read
+    // kv-leader.info; FILES_PATH is the mesh's volume; the rest is ours.
     let mut dirs = vec![
-        layout.locks_dir(),
-        layout.run_dir.clone(),
-        config.log_dir.clone(),
-        layout.files.clone(),
+        (layout.root.clone(), SHARED_DIR),
+        (layout.locks_dir(), SHARED_DIR),
+        (layout.run_dir.clone(), PRIVATE_DIR),
+        (config.log_dir.clone(), PRIVATE_DIR),
+        (layout.files.clone(), SHARED_DIR),
     ];
-    dirs.extend(layout.db.parent().map(Path::to_path_buf));
-    for dir in dirs {
-        std::fs::create_dir_all(&dir).map_err(io_err("create", &dir))?;
+    dirs.extend(layout.db.parent().map(|d| (d.to_path_buf(), PRIVATE_DIR)));
+    for (dir, mode) in dirs {
+        ensure_dir(&dir, mode).map_err(io_err("create", &dir))?;
     }
     // As PID 1 we inherit orphans anyway; otherwise ask for them, so that
     // nothing a daemon started outlives the tree unreaped.

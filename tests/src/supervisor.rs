@@ -106,6 +106,17 @@ impl Launch {
         self.spawn_command(cmd)
     }
 
+    /// Spawns the supervisor under the shell's `umask <mask>` (octal), to
+    /// see what modes its files get whatever it is started with.
+    pub fn spawn_with_umask(self, mask: &str) -> MetaCore {
+        let mut cmd = std::process::Command::new("sh");
+        process::scrub_env(&mut cmd);
+        cmd.arg("-c")
+            .arg(format!("umask {mask} && exec \"$0\" run"))
+            .arg(crate::daemon::binary("meta-core"));
+        self.spawn_command(cmd)
+    }
+
     /// Spawns and waits until it leads with every daemon ready.
     pub async fn start(self) -> MetaCore {
         let mut mc = self.spawn();

@@ -134,6 +134,7 @@ fn daemon_arg(name: &str) -> Result<Daemon, BadArgs> {
 
 /// The binary's main.
 pub fn main() -> ExitCode {
+    metacore::files::private_by_default();
     let args: Vec<String> = std::env::args().skip(1).collect();
     let cli = match Cli::parse(&args) {
         Ok(c) => c,

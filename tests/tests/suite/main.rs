@@ -14,6 +14,7 @@ mod apid_registry;
 mod apid_snapshot;
 mod apid_snapshot_http;
 mod daemon_args;
+mod file_modes;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;
