@@ -80,6 +80,12 @@ pub struct Config {
     /// `max_user_watches`). Folders past it are polled every
     /// `WATCH_INTERVAL_MS`.
     pub watch_max_dirs: usize,
+    /// Most entries a snapshot archive may hold
+    /// (`META_CORE_IMPORT_MAX_ENTRIES`); a larger one is refused whole.
+    pub import_max_entries: u64,
+    /// Most bytes a snapshot archive may expand to, all entries together
+    /// (`META_CORE_IMPORT_MAX_BYTES`); a larger one is refused whole.
+    pub import_max_bytes: u64,
 }
 
 impl fmt::Debug for Config {
@@ -312,6 +318,18 @@ impl Config {
                 0,
                 "a folder count (0 for the kernel's limit)",
                 |_| true,
+            )?,
+            import_max_entries: r.parse(
+                "META_CORE_IMPORT_MAX_ENTRIES",
+                1_000_000,
+                "an entry count of at least 1",
+                |v| *v >= 1,
+            )?,
+            import_max_bytes: r.parse(
+                "META_CORE_IMPORT_MAX_BYTES",
+                16 << 30,
+                "a byte count of at least 1 MiB",
+                |v| *v >= 1 << 20,
             )?,
             meta_core_path,
         })

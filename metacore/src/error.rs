@@ -51,6 +51,8 @@ pub enum ErrorCode {
     Disabled,
     /// A WebDAV write outside the writable folders (`plugin/`, `corn/`).
     ReadOnly,
+    /// The volume has no room for what the request would write.
+    InsufficientStorage,
 }
 
 /// One row of the error table.
@@ -158,6 +160,12 @@ const TABLE: &[Row] = &[
         status: 403,
         slug: "read_only",
         retryable: false,
+    },
+    Row {
+        code: ErrorCode::InsufficientStorage,
+        status: 507,
+        slug: "insufficient_storage",
+        retryable: true,
     },
 ];
 
@@ -295,7 +303,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 16] = [
+    const ALL: [ErrorCode; 17] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -312,6 +320,7 @@ mod tests {
         ErrorCode::Overloaded,
         ErrorCode::Disabled,
         ErrorCode::ReadOnly,
+        ErrorCode::InsufficientStorage,
     ];
 
     #[test]

@@ -36,6 +36,7 @@
 pub mod apid;
 pub mod daemon;
 pub mod fixtures;
+pub mod mount;
 pub mod openapi;
 pub mod process;
 pub mod raw_http;

@@ -34,6 +34,8 @@ fn import_options(
         conflict,
         dry_run,
         plugin_dir: plugin_dir.to_path_buf(),
+        max_entries: 1_000_000,
+        max_bytes: 16 << 30,
     }
 }
 

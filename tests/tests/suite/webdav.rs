@@ -750,31 +750,6 @@ async fn an_upload_shorter_than_announced_replaces_nothing() {
     );
 }
 
-/// A tmpfs mounted under `corn/` for the test, unmounted when dropped.
-struct Mounted(std::path::PathBuf);
-
-impl Mounted {
-    fn tmpfs(at: &std::path::Path) -> Self {
-        std::fs::create_dir_all(at).unwrap();
-        let ok = std::process::Command::new("mount")
-            .args(["-t", "tmpfs", "-o", "size=16m", "tmpfs"])
-            .arg(at)
-            .status()
-            .is_ok_and(|s| s.success());
-        assert!(ok, "mounting a tmpfs needs root (CI runs as root)");
-        Self(at.to_owned())
-    }
-}
-
-impl Drop for Mounted {
-    fn drop(&mut self) {
-        let _ = std::process::Command::new("umount")
-            .arg("-l")
-            .arg(&self.0)
-            .status();
-    }
-}
-
 /// A MOVE to another filesystem (a mount under `corn/`): a file is copied
 /// and removed; a folder is refused before anything at the destination
 /// is removed.
@@ -782,7 +757,7 @@ impl Drop for Mounted {
 async fn a_move_to_another_filesystem_moves_files_and_keeps_folders() {
     let (_s, a) = start().await;
     let files = a.files_path();
-    let _mnt = Mounted::tmpfs(&files.join("corn/mnt"));
+    let _mnt = e2e::mount::Tmpfs::at(&files.join("corn/mnt"), "16m");
     std::fs::write(files.join("plugin/f.bin"), b"file bytes").unwrap();
     std::fs::create_dir_all(files.join("plugin/d")).unwrap();
     std::fs::write(files.join("plugin/d/x"), b"x").unwrap();

@@ -52,6 +52,10 @@ pub struct ImportOptions {
     pub dry_run: bool,
     /// `$FILES_PATH/plugin`, where `cache/plugin-output/<rel>` goes.
     pub plugin_dir: PathBuf,
+    /// Most entries the archive may hold (`META_CORE_IMPORT_MAX_ENTRIES`).
+    pub max_entries: u64,
+    /// Most bytes it may expand to (`META_CORE_IMPORT_MAX_BYTES`).
+    pub max_bytes: u64,
 }
 
 /// One `metadata/<rid>.json` of the answer.
@@ -118,7 +122,8 @@ pub(super) struct ImportQuery {
 }
 
 impl ImportQuery {
-    fn options(&self, plugin_dir: PathBuf) -> Result<ImportOptions, ApiError> {
+    fn options(&self, config: &metacore::Config) -> Result<ImportOptions, ApiError> {
+        let plugin_dir = config.files_path.join("plugin");
         let mode = choice("mode", self.mode.as_deref(), MODES, "replace or merge")?;
         let conflict = choice(
             "conflict",
@@ -132,6 +137,8 @@ impl ImportQuery {
             conflict,
             dry_run,
             plugin_dir,
+            max_entries: config.import_max_entries,
+            max_bytes: config.import_max_bytes,
         })
     }
 }
@@ -141,7 +148,7 @@ pub(super) async fn import(
     QueryParams(q): QueryParams<ImportQuery>,
     req: Request,
 ) -> Result<Json<ImportReport>, ApiError> {
-    let opts = q.options(st.config.files_path.join("plugin"))?;
+    let opts = q.options(&st.config)?;
     // Refused from the declared length, before a byte is read (a multipart
     // body may add a little around the archive).
     if metacore::socket::body::declared_length(req.headers())
@@ -379,8 +386,8 @@ pub async fn import_from(
     opts: &ImportOptions,
 ) -> Result<ImportReport, ApiError> {
     let (tx, mut rx) = mpsc::channel::<Item>(16);
-    let (plugin_dir, dry_run) = (opts.plugin_dir.clone(), opts.dry_run);
-    let reader = tokio::task::spawn_blocking(move || read_zip(file, &tx, &plugin_dir, dry_run));
+    let o = opts.clone();
+    let reader = tokio::task::spawn_blocking(move || read_zip(file, &tx, &o));
     let mut report = ImportReport {
         mode: opts.mode,
         conflict: opts.conflict,
@@ -433,11 +440,12 @@ pub async fn import_from(
 fn read_zip(
     file: File,
     tx: &mpsc::Sender<Item>,
-    plugin_dir: &Path,
-    dry_run: bool,
+    opts: &ImportOptions,
 ) -> Result<Option<PluginReport>, ApiError> {
+    let (plugin_dir, dry_run) = (opts.plugin_dir.as_path(), opts.dry_run);
     let mut zip = ZipArchive::new(file)
         .map_err(|e| ApiError::bad_request(format!("not a ZIP archive: {e}")))?;
+    check_bounds(&mut zip, opts)?;
     {
         let entry = zip
             .by_name("manifest.json")
@@ -489,7 +497,10 @@ fn read_zip(
             }
         } else if let Some(rel) = name.strip_prefix(PLUGIN_PREFIX) {
             let p = plugin.get_or_insert_default();
-            let ok = !entry.is_symlink() && write_plugin_file(plugin_dir, rel, &mut entry, dry_run);
+            // No more than the entry declares, which the bounds counted.
+            let declared = entry.size();
+            let ok = !entry.is_symlink()
+                && write_plugin_file(plugin_dir, rel, &mut (&mut entry).take(declared), dry_run);
             if ok {
                 p.written += 1;
             } else {
@@ -499,6 +510,68 @@ fn read_zip(
         }
     }
     Ok(plugin)
+}
+
+/// Refuses, before anything is imported or written, an archive with more
+/// entries than `max_entries` or whose entries declare more than
+/// `max_bytes` expanded (413), and plugin output larger than the free
+/// space where it goes (507). Each entry is then read no further than it
+/// declared, so the totals hold whatever the compressed data says.
+fn check_bounds(zip: &mut ZipArchive<File>, opts: &ImportOptions) -> Result<(), ApiError> {
+    let entries = zip.len() as u64;
+    if entries > opts.max_entries {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "the archive holds {entries} entries; at most {} are imported \
+                 (META_CORE_IMPORT_MAX_ENTRIES)",
+                opts.max_entries
+            ),
+        ));
+    }
+    let (mut total, mut plugin) = (0u64, 0u64);
+    for i in 0..zip.len() {
+        let Ok(entry) = zip.by_index_raw(i) else {
+            continue;
+        };
+        total = total.saturating_add(entry.size());
+        if entry.name().is_ok_and(|n| n.starts_with(PLUGIN_PREFIX)) {
+            plugin = plugin.saturating_add(entry.size());
+        }
+    }
+    if total > opts.max_bytes {
+        return Err(ApiError::new(
+            ErrorCode::PayloadTooLarge,
+            format!(
+                "the archive expands to {total} bytes; at most {} are imported \
+                 (META_CORE_IMPORT_MAX_BYTES)",
+                opts.max_bytes
+            ),
+        ));
+    }
+    if plugin > 0
+        && !opts.dry_run
+        && let Some(free) = free_bytes(&opts.plugin_dir)
+        && plugin > free
+    {
+        return Err(ApiError::new(
+            ErrorCode::InsufficientStorage,
+            format!("the plugin output is {plugin} bytes; {free} are free where it goes"),
+        ));
+    }
+    Ok(())
+}
+
+/// Free bytes for an unprivileged writer on the volume of `dir`, or of
+/// its nearest existing ancestor.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    let mut at = dir;
+    loop {
+        if let Ok(v) = rustix::fs::statvfs(at) {
+            return Some(v.f_bavail.saturating_mul(v.f_frsize));
+        }
+        at = at.parent()?;
+    }
 }
 
 #[cfg(test)]
