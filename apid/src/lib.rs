@@ -7,6 +7,7 @@
 //! `run` is what the binary calls: bind the public port and apid's own
 //! socket (`/health`, `/status` for the supervisor), serve until shutdown.
 
+pub(crate) mod body_progress;
 pub(crate) mod confine;
 pub(crate) mod dav;
 pub mod events;
@@ -71,13 +72,8 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         routes::internal(state.clone()),
         shutdown.clone(),
     );
-    let write_stall = state.config.http_write_stall;
-    let public = serve::serve(
-        listener,
-        routes::public(state),
-        write_stall,
-        shutdown.clone(),
-    );
+    let limits = serve::Limits::of(&state.config);
+    let public = serve::serve(listener, routes::public(state), limits, shutdown.clone());
     let ((), internal) = tokio::join!(public, internal);
     // The registry file goes before the process does.
     let _ = registry.await;

@@ -37,18 +37,78 @@ const ACCEPT_BACKOFF: Duration = Duration::from_secs(1);
 /// connections are dropped (the supervisor's stop grace for apid is 3 s).
 const DRAIN_GRACE: Duration = Duration::from_secs(2);
 
+/// What a client may hold of apid's connections and time.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Limits {
+    pub write_stall: Duration,
+    pub header_timeout: Duration,
+    pub body_timeout: Duration,
+    pub max_connections: usize,
+}
+
+impl Limits {
+    pub(crate) fn of(c: &metacore::Config) -> Self {
+        Self {
+            write_stall: c.http_write_stall,
+            header_timeout: c.http_header_timeout,
+            body_timeout: c.http_body_timeout,
+            max_connections: c.http_max_connections,
+        }
+    }
+}
+
 /// Serves `router` on `listener` until `shutdown`, then lets the open
 /// connections finish their answers for [`DRAIN_GRACE`] (event streams end
 /// on shutdown at once).
+///
+/// A client has [`Limits::header_timeout`] to send a request's headers
+/// (counted from the end of the last answer on a kept-alive connection,
+/// so an idle connection is closed after it too), and a request body may
+/// go [`Limits::body_timeout`] without a byte ([`crate::body_progress`]).
+/// An SSE stream is an answer being written, so neither applies to it.
+/// At most [`Limits::max_connections`] are served at once; past it apid
+/// stops accepting until one ends (the kernel queues the others).
 pub(crate) async fn serve(
     listener: TcpListener,
     router: Router,
-    write_stall: Duration,
+    limits: Limits,
     shutdown: Shutdown,
 ) {
     let graceful = GracefulShutdown::new();
-    let builder = http1::Builder::new();
+    let mut builder = http1::Builder::new();
+    builder
+        .timer(hyper_util::rt::TokioTimer::new())
+        .header_read_timeout(limits.header_timeout);
+    let router = router.layer(axum::middleware::from_fn(move |req, next| {
+        crate::body_progress::limit(req, next, limits.body_timeout)
+    }));
+    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    // Warned once each time the slots run out, not at every connection.
+    let mut warned = false;
     loop {
+        let slot = match slots.clone().try_acquire_owned() {
+            Ok(s) => {
+                warned = false;
+                s
+            }
+            Err(_) => {
+                if !warned {
+                    tracing::warn!(
+                        "{} connections are open (META_CORE_HTTP_MAX_CONNECTIONS); \
+                         new ones wait until one ends",
+                        limits.max_connections
+                    );
+                    warned = true;
+                }
+                tokio::select! {
+                    s = slots.clone().acquire_owned() => match s {
+                        Ok(s) => s,
+                        Err(_) => break,
+                    },
+                    _ = shutdown.wait() => break,
+                }
+            }
+        };
         let accepted = tokio::select! {
             r = listener.accept() => r,
             _ = shutdown.wait() => break,
@@ -63,10 +123,11 @@ pub(crate) async fn serve(
             }
         };
         let _ = tcp.set_nodelay(true);
-        let io = TokioIo::new(WriteStall::new(tcp, write_stall));
+        let io = TokioIo::new(WriteStall::new(tcp, limits.write_stall));
         let service = TowerToHyperService::new(router.clone());
         let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
+            let _slot = slot;
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }

@@ -60,6 +60,17 @@ pub struct Config {
     /// closed (`META_CORE_HTTP_WRITE_STALL_MS`): an SSE follower that
     /// stopped reading, a download nobody reads.
     pub http_write_stall: Duration,
+    /// Most time a client may take to send a request's headers, counted
+    /// from the end of the previous answer on a kept-alive connection
+    /// (`META_CORE_HTTP_HEADER_TIMEOUT_MS`); then the connection is closed.
+    pub http_header_timeout: Duration,
+    /// Most time a request body may go without a byte
+    /// (`META_CORE_HTTP_BODY_TIMEOUT_MS`); then the request fails (408).
+    pub http_body_timeout: Duration,
+    /// Most HTTP connections apid holds at once, SSE followers included
+    /// (`META_CORE_HTTP_MAX_CONNECTIONS`); past it, new ones wait in the
+    /// kernel's accept queue until one ends.
+    pub http_max_connections: usize,
     /// Silence after which an SSE stream gets a `:keep-alive` comment
     /// (`META_CORE_SSE_KEEPALIVE_MS`, default 30 s: followers time out
     /// reads at 35 s).
@@ -285,6 +296,28 @@ impl Config {
                     |v| (100..=3_600_000).contains(v),
                 )
                 .map(Duration::from_millis)?,
+            http_header_timeout: r
+                .parse(
+                    "META_CORE_HTTP_HEADER_TIMEOUT_MS",
+                    30_000u64,
+                    "a number of milliseconds (100-3600000)",
+                    |v| (100..=3_600_000).contains(v),
+                )
+                .map(Duration::from_millis)?,
+            http_body_timeout: r
+                .parse(
+                    "META_CORE_HTTP_BODY_TIMEOUT_MS",
+                    30_000u64,
+                    "a number of milliseconds (100-3600000)",
+                    |v| (100..=3_600_000).contains(v),
+                )
+                .map(Duration::from_millis)?,
+            http_max_connections: r.parse(
+                "META_CORE_HTTP_MAX_CONNECTIONS",
+                16_384,
+                "a connection count (16-1000000)",
+                |v| (16..=1_000_000).contains(v),
+            )?,
             sse_keepalive: r
                 .parse(
                     "META_CORE_SSE_KEEPALIVE_MS",
