@@ -93,8 +93,23 @@ pub fn public(state: Arc<AppState>) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(buffered_bodies))
         .layer(axum::middleware::from_fn(cors))
         .with_state(state)
+}
+
+/// The body budget ([`metacore::socket::body::budget`]) for every route
+/// that buffers its body; WebDAV uploads and snapshot import stream theirs
+/// (to the disk), so they hold none in memory and are bounded on their own.
+async fn buffered_bodies(
+    req: axum::extract::Request,
+    next: axum::middleware::Next,
+) -> axum::response::Response {
+    let path = req.uri().path();
+    if path.starts_with(crate::dav::PREFIX) || path == "/api/snapshot/import" {
+        return next.run(req).await;
+    }
+    metacore::socket::body::budget(req, next).await
 }
 
 /// The mutating admin routes, behind `META_CORE_ADMIN_TOKEN` when it is

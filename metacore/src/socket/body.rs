@@ -82,6 +82,51 @@ pub async fn read_body<S: Send + Sync>(req: Request, _state: &S) -> Result<Bytes
     }
 }
 
+/// Bytes of request bodies a process takes in at once, all requests
+/// together ([`budget`]). A body, its parsed form and what is made of it
+/// live as long as its request; with the budget they cannot add up past a
+/// few times this, whatever the concurrency.
+pub const BODY_BUDGET: u64 = 32 << 20;
+/// What a body of unknown length (chunked) is counted as: the default
+/// route limit.
+const UNKNOWN_LENGTH: u64 = 8 << 20;
+/// How long a request waits for room in the budget before 503.
+const BUDGET_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
+
+static BUDGET: tokio::sync::Semaphore =
+    tokio::sync::Semaphore::const_new((BODY_BUDGET >> 10) as usize);
+
+/// Middleware: a request with a body holds its share of [`BODY_BUDGET`]
+/// (its declared length, or 8 MiB when it declares none) until its answer
+/// is made; one that finds no room within 10 s is answered 503
+/// `overloaded` with `Retry-After`. For routes that buffer their bodies
+/// (not for streamed uploads, which hold no body in memory).
+pub async fn budget(req: Request, next: axum::middleware::Next) -> axum::response::Response {
+    use axum::response::IntoResponse;
+    let has_body = req.headers().contains_key(http::header::TRANSFER_ENCODING)
+        || declared_length(req.headers()).is_some_and(|n| n > 0);
+    if !has_body {
+        return next.run(req).await;
+    }
+    let bytes = declared_length(req.headers())
+        .unwrap_or(UNKNOWN_LENGTH)
+        .min(BODY_BUDGET);
+    let kib = bytes.div_ceil(1024).max(1) as u32;
+    let permit = match tokio::time::timeout(BUDGET_WAIT, BUDGET.acquire_many(kib)).await {
+        Ok(Ok(p)) => p,
+        _ => {
+            return ApiError::new(
+                ErrorCode::Overloaded,
+                "request bodies in flight fill this server's budget; try again shortly",
+            )
+            .into_response();
+        }
+    };
+    let resp = next.run(req).await;
+    drop(permit);
+    resp
+}
+
 impl<T: DeserializeOwned, S: Send + Sync> FromRequest<S> for JsonBody<T> {
     type Rejection = ApiError;
 

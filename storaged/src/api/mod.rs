@@ -75,6 +75,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
+        .layer(axum::middleware::from_fn(metacore::socket::body::budget))
         .with_state(state)
 }
 

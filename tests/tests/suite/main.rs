@@ -14,6 +14,7 @@ mod apid_registry;
 mod apid_slow_clients;
 mod apid_snapshot;
 mod apid_snapshot_http;
+mod body_memory;
 mod daemon_args;
 mod file_modes;
 mod storaged_bad_input;
