@@ -18,6 +18,33 @@ use crate::state::State;
 /// Most keys one range read returns.
 const RANGE_PAGE: u32 = 5000;
 
+/// Most keys `search` looks at in one request (and `find` roots): past
+/// it the answer says `truncated` and the client narrows its query, so a
+/// request that matches nothing costs no more than one that matches.
+pub(crate) const MAX_EXAMINED: usize = 100_000;
+/// The tree's `max` at most.
+pub(crate) const MAX_TREE: u32 = 5000;
+/// `search` and `find`'s `limit` at most.
+pub(crate) const MAX_MATCHES: u32 = 10_000;
+
+/// A page size from the query: `default` when absent; 400 when 0 or over
+/// `cap`, with the cap in the message.
+pub(crate) fn page_size(
+    name: &str,
+    v: Option<u32>,
+    default: u32,
+    cap: u32,
+) -> Result<u32, ApiError> {
+    match v {
+        None => Ok(default),
+        Some(0) => Err(ApiError::schema(format!("{name} must be at least 1"))),
+        Some(n) if n > cap => Err(ApiError::schema(format!(
+            "{name} is at most {cap}, not {n}"
+        ))),
+        Some(n) => Ok(n),
+    }
+}
+
 /// `GET /api/kv/info`.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
@@ -83,7 +110,7 @@ pub(super) async fn keys(st: State, QueryParams(q): QueryParams<KeysQuery>) -> J
         None | Some("" | "0") => None,
         Some(c) => Some(Rid::parse(c).map_err(|e| ApiError::schema(format!("cursor: {e}")))?),
     };
-    let limit = q.count.unwrap_or(50).clamp(1, MAX_PAGE);
+    let limit = page_size("count", q.count, 50, MAX_PAGE)?;
     let page = st
         .store
         .list_roots(&PageQuery {
@@ -119,7 +146,7 @@ pub(crate) struct TreeQuery {
 /// continue after (empty when done).
 pub(super) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> JsonReply<KvTree> {
     let delimiter = q.delimiter.unwrap_or_else(|| "/".into());
-    let max = q.max.unwrap_or(500).clamp(1, 5000) as usize;
+    let max = page_size("max", q.max, 500, MAX_TREE)? as usize;
     let end = prefix_end(&q.prefix);
     let mut start = match q.cursor.as_deref() {
         Some(c) if !c.is_empty() => Cursor::After(c.to_owned()),
@@ -251,10 +278,14 @@ pub(super) async fn search(
     st: State,
     QueryParams(q): QueryParams<SearchQuery>,
 ) -> JsonReply<KvSearch> {
-    let limit = q.limit.unwrap_or(500).clamp(1, 10_000) as usize;
+    let limit = page_size("limit", q.limit, 500, MAX_MATCHES)? as usize;
     let mut keys = Vec::new();
     let mut after: Option<String> = None;
+    let mut examined = 0usize;
     let truncated = loop {
+        if examined >= MAX_EXAMINED {
+            break true;
+        }
         let page = st
             .store
             .kv_range(&RangeQuery {
@@ -264,6 +295,7 @@ pub(super) async fn search(
                 ..Default::default()
             })
             .await?;
+        examined += page.rows.len();
         for row in page.rows {
             if row.key.contains(&q.contains) {
                 if keys.len() == limit {
@@ -331,12 +363,18 @@ pub(super) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> J
     if fields.len() > MAX_FIELDS_PER_PAGE {
         return Err(ApiError::schema("too many fields"));
     }
-    let limit = q.limit.unwrap_or(200).clamp(1, 10_000) as usize;
+    let limit = page_size("limit", q.limit, 200, MAX_MATCHES)? as usize;
     let needle = q.contains.to_lowercase();
     let mut matches = Vec::new();
     let mut truncated = false;
+    let mut examined = 0usize;
     let names: Vec<&str> = fields.iter().map(String::as_str).collect();
     each_root(&st.store, &names, |r| {
+        examined += 1;
+        if examined > MAX_EXAMINED {
+            truncated = true;
+            return false;
+        }
         for (field, value) in &r.fields {
             if value.to_lowercase().contains(&needle) {
                 if matches.len() == limit {

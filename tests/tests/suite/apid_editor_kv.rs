@@ -463,3 +463,60 @@ fn urlencode(s: &str) -> String {
         })
         .collect()
 }
+
+/// Page sizes beyond their caps are refused with the cap in the message,
+/// 0 is refused, and a key search stops after the keys it may examine
+/// (issue 13, point 5).
+#[tokio::test]
+async fn expensive_reads_are_bounded() {
+    let s = Storaged::start().await;
+    let a = Apid::start(&s).await;
+    for (path, cap) in [
+        ("/api/kv/tree?prefix=file:&max=5001", "5000"),
+        ("/api/kv/keys?count=10001", "10000"),
+        ("/api/kv/search?contains=x&limit=10001", "10000"),
+        ("/api/kv/find?contains=x&fields=title&limit=10001", "10000"),
+        ("/api/metadata/list?limit=10001", "10000"),
+    ] {
+        let r = a.get(path).await;
+        r.assert_error(400, "schema_violation");
+        assert!(r.text().contains(cap), "{path}: {}", r.text());
+    }
+    for path in [
+        "/api/kv/tree?prefix=file:&max=0",
+        "/api/kv/keys?count=0",
+        "/api/kv/search?contains=x&limit=0",
+        "/api/metadata/list?limit=0",
+    ] {
+        a.get(path).await.assert_error(400, "schema_violation");
+    }
+    // One record of 120,000 fields: more keys than a search examines.
+    let rid = e2e::fixtures::random_rid();
+    let mut fields = serde_json::Map::new();
+    for i in 0..120_000 {
+        fields.insert(format!("f{i:06}"), serde_json::Value::String("v".into()));
+    }
+    let r = a
+        .send_json(
+            "PUT",
+            &format!("/meta/{rid}"),
+            &serde_json::Value::Object(fields),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = a
+        .get_ok("/api/kv/search?contains=no-such-key&limit=5")
+        .await;
+    assert_eq!(r["keys"], json!([]));
+    assert_eq!(
+        r["truncated"],
+        json!(true),
+        "stopped at the examined bound: {r}"
+    );
+    // Matches among the keys it examines are found (the write's 120,000
+    // meta events sort first, `ev:meta:events/...`).
+    let r = a
+        .get_ok("/api/kv/search?contains=ev:meta:events/&limit=5")
+        .await;
+    assert_eq!(r["keys"].as_array().map(Vec::len), Some(5), "{r}");
+}
