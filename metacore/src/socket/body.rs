@@ -168,6 +168,14 @@ macro_rules! enveloped_extractor {
                 parts: &mut http::request::Parts,
                 state: &S,
             ) -> Result<Self, Self::Rejection> {
+                // Bytes that are not UTF-8 would come out as U+FFFD and be
+                // taken for a value nobody sent.
+                if !decodes_to_utf8(parts.uri.path()) || !decodes_to_utf8(parts.uri.query().unwrap_or("")) {
+                    return Err(ApiError::bad_request(concat!(
+                        $what,
+                        ": a percent-encoded byte sequence is not UTF-8"
+                    )));
+                }
                 axum::extract::$inner::<T>::from_request_parts(parts, state)
                     .await
                     .map(|v| $name(v.0))
@@ -175,6 +183,34 @@ macro_rules! enveloped_extractor {
             }
         }
     };
+}
+
+/// Whether `s`, percent-decoded (`+` is a space), is UTF-8.
+pub fn decodes_to_utf8(s: &str) -> bool {
+    let b = s.as_bytes();
+    let mut out = Vec::with_capacity(b.len());
+    let mut i = 0;
+    while i < b.len() {
+        let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
+        match b[i] {
+            b'%' => {
+                match (
+                    b.get(i + 1).and_then(|&c| hex(c)),
+                    b.get(i + 2).and_then(|&c| hex(c)),
+                ) {
+                    (Some(h), Some(l)) => {
+                        out.push(h << 4 | l);
+                        i += 3;
+                        continue;
+                    }
+                    _ => out.push(b'%'),
+                }
+            }
+            c => out.push(c),
+        }
+        i += 1;
+    }
+    std::str::from_utf8(&out).is_ok()
 }
 
 enveloped_extractor!(
@@ -202,4 +238,18 @@ pub async fn no_method(method: http::Method, uri: http::Uri) -> ApiError {
         ErrorCode::MethodNotAllowed,
         format!("{method} is not allowed on {}", uri.path()),
     )
+}
+
+#[cfg(test)]
+mod utf8_tests {
+    use super::decodes_to_utf8;
+
+    #[test]
+    fn percent_encoded_bytes_must_be_utf8() {
+        assert!(decodes_to_utf8("contains=caf%C3%A9&limit=5"));
+        assert!(decodes_to_utf8("a=100%"), "a lone % is itself");
+        assert!(decodes_to_utf8(""));
+        assert!(!decodes_to_utf8("contains=%ff"));
+        assert!(!decodes_to_utf8("contains=%C3"));
+    }
 }

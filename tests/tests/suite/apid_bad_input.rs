@@ -304,3 +304,52 @@ async fn unknown_routes_and_wrong_methods_get_the_envelope() {
     let v: Value = a.get(&format!("/meta/{rid}")).await.json();
     assert_eq!(v["metadata"]["title"], "T");
 }
+
+/// Smaller answers that named no cause or took one thing for another
+/// (issue 13, point 9): a query whose percent-encoded bytes are not UTF-8
+/// is a 400, the bearer scheme is case-insensitive, and a manifest's
+/// `schemaVersion` of `2.0` is 2.
+#[tokio::test]
+async fn queries_tokens_and_manifests_are_read_as_meant() {
+    let s = Storaged::start().await;
+    let a = Apid::start_with(&s, &[("META_CORE_ADMIN_TOKEN", "s3cret")]).await;
+    for path in [
+        "/api/kv/search?contains=%ff",
+        "/api/kv/tree?prefix=%C3",
+        "/api/metadata/list?limit=1&x=%fe%ff",
+    ] {
+        let r = a.get(path).await;
+        r.assert_error(400, "bad_request");
+        assert!(r.text().contains("not UTF-8"), "{path}: {}", r.text());
+    }
+    for scheme in ["Bearer", "bearer", "BEARER"] {
+        let auth = format!("{scheme} s3cret");
+        let r = a
+            .send("GET", "/api/watchers", "", &[("authorization", &auth)])
+            .await;
+        assert_ne!(r.status, 401, "{scheme}: {}", r.text());
+    }
+    for wrong in ["Basic s3cret", "bearer nope", "s3cret"] {
+        let r = a
+            .send("GET", "/api/watchers", "", &[("authorization", wrong)])
+            .await;
+        r.assert_error(401, "unauthorized");
+    }
+    let mut zip = zip::ZipWriter::new(std::io::Cursor::new(Vec::new()));
+    zip.start_file("manifest.json", zip::write::SimpleFileOptions::default())
+        .unwrap();
+    std::io::Write::write_all(&mut zip, br#"{"schemaVersion":2.0,"fileCount":0}"#).unwrap();
+    let bytes = zip.finish().unwrap().into_inner();
+    let r = a
+        .send(
+            "POST",
+            "/api/snapshot/import?mode=merge",
+            bytes,
+            &[
+                ("content-type", "application/zip"),
+                ("authorization", "Bearer s3cret"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}

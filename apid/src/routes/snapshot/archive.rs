@@ -130,7 +130,15 @@ fn open_no_follow(path: &Path) -> io::Result<File> {
 pub fn check_manifest(bytes: &[u8]) -> Result<(), ApiError> {
     let v: Value = serde_json::from_slice(bytes)
         .map_err(|e| ApiError::bad_request(format!("manifest.json is not JSON: {e}")))?;
-    match v.get("schemaVersion").and_then(Value::as_u64) {
+    // A whole number written as a float (`2.0`) is that number.
+    let version = v.get("schemaVersion").and_then(|n| {
+        n.as_u64().or_else(|| {
+            n.as_f64()
+                .filter(|f| f.fract() == 0.0 && *f >= 0.0 && *f < 1e15)
+                .map(|f| f as u64)
+        })
+    });
+    match version {
         Some(SCHEMA_VERSION) => Ok(()),
         Some(other) => Err(ApiError::bad_request(format!(
             "the snapshot's schemaVersion is {other}; this server reads {SCHEMA_VERSION}"
