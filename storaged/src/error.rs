@@ -41,12 +41,34 @@ pub enum StoreError {
 
 pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 
+/// Set while the last write failed for want of space on the database's
+/// volume, cleared by the next commit that succeeds: `/health` says
+/// `degraded` meanwhile.
+pub(crate) static DISK_FULL: std::sync::atomic::AtomicBool =
+    std::sync::atomic::AtomicBool::new(false);
+
+/// What a write that found the volume full is told.
+fn disk_full() -> ApiError {
+    DISK_FULL.store(true, std::sync::atomic::Ordering::Relaxed);
+    ApiError::new(
+        ErrorCode::InsufficientStorage,
+        "the database's volume is full: nothing was written; free space and retry",
+    )
+}
+
+/// SQLite's "database or disk is full".
+pub(crate) fn is_disk_full(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
+}
+
 impl StoreError {
     /// What a client is told.
     pub fn to_api(&self) -> ApiError {
         match self {
             StoreError::Rejected(e) => e.clone(),
             StoreError::Unavailable(why) => ApiError::new(ErrorCode::StorageUnavailable, *why),
+            StoreError::Sqlite(e) if is_disk_full(e) => disk_full(),
+            StoreError::Commit(why) if why.contains("database or disk is full") => disk_full(),
             StoreError::Commit(_) => {
                 ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry")
             }

@@ -15,13 +15,17 @@ use crate::state::State;
 use crate::urls::{LeaderInfo, Urls};
 
 /// `GET /health`: always 200; `status` is `degraded` and `redis` false
-/// while storaged does not answer (the field keeps the original's name).
+/// while storaged does not answer (the field keeps the original's name),
+/// and `degraded` with `reason` while storaged answers but cannot write
+/// (its volume is full).
 #[derive(Debug, Serialize)]
 pub(crate) struct PublicHealth {
     pub status: &'static str,
     pub redis: bool,
     pub timestamp: String,
     pub leader: LeaderInfo,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 #[derive(Debug, Serialize)]
@@ -56,12 +60,18 @@ fn status_word(up: bool) -> &'static str {
 }
 
 pub(super) async fn health(st: State) -> Json<PublicHealth> {
-    let up = st.store.health().await.is_ok();
+    let health = st.store.health().await;
+    let up = health.is_ok();
+    let reason = health.ok().filter(|h| h.status != "ok").map(|h| {
+        h.reason
+            .unwrap_or_else(|| format!("storaged is {}", h.status))
+    });
     Json(PublicHealth {
-        status: status_word(up),
+        status: status_word(up && reason.is_none()),
         redis: up,
         timestamp: humantime::format_rfc3339_seconds(SystemTime::now()).to_string(),
         leader: leader_info(&st.urls),
+        reason,
     })
 }
 

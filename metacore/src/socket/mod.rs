@@ -22,6 +22,9 @@ pub struct Health {
     pub version: String,
     pub protocol: u32,
     pub pid: u32,
+    /// Why `status` is `degraded` (a full disk), when it is.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
 }
 
 impl Health {
@@ -32,6 +35,16 @@ impl Health {
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: PROTOCOL_VERSION,
             pid: std::process::id(),
+            reason: None,
+        }
+    }
+
+    /// Up, but not doing all its work, for `reason`.
+    pub fn degraded(daemon: Daemon, reason: impl Into<String>) -> Self {
+        Self {
+            status: "degraded".into(),
+            reason: Some(reason.into()),
+            ..Self::ok(daemon)
         }
     }
 

@@ -9,7 +9,14 @@ use super::State;
 use crate::engine::schema::SCHEMA_VERSION;
 
 pub(super) async fn health() -> Json<Health> {
-    Json(Health::ok(metacore::layout::Daemon::Storaged))
+    let daemon = metacore::layout::Daemon::Storaged;
+    if crate::error::DISK_FULL.load(std::sync::atomic::Ordering::Relaxed) {
+        return Json(Health::degraded(
+            daemon,
+            "the database's volume is full: writes fail until space is freed",
+        ));
+    }
+    Json(Health::ok(daemon))
 }
 
 pub(super) async fn status(st: State) -> Result<Json<StoragedStatus>, ApiError> {

@@ -438,7 +438,10 @@ impl<'c> Group<'c> {
             let _ = self.conn.execute_batch("ROLLBACK");
         }
         match &self.failure {
-            None => heads.publish(self.streams.heads()),
+            None => {
+                crate::error::DISK_FULL.store(false, Ordering::Relaxed);
+                heads.publish(self.streams.heads());
+            }
             Some(why) => {
                 counters.failed_commits.fetch_add(1, Ordering::Relaxed);
                 tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");

@@ -16,6 +16,7 @@ mod apid_snapshot;
 mod apid_snapshot_http;
 mod body_memory;
 mod daemon_args;
+mod disk_full;
 mod file_modes;
 mod storaged_bad_input;
 mod storaged_crash;
