@@ -76,6 +76,20 @@ async fn check(daemon: Daemon, socket: &std::path::Path) -> Result<(), HealthMis
     })
 }
 
+/// Why `daemon` says it is degraded, if it does (its `/health` answers
+/// with another status than `ok`); `None` too when it does not answer in
+/// time (the checks deal with that).
+pub(crate) async fn degraded(daemon: Daemon, socket: &std::path::Path) -> Option<String> {
+    let request = http1::request("GET", "/health", daemon.name());
+    let answer = tokio::time::timeout(HEALTH_TIMEOUT, http1::exchange_async(socket, &request))
+        .await
+        .ok()?
+        .ok()?;
+    let (_, body) = http1::parse(&answer).ok()?;
+    let health: Health = serde_json::from_slice(&body).ok()?;
+    (health.status != "ok").then(|| health.reason.unwrap_or(health.status))
+}
+
 /// What an answer to `GET /health` means.
 fn judge(daemon: Daemon, status: u16, body: &[u8]) -> Result<(), HealthMiss> {
     if status != 200 {

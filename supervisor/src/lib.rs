@@ -153,6 +153,7 @@ async fn prepare(config: &Config, shutdown: Shutdown) -> Result<Prepared, RunErr
     let control = Arc::new(Control::new(
         layout.leader_info(),
         config.log_dir.clone(),
+        layout.run_dir.clone(),
         stop,
     ));
     tokio::spawn({

@@ -103,6 +103,7 @@ fn status_of(daemon: Daemon, s: &State, now: Instant, now_ms: u64) -> DaemonStat
             Phase::Backoff { until, .. } => Some(ms(until.saturating_duration_since(now))),
             _ => None,
         },
+        degraded: None,
     }
 }
 

@@ -101,6 +101,10 @@ pub struct DaemonStatus {
     pub last_exit: Option<LastExit>,
     /// Milliseconds until the next start, in backoff.
     pub next_start_in_ms: Option<u64>,
+    /// Why a running daemon says it is degraded (its `/health`), e.g.
+    /// storaged's full volume; absent when it is fine.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub degraded: Option<String>,
 }
 
 /// `GET /status` of the control socket.

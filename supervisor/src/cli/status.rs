@@ -55,6 +55,11 @@ pub(crate) fn render_status(s: &SupervisorStatus, now_ms: u64) -> String {
         out.push_str(line.trim_end());
         out.push('\n');
     }
+    for d in &s.daemons {
+        if let Some(why) = &d.degraded {
+            out.push_str(&format!("{} is degraded: {why}\n", d.name));
+        }
+    }
     out
 }
 

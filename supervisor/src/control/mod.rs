@@ -39,6 +39,8 @@ pub(crate) struct Control {
     pub(crate) table: Table,
     pub(crate) info_path: PathBuf,
     pub(crate) log_dir: PathBuf,
+    /// The daemons' sockets, asked for their health by `/status`.
+    pub(crate) run_dir: PathBuf,
     /// The runners' request queues, set once when leading begins: a
     /// standby has none.
     pub(crate) runners: OnceLock<Vec<(Daemon, mpsc::Sender<Request>)>>,
@@ -50,13 +52,19 @@ pub(crate) struct Control {
 }
 
 impl Control {
-    pub(crate) fn new(info_path: PathBuf, log_dir: PathBuf, stop: Trigger) -> Self {
+    pub(crate) fn new(
+        info_path: PathBuf,
+        log_dir: PathBuf,
+        run_dir: PathBuf,
+        stop: Trigger,
+    ) -> Self {
         Self {
             started: Instant::now(),
             role: Mutex::new(Role::Standby),
             table: Table::new(TABLE),
             info_path,
             log_dir,
+            run_dir,
             runners: OnceLock::new(),
             logs: OnceLock::new(),
             stop,

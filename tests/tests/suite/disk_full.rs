@@ -58,3 +58,48 @@ async fn a_full_disk_is_a_507_and_a_degraded_health_until_space_is_freed() {
     drop(s);
     drop(mnt);
 }
+
+/// `meta-core status` says which daemon is degraded and why.
+#[tokio::test]
+async fn meta_core_status_names_the_full_disk() {
+    let dir = e2e::daemon::test_dir();
+    let _mnt = e2e::mount::Tmpfs::at(&dir.path().join("meta-core/db"), "3m");
+    let mut mc = e2e::supervisor::Launch::in_dir(dir.path(), "run").spawn();
+    mc.wait_all_ready().await;
+    let value = "x".repeat(200 * 1024);
+    let mut status = 200;
+    for _ in 0..100 {
+        let r = mc
+            .send_json(
+                "PATCH",
+                &format!("/meta/{}", random_rid()),
+                &json!({ "blob": value }),
+            )
+            .await;
+        status = r.status;
+        if status != 200 {
+            break;
+        }
+    }
+    assert_eq!(status, 507);
+    let out = mc.cli(&["status"]);
+    let text = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        text.contains("storaged is degraded: the database's volume is full"),
+        "{text}"
+    );
+    let out = mc.cli(&["status", "--json"]);
+    let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let storaged = v["daemons"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|d| d["name"] == "storaged")
+        .unwrap();
+    assert!(
+        storaged["degraded"].as_str().unwrap().contains("full"),
+        "{v}"
+    );
+    mc.process.sigterm();
+    mc.process.wait_exit().await;
+}
