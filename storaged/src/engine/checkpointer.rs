@@ -73,15 +73,30 @@ impl Checkpointer {
         let thread = std::thread::Builder::new()
             .name("storaged-checkpointer".into())
             .spawn(move || {
+                // The error of the failing state, logged once when it
+                // begins or changes, and its end once (a read-only volume
+                // would otherwise log every tick).
+                let mut failing: Option<String> = None;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
                     match passive_checkpoint(&conn) {
                         Ok((_, log, copied)) => {
                             if log >= WAL_BOUND_FRAMES {
                                 gap.raise();
                             }
+                            if failing.take().is_some() {
+                                tracing::info!("checkpoints work again");
+                            }
                             tracing::trace!(wal_frames = log, copied, "checkpoint");
                         }
-                        Err(e) => tracing::warn!(error = %e, "checkpoint failed; will retry"),
+                        Err(e) => {
+                            let why = e.to_string();
+                            if failing.as_deref() != Some(why.as_str()) {
+                                tracing::warn!(error = %why, "checkpoint failed; retrying every {TICK:?}, logged again when this changes");
+                                failing = Some(why);
+                            } else {
+                                tracing::debug!(error = %why, "checkpoint failed again");
+                            }
+                        }
                     }
                 }
             })
