@@ -187,8 +187,22 @@ fn allowed(need: Area, rel: &Path) -> bool {
     )
 }
 
+/// The methods WebDAV here answers; any other is a 405 with `Allow`.
+const METHODS: &str =
+    "GET, HEAD, PUT, PATCH, DELETE, MKCOL, COPY, MOVE, PROPFIND, PROPPATCH, OPTIONS, LOCK, UNLOCK";
+
 /// `/webdav` and everything below it.
 pub(crate) async fn serve(st: State, mut req: Request) -> Response {
+    if !METHODS.split(", ").any(|m| m == req.method().as_str()) {
+        let mut r = ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{} is not a WebDAV method here", req.method()),
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(METHODS));
+        return r;
+    }
     let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
     let rel = match checked(raw) {
         Ok(r) => r,

@@ -442,6 +442,12 @@ async fn propfind_of_infinite_depth_is_refused() {
         assert!(r.text().contains("propfind-finite-depth"), "{}", r.text());
     }
     assert_eq!(propfind(&a, "/webdav/", "1").await.status, 207);
+    // A method WebDAV does not have is a 405 naming the ones it has.
+    for m in ["TRACE", "SEARCH", "REPORT"] {
+        let r = a.send(m, "/webdav/plugin/", "", &[]).await;
+        r.assert_error(405, "method_not_allowed");
+        assert!(r.header("allow").unwrap().contains("PROPFIND"), "{m}");
+    }
 }
 
 /// Whether `pid` holds a file open under `dir` that is not one of its
