@@ -1,34 +1,15 @@
-//! Sending a file's bytes over HTTP the way players and caches expect:
-//! `ETag` and `Last-Modified`, the preconditions of RFC 9110 §13
-//! (`If-Match`, `If-Unmodified-Since`, `If-None-Match`, `If-Modified-Since`,
-//! `If-Range`), and byte ranges (one: `206` with `Content-Range`; several:
-//! `multipart/byteranges`; none satisfiable: `416`). The body is streamed
-//! from the open file in 256 KiB reads, the next read while the last
-//! chunk is sent, so memory stays flat (two chunks) whatever the size.
-//!
-//! The validators come from the open file's `fstat`: the ETag is
-//! `"<inode hex>-<mtime ns hex>-<size hex>"` (a strong validator: a file
-//! replaced by another of the same size and mtime, as `rsync -t` or
-//! `cp -p` leave it, has another inode), `Last-Modified` its mtime to the
-//! second.
+//! What RFC 9110 says of a file's answer, before a byte is read: its
+//! validators (`ETag`, `Last-Modified`), the preconditions (§13) and the
+//! byte ranges a `Range` header asks for.
 
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
-use axum::body::Body;
-use axum::response::{IntoResponse, Response};
-use bytes::Bytes;
-use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
+use http::{HeaderMap, Method, header};
 
 /// Most ranges one request may ask for; past it the whole file is sent
 /// (as nginx's `max_ranges` does), so a request of a thousand tiny ranges
 /// cannot cost a thousand seeks and part headers.
 pub(crate) const MAX_RANGES: usize = 16;
-
-/// Bytes read from the file per chunk of the body; a streaming answer
-/// holds two (one sent, one read ahead). 256 KiB reads a cached 1 GiB
-/// file at nginx's sendfile speed; 64 KiB did at 40% of it
-/// (`bench/files.py`).
-const CHUNK: usize = 256 * 1024;
 
 /// What is known of the file being sent.
 #[derive(Debug, Clone)]
@@ -75,7 +56,7 @@ pub(crate) struct Span {
 }
 
 impl Span {
-    fn len(self) -> u64 {
+    pub(crate) fn len(self) -> u64 {
         self.last - self.first + 1
     }
 }
@@ -181,7 +162,7 @@ fn weak_match(tag: &str, etag: &str) -> bool {
     tag.trim_start_matches("W/") == etag.trim_start_matches("W/")
 }
 
-fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
+pub(super) fn header_str(h: &HeaderMap, name: header::HeaderName) -> Option<&str> {
     h.get(name).and_then(|v| v.to_str().ok())
 }
 
@@ -267,304 +248,10 @@ pub(crate) fn decide(method: &Method, h: &HeaderMap, v: &Validators) -> Decision
     Decision::Send { use_range }
 }
 
-/// What a body is made of: literal bytes (part headers) and spans of the
-/// file, sent in order.
-enum Piece {
-    Text(Bytes),
-    Span(Span),
-}
-
-/// One positioned read of up to `want` bytes at `at`, on the blocking pool.
-fn read_chunk(
-    file: &std::sync::Arc<std::fs::File>,
-    at: u64,
-    want: usize,
-) -> tokio::task::JoinHandle<std::io::Result<Vec<u8>>> {
-    let file = file.clone();
-    tokio::task::spawn_blocking(move || {
-        let mut buf = vec![0u8; want];
-        let mut got = 0;
-        while got < want {
-            match std::os::unix::fs::FileExt::read_at(&*file, &mut buf[got..], at + got as u64) {
-                Ok(0) => break,
-                Ok(n) => got += n,
-                Err(e) if e.kind() == std::io::ErrorKind::Interrupted => {}
-                Err(e) => return Err(e),
-            }
-        }
-        buf.truncate(got);
-        Ok(buf)
-    })
-}
-
-/// The body of `pieces`, read from `file` one chunk at a time, each chunk
-/// one positioned read (`pread`) on the blocking pool. The next chunk of
-/// a span is read while the last one is being sent, so the disk and the
-/// socket work at once; memory stays at two chunks.
-fn body_of(file: std::fs::File, pieces: Vec<Piece>) -> Body {
-    struct State {
-        file: std::sync::Arc<std::fs::File>,
-        pieces: std::collections::VecDeque<Piece>,
-        /// The span being sent: next offset and bytes left.
-        at: u64,
-        left: u64,
-        /// The read of the chunk at this offset, under way.
-        ahead: Option<(u64, tokio::task::JoinHandle<std::io::Result<Vec<u8>>>)>,
-    }
-    let state = State {
-        file: std::sync::Arc::new(file),
-        pieces: pieces.into(),
-        at: 0,
-        left: 0,
-        ahead: None,
-    };
-    let stream = futures_util::stream::unfold(state, |mut st| async move {
-        loop {
-            if st.left > 0 {
-                let read = match st.ahead.take() {
-                    Some((at, h)) if at == st.at => h,
-                    _ => read_chunk(&st.file, st.at, st.left.min(CHUNK as u64) as usize),
-                };
-                let read = read.await.unwrap_or_else(|e| Err(std::io::Error::other(e)));
-                let out = match read {
-                    Ok(buf) if !buf.is_empty() => {
-                        st.left -= (buf.len() as u64).min(st.left);
-                        st.at += buf.len() as u64;
-                        if st.left > 0 {
-                            let want = st.left.min(CHUNK as u64) as usize;
-                            st.ahead = Some((st.at, read_chunk(&st.file, st.at, want)));
-                        }
-                        return Some((Ok(Bytes::from(buf)), st));
-                    }
-                    // The file shrank while it was sent: the body ends
-                    // short of its Content-Length and the client retries.
-                    Ok(_) => std::io::Error::from(std::io::ErrorKind::UnexpectedEof),
-                    Err(e) => e,
-                };
-                st.pieces.clear();
-                st.left = 0;
-                return Some((Err(out), st));
-            }
-            match st.pieces.pop_front()? {
-                Piece::Text(b) => return Some((Ok(b), st)),
-                Piece::Span(s) => {
-                    st.at = s.first;
-                    st.left = s.len();
-                }
-            }
-        }
-    });
-    Body::from_stream(stream)
-}
-
-fn base(status: StatusCode, v: &Validators, content_type: &str) -> http::response::Builder {
-    Response::builder()
-        .status(status)
-        .header(header::ACCEPT_RANGES, "bytes")
-        .header(header::ETAG, &v.etag)
-        .header(header::LAST_MODIFIED, &v.last_modified)
-        .header(header::CONTENT_TYPE, content_type)
-}
-
-fn built(b: http::response::Builder, body: Body) -> Response {
-    b.body(body).unwrap_or_else(|e| {
-        metacore::error::ApiError::internal(format!("cannot build the answer: {e}")).into_response()
-    })
-}
-
-/// The bytes of a short answer read ahead, beside the open and `fstat`
-/// of the file on the blocking pool, so that answering costs no second
-/// hand-off to it ([`Prefetched::read`]).
-#[derive(Debug, Default)]
-pub(crate) struct Prefetched(Option<(Span, Bytes)>);
-
-impl Prefetched {
-    /// Reads what a GET with `headers` will send of `file`, if that is
-    /// one span of at most one chunk. Blocking.
-    pub(crate) fn read(
-        method: &Method,
-        headers: &HeaderMap,
-        file: &std::fs::File,
-        meta: &std::fs::Metadata,
-    ) -> Self {
-        if *method != Method::GET {
-            return Self(None);
-        }
-        let v = Validators::of(meta);
-        let span = match decide(method, headers, &v) {
-            Decision::Send { use_range } => match header_str(headers, header::RANGE) {
-                Some(r) if use_range => match parse_ranges(r, v.size) {
-                    Ranges::Spans(spans) if spans.len() == 1 => spans[0],
-                    Ranges::Whole if v.size > 0 => Span {
-                        first: 0,
-                        last: v.size - 1,
-                    },
-                    _ => return Self(None),
-                },
-                _ if v.size > 0 => Span {
-                    first: 0,
-                    last: v.size - 1,
-                },
-                _ => return Self(None),
-            },
-            _ => return Self(None),
-        };
-        if span.len() > CHUNK as u64 {
-            return Self(None);
-        }
-        let mut buf = vec![0u8; span.len() as usize];
-        match std::os::unix::fs::FileExt::read_exact_at(file, &mut buf, span.first) {
-            Ok(()) => Self(Some((span, Bytes::from(buf)))),
-            Err(_) => Self(None),
-        }
-    }
-
-    /// The piece that sends `span`: the bytes read ahead if they are it.
-    fn take(&mut self, span: Span) -> Piece {
-        match self.0.take() {
-            Some((s, bytes)) if s == span => Piece::Text(bytes),
-            _ => Piece::Span(span),
-        }
-    }
-}
-
-/// Answers a GET or HEAD of the open `file` (`meta` its `fstat`).
-pub(crate) async fn send(
-    method: &Method,
-    headers: &HeaderMap,
-    file: std::fs::File,
-    meta: &std::fs::Metadata,
-    content_type: &str,
-) -> Response {
-    send_with(
-        method,
-        headers,
-        file,
-        meta,
-        content_type,
-        Prefetched::default(),
-    )
-    .await
-}
-
-/// [`send`] with bytes read ahead.
-pub(crate) async fn send_with(
-    method: &Method,
-    headers: &HeaderMap,
-    file: std::fs::File,
-    meta: &std::fs::Metadata,
-    content_type: &str,
-    mut ready: Prefetched,
-) -> Response {
-    let v = Validators::of(meta);
-    let head = *method == Method::HEAD;
-    let use_range = match decide(method, headers, &v) {
-        Decision::Failed => {
-            return built(
-                Response::builder()
-                    .status(StatusCode::PRECONDITION_FAILED)
-                    .header(header::ETAG, &v.etag),
-                Body::empty(),
-            );
-        }
-        Decision::NotModified => {
-            return built(
-                Response::builder()
-                    .status(StatusCode::NOT_MODIFIED)
-                    .header(header::ETAG, &v.etag)
-                    .header(header::LAST_MODIFIED, &v.last_modified),
-                Body::empty(),
-            );
-        }
-        Decision::Send { use_range } => use_range,
-    };
-    let ranges = match header_str(headers, header::RANGE) {
-        Some(r) if use_range => parse_ranges(r, v.size),
-        _ => Ranges::Whole,
-    };
-    match ranges {
-        Ranges::Unsatisfiable => built(
-            Response::builder()
-                .status(StatusCode::RANGE_NOT_SATISFIABLE)
-                .header(header::ACCEPT_RANGES, "bytes")
-                .header(header::CONTENT_RANGE, format!("bytes */{}", v.size)),
-            Body::empty(),
-        ),
-        Ranges::Whole => {
-            let b = base(StatusCode::OK, &v, content_type).header(header::CONTENT_LENGTH, v.size);
-            if head || v.size == 0 {
-                return built(b, Body::empty());
-            }
-            let all = Span {
-                first: 0,
-                last: v.size - 1,
-            };
-            built(b, body_of(file, vec![ready.take(all)]))
-        }
-        Ranges::Spans(spans) if spans.len() == 1 => {
-            let s = spans[0];
-            let b = base(StatusCode::PARTIAL_CONTENT, &v, content_type)
-                .header(header::CONTENT_LENGTH, s.len())
-                .header(
-                    header::CONTENT_RANGE,
-                    format!("bytes {}-{}/{}", s.first, s.last, v.size),
-                );
-            if head {
-                return built(b, Body::empty());
-            }
-            built(b, body_of(file, vec![ready.take(s)]))
-        }
-        Ranges::Spans(spans) => {
-            let boundary = format!("meta-core-{:016x}", rand_u64());
-            let part_head = |s: &Span| {
-                format!(
-                    "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
-                    s.first, s.last, v.size
-                )
-            };
-            let tail = format!("\r\n--{boundary}--\r\n");
-            let length: u64 = spans
-                .iter()
-                .map(|s| part_head(s).len() as u64 + s.len())
-                .sum::<u64>()
-                + tail.len() as u64;
-            let b = Response::builder()
-                .status(StatusCode::PARTIAL_CONTENT)
-                .header(header::ACCEPT_RANGES, "bytes")
-                .header(header::ETAG, &v.etag)
-                .header(header::LAST_MODIFIED, &v.last_modified)
-                .header(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
-                        .expect("an ASCII boundary"),
-                )
-                .header(header::CONTENT_LENGTH, length);
-            if head {
-                return built(b, Body::empty());
-            }
-            let mut pieces = Vec::with_capacity(spans.len() * 2 + 1);
-            for s in &spans {
-                pieces.push(Piece::Text(Bytes::from(part_head(s))));
-                pieces.push(Piece::Span(*s));
-            }
-            pieces.push(Piece::Text(Bytes::from(tail)));
-            built(b, body_of(file, pieces))
-        }
-    }
-}
-
-fn rand_u64() -> u64 {
-    // A boundary only has to be absent from the parts; the clock's
-    // nanoseconds and the process id make a fresh one per answer.
-    let t = SystemTime::now()
-        .duration_since(UNIX_EPOCH)
-        .unwrap_or_default()
-        .as_nanos() as u64;
-    t ^ (u64::from(std::process::id()) << 32)
-}
-
 #[cfg(test)]
 mod tests {
+    use http::HeaderValue;
+
     use super::*;
 
     fn span(first: u64, last: u64) -> Span {
