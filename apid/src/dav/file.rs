@@ -13,9 +13,9 @@ use bytes::{Buf, Bytes, BytesMut};
 use dav_server::fs::{DavFile, DavMetaData, FsError, FsFuture, FsResult};
 use futures_util::FutureExt;
 
+use super::disk::{Meta, blocking, fs_error};
 use super::props;
 use super::temp::{self, Temp};
-use super::volume::{Meta, blocking, fs_error};
 
 /// Bytes gathered before a write to the disk.
 const GATHER: usize = 1024 * 1024;

@@ -26,6 +26,8 @@
 //! with it (a client re-locks after a restart), and when their timeout
 //! passes ([`locks`]).
 
+mod area;
+mod disk;
 mod file;
 mod locks;
 mod props;
@@ -47,7 +49,8 @@ use tokio::sync::Semaphore;
 use crate::confine::Roots;
 use crate::send_file::Prefetched;
 use crate::state::State;
-use volume::{Area, Volume, area};
+use area::{Area, area};
+use volume::Volume;
 
 /// Where WebDAV is mounted.
 pub(crate) const PREFIX: &str = "/webdav";

@@ -1,0 +1,389 @@
+//! The blocking work on the disk behind [`super::volume::Volume`]: stat,
+//! list, open, copy, each confined ([`crate::confine`]) and run on the
+//! blocking pool by its caller; and what they return to dav-server
+//! ([`Meta`], directory entries, errors it understands).
+
+use std::ffi::OsStr;
+use std::io;
+use std::os::fd::AsFd;
+use std::os::unix::ffi::OsStrExt;
+use std::path::{Path, PathBuf};
+use std::time::{Duration, SystemTime, UNIX_EPOCH};
+
+use dav_server::fs::{DavDirEntry, DavFile, DavMetaData, FsError, FsFuture, FsResult, OpenOptions};
+use futures_util::FutureExt;
+use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+
+use super::area::{Area, area, entry_area};
+use super::file::{Commit, VolFile};
+use super::props;
+use super::temp::{self, FILE_MODE};
+use crate::confine::{Roots, missing};
+
+/// Directory entries handed from the listing thread at a time.
+const BATCH: usize = 256;
+
+/// Runs `f` on the blocking pool.
+pub(crate) async fn blocking<T: Send + 'static>(
+    f: impl FnOnce() -> T + Send + 'static,
+) -> FsResult<T> {
+    tokio::task::spawn_blocking(f)
+        .await
+        .map_err(|_| FsError::GeneralFailure)
+}
+
+/// What an I/O error means to a WebDAV client.
+pub(crate) fn fs_error(e: &io::Error) -> FsError {
+    match e.raw_os_error() {
+        Some(libc::ENOENT) => FsError::NotFound,
+        Some(libc::EEXIST | libc::ENOTEMPTY) => FsError::Exists,
+        Some(
+            libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOTDIR | libc::EISDIR | libc::ELOOP,
+        ) => FsError::Forbidden,
+        Some(libc::ENOSPC | libc::EDQUOT) => FsError::InsufficientStorage,
+        Some(libc::EFBIG) => FsError::TooLarge,
+        Some(libc::ENAMETOOLONG) => FsError::PathTooLong,
+        Some(libc::EXDEV) => FsError::IsRemote,
+        _ => {
+            tracing::warn!("webdav: {e}");
+            FsError::GeneralFailure
+        }
+    }
+}
+
+pub(super) fn errno(e: rustix::io::Errno) -> FsError {
+    fs_error(&e.into())
+}
+
+fn time(secs: i64, nanos: i64) -> SystemTime {
+    if secs < 0 {
+        return UNIX_EPOCH;
+    }
+    UNIX_EPOCH + Duration::new(secs as u64, nanos.clamp(0, 999_999_999) as u32)
+}
+
+/// What PROPFIND and the validators show of a file or folder.
+#[derive(Debug, Clone)]
+pub(crate) struct Meta {
+    len: u64,
+    modified: SystemTime,
+    accessed: SystemTime,
+    changed: SystemTime,
+    kind: FileType,
+    executable: bool,
+    etag: String,
+}
+
+impl Meta {
+    pub(crate) fn of(st: &Stat) -> Self {
+        let modified = time(st.st_mtime, st.st_mtime_nsec as i64);
+        let ns = modified
+            .duration_since(UNIX_EPOCH)
+            .unwrap_or_default()
+            .as_nanos();
+        let len = st.st_size.max(0) as u64;
+        Self {
+            len,
+            modified,
+            accessed: time(st.st_atime, st.st_atime_nsec as i64),
+            changed: time(st.st_ctime, st.st_ctime_nsec as i64),
+            kind: FileType::from_raw_mode(st.st_mode),
+            executable: st.st_mode & 0o100 != 0,
+            etag: crate::send_file::etag(st.st_ino, ns, len),
+        }
+    }
+}
+
+impl DavMetaData for Meta {
+    fn len(&self) -> u64 {
+        self.len
+    }
+    fn modified(&self) -> FsResult<SystemTime> {
+        Ok(self.modified)
+    }
+    fn accessed(&self) -> FsResult<SystemTime> {
+        Ok(self.accessed)
+    }
+    fn status_changed(&self) -> FsResult<SystemTime> {
+        Ok(self.changed)
+    }
+    fn is_dir(&self) -> bool {
+        self.kind == FileType::Directory
+    }
+    fn is_file(&self) -> bool {
+        self.kind == FileType::RegularFile
+    }
+    fn is_symlink(&self) -> bool {
+        self.kind == FileType::Symlink
+    }
+    fn executable(&self) -> FsResult<bool> {
+        Ok(self.executable)
+    }
+    fn etag(&self) -> Option<String> {
+        Some(self.etag.clone())
+    }
+}
+
+#[derive(Debug)]
+pub(super) struct Entry {
+    name: Vec<u8>,
+    meta: Meta,
+}
+
+impl DavDirEntry for Entry {
+    fn name(&self) -> Vec<u8> {
+        self.name.clone()
+    }
+    fn metadata(&self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        let m: Box<dyn DavMetaData> = Box::new(self.meta.clone());
+        futures_util::future::ready(Ok(m)).boxed()
+    }
+}
+
+/// `rel`'s metadata; a symlink is followed where it stays inside.
+pub(super) fn stat(roots: &Roots, rel: &Path, follow: bool) -> io::Result<Meta> {
+    if rel.as_os_str().is_empty() {
+        return Ok(Meta::of(&rustix::fs::stat(&roots.files)?));
+    }
+    let p = roots.parent(rel)?;
+    let st = rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW)?;
+    if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+        let real = roots.confined(&p.real.join(p.name)).ok_or_else(missing)?;
+        return Ok(Meta::of(&rustix::fs::stat(&real)?));
+    }
+    Ok(Meta::of(&st))
+}
+
+/// Opens the file or folder at `rel` for reading (its properties).
+pub(super) fn open_resource(roots: &Roots, rel: &Path) -> io::Result<std::os::fd::OwnedFd> {
+    Ok(open_resource_at(roots, rel)?.0)
+}
+
+/// [`open_resource`], and where it really is.
+pub(super) fn open_resource_at(
+    roots: &Roots,
+    rel: &Path,
+) -> io::Result<(std::os::fd::OwnedFd, PathBuf)> {
+    if rel.as_os_str().is_empty() {
+        return roots.open_dir(rel);
+    }
+    let p = roots.parent(rel)?;
+    roots.open_entry(&p)
+}
+
+/// Lists the folder `fd` (really at `real`) to `tx` in batches.
+pub(super) fn list(
+    roots: &Roots,
+    fd: std::os::fd::OwnedFd,
+    real: &Path,
+    follow: bool,
+    listed: &std::sync::Mutex<Listed>,
+    tx: &tokio::sync::mpsc::Sender<Vec<Entry>>,
+) {
+    let dir = match rustix::fs::Dir::read_from(&fd) {
+        Ok(d) => d,
+        Err(e) => {
+            tracing::warn!("webdav: cannot list a folder: {e}");
+            return;
+        }
+    };
+    let mut batch = Vec::with_capacity(BATCH);
+    for entry in dir {
+        let Ok(entry) = entry else { break };
+        let name = entry.file_name().to_bytes();
+        if name == b"." || name == b".." {
+            continue;
+        }
+        let os = OsStr::from_bytes(name);
+        let path = real.join(os);
+        if !roots.allows(&path) {
+            continue;
+        }
+        let Ok(mut st) = rustix::fs::statat(&fd, os, AtFlags::SYMLINK_NOFOLLOW) else {
+            continue;
+        };
+        let mut props_at = path.clone();
+        if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
+            let Some(target) = roots.confined(&path) else {
+                continue;
+            };
+            match rustix::fs::stat(&target) {
+                Ok(t) => st = t,
+                Err(_) => continue,
+            }
+            props_at = target;
+        }
+        if let Ok((stored, size)) = props::load_path(&props_at) {
+            listed
+                .lock()
+                .unwrap_or_else(|e| e.into_inner())
+                .insert(name.to_vec(), stored, size);
+        }
+        batch.push(Entry {
+            name: name.to_vec(),
+            meta: Meta::of(&st),
+        });
+        if batch.len() == BATCH && tx.blocking_send(std::mem::take(&mut batch)).is_err() {
+            return;
+        }
+    }
+    if !batch.is_empty() {
+        let _ = tx.blocking_send(batch);
+    }
+}
+
+/// Free bytes for an unprivileged writer on the volume of `dir`.
+pub(super) fn free_bytes(dir: &impl AsFd) -> Option<u64> {
+    let v = rustix::fs::fstatvfs(dir).ok()?;
+    Some(v.f_bavail.saturating_mul(v.f_frsize))
+}
+
+pub(super) fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<dyn DavFile>> {
+    let err = |e: io::Error| fs_error(&e);
+    if !o.write && !o.append {
+        let p = roots.parent(rel).map_err(err)?;
+        let (fd, _) = roots.open_entry(&p).map_err(err)?;
+        let file = std::fs::File::from(fd);
+        let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+        if !is_file {
+            return Err(FsError::Forbidden);
+        }
+        return Ok(Box::new(VolFile::new(file, None)));
+    }
+    if area(rel) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
+    let p = roots.parent(rel).map_err(err)?;
+    if entry_area(roots, &p) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
+    let existing = match rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) => Some(FileType::from_raw_mode(st.st_mode)),
+        Err(rustix::io::Errno::NOENT) => None,
+        Err(e) => return Err(errno(e)),
+    };
+    match existing {
+        Some(FileType::RegularFile) if o.create_new => return Err(FsError::Exists),
+        Some(FileType::RegularFile) => {}
+        // Never written through: a folder, a symlink, a device.
+        Some(_) => return Err(FsError::Forbidden),
+        None if !o.create && !o.create_new => return Err(FsError::NotFound),
+        None => {}
+    }
+    if let (Some(size), Some(free)) = (o.size, free_bytes(&p.fd))
+        && size > free
+    {
+        return Err(FsError::InsufficientStorage);
+    }
+    if o.truncate && !o.append {
+        let (file, temp) = temp::create(&p.fd, p.name).map_err(err)?;
+        let commit = Commit {
+            temp,
+            name: p.name.to_owned(),
+            no_replace: o.create_new,
+            expected: o.size,
+            done: false,
+            dir: p.fd,
+        };
+        return Ok(Box::new(VolFile::new(file, Some(commit))));
+    }
+    let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
+    if o.create || o.create_new {
+        flags |= OFlags::CREATE;
+    }
+    if o.create_new {
+        flags |= OFlags::EXCL;
+    }
+    if o.append {
+        flags |= OFlags::APPEND;
+    }
+    let fd =
+        rustix::fs::openat(&p.fd, p.name, flags, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
+    if existing.is_none() {
+        rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
+    }
+    Ok(Box::new(VolFile::new(fd.into(), None)))
+}
+
+/// Copies the regular file at `from` over (or to) `to`, through a
+/// temporary file renamed into place.
+pub(super) fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
+    let err = |e: io::Error| fs_error(&e);
+    if area(to) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
+    let src = roots.parent(from).map_err(err)?;
+    let (src_fd, _) = roots.open_entry(&src).map_err(err)?;
+    let mut src_file = std::fs::File::from(src_fd);
+    let meta = src_file.metadata().map_err(err)?;
+    if !meta.is_file() {
+        return Err(FsError::Forbidden);
+    }
+    let dst = roots.parent(to).map_err(err)?;
+    if entry_area(roots, &dst) != Area::Writable {
+        return Err(FsError::Forbidden);
+    }
+    if free_bytes(&dst.fd).is_some_and(|free| meta.len() > free) {
+        return Err(FsError::InsufficientStorage);
+    }
+    let (mut tmp_file, temp) = temp::create(&dst.fd, dst.name).map_err(err)?;
+    let done = (|| -> io::Result<()> {
+        std::io::copy(&mut src_file, &mut tmp_file)?;
+        props::copy(&src_file, &tmp_file);
+        tmp_file.sync_data()?;
+        temp::commit(&dst.fd, &tmp_file, &temp, dst.name, false)
+    })();
+    if let Err(e) = done {
+        temp::discard(&dst.fd, &temp);
+        return Err(err(e));
+    }
+    Ok(())
+}
+
+/// Entries listed at most; their properties at most (bytes). Past either,
+/// an entry's properties are read when asked.
+const LISTED_ENTRIES: usize = 4096;
+const LISTED_BYTES: usize = 4 << 20;
+
+/// The dead properties of entries of one folder, listed and not asked yet.
+#[derive(Debug, Default)]
+pub(super) struct Listed {
+    dir: PathBuf,
+    props: std::collections::HashMap<Vec<u8>, (Vec<props::Stored>, usize)>,
+    order: std::collections::VecDeque<Vec<u8>>,
+    bytes: usize,
+}
+
+impl Listed {
+    /// An empty cache for the listing of `dir`.
+    pub(super) fn of(dir: PathBuf) -> Self {
+        Self {
+            dir,
+            ..Self::default()
+        }
+    }
+
+    pub(super) fn insert(&mut self, name: Vec<u8>, stored: Vec<props::Stored>, size: usize) {
+        while self.order.len() >= LISTED_ENTRIES || self.bytes + size > LISTED_BYTES {
+            let Some(old) = self.order.pop_front() else {
+                return;
+            };
+            if let Some((_, n)) = self.props.remove(&old) {
+                self.bytes -= n;
+            }
+        }
+        self.bytes += size;
+        self.order.push_back(name.clone());
+        self.props.insert(name, (stored, size));
+    }
+
+    pub(super) fn take(&mut self, rel: &Path) -> Option<Vec<props::Stored>> {
+        let (dir, name) = (rel.parent()?, rel.file_name()?);
+        if dir != self.dir {
+            return None;
+        }
+        let (stored, n) = self.props.remove(name.as_bytes())?;
+        self.bytes -= n;
+        Some(stored)
+    }
+}
