@@ -118,7 +118,7 @@ pub(super) async fn list(
     st: State,
     QueryParams(q): QueryParams<ListQuery>,
 ) -> JsonReply<EditorList> {
-    let limit = super::kv::page_size("limit", q.limit, 100, MAX_PAGE)?;
+    let limit = super::listing::page_size("limit", q.limit, 100, MAX_PAGE)?;
     let total = st.store.stats().await?.roots;
     let page = st
         .store

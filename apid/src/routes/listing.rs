@@ -1,10 +1,29 @@
-//! Walking every root, a page at a time: with a few of its fields through
+//! Pages: the size a client asks for, checked against its cap; and walking
+//! every root a page at a time, with a few of its fields through
 //! storaged's `GET /records/fields` (one read transaction per page), or
 //! just the roots through `GET /records`.
 
 use metacore::api::storaged::{FieldsPageQuery, MAX_PAGE, PageQuery, RootFields, StoragedClient};
 use metacore::error::ApiError;
 use metacore::rid::Rid;
+
+/// A page size from the query: `default` when absent; 400 when 0 or over
+/// `cap`, with the cap in the message.
+pub(crate) fn page_size(
+    name: &str,
+    v: Option<u32>,
+    default: u32,
+    cap: u32,
+) -> Result<u32, ApiError> {
+    match v {
+        None => Ok(default),
+        Some(0) => Err(ApiError::schema(format!("{name} must be at least 1"))),
+        Some(n) if n > cap => Err(ApiError::schema(format!(
+            "{name} is at most {cap}, not {n}"
+        ))),
+        Some(n) => Ok(n),
+    }
+}
 
 /// Roots per page asked of storaged.
 const PAGE: u32 = 2000;
