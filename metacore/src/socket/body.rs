@@ -185,32 +185,11 @@ macro_rules! enveloped_extractor {
     };
 }
 
-/// Whether `s`, percent-decoded (`+` is a space), is UTF-8.
+/// Whether `s`, percent-decoded, is UTF-8 (a lone `%` is itself).
 pub fn decodes_to_utf8(s: &str) -> bool {
-    let b = s.as_bytes();
-    let mut out = Vec::with_capacity(b.len());
-    let mut i = 0;
-    while i < b.len() {
-        let hex = |c: u8| (c as char).to_digit(16).map(|d| d as u8);
-        match b[i] {
-            b'%' => {
-                match (
-                    b.get(i + 1).and_then(|&c| hex(c)),
-                    b.get(i + 2).and_then(|&c| hex(c)),
-                ) {
-                    (Some(h), Some(l)) => {
-                        out.push(h << 4 | l);
-                        i += 3;
-                        continue;
-                    }
-                    _ => out.push(b'%'),
-                }
-            }
-            c => out.push(c),
-        }
-        i += 1;
-    }
-    std::str::from_utf8(&out).is_ok()
+    percent_encoding::percent_decode_str(s)
+        .decode_utf8()
+        .is_ok()
 }
 
 enveloped_extractor!(
