@@ -26,6 +26,7 @@ pub struct Config {
     pub db_cache_mb: u32,
     pub db_reader_cache_mb: u32,
     pub db_readers: u32,
+    pub db_reserve_mb: u32,
     pub http_port: u16,
     pub http_host: String,
     pub health_check_interval: Duration,
@@ -237,6 +238,12 @@ impl Config {
             db_readers: r.parse("META_CORE_DB_READERS", 8, "a reader count (1-256)", |v| {
                 (1..=256).contains(v)
             })?,
+            db_reserve_mb: r.parse(
+                "META_CORE_DB_RESERVE_MB",
+                8,
+                "a number of MiB (0-4096)",
+                |v| *v <= 4096,
+            )?,
             http_port: port("META_CORE_HTTP_PORT", 9000)?,
             http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),
             health_check_interval: r.millis("HEALTH_CHECK_INTERVAL_MS", 5000)?,

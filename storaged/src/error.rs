@@ -47,9 +47,12 @@ pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 pub(crate) static DISK_FULL: std::sync::atomic::AtomicBool =
     std::sync::atomic::AtomicBool::new(false);
 
-/// What a write that found the volume full is told.
+/// What a write that found the volume full is told. The state is logged
+/// when it begins, not for every refused write.
 fn disk_full() -> ApiError {
-    DISK_FULL.store(true, std::sync::atomic::Ordering::Relaxed);
+    if !DISK_FULL.swap(true, std::sync::atomic::Ordering::Relaxed) {
+        tracing::warn!("the database's volume is full: writes are refused until space is freed");
+    }
     ApiError::new(
         ErrorCode::InsufficientStorage,
         "the database's volume is full: nothing was written; free space and retry",
@@ -79,10 +82,13 @@ impl StoreError {
 
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
-        if !matches!(e, StoreError::Rejected(_)) {
+        let api = e.to_api();
+        if api.code == ErrorCode::InsufficientStorage {
+            tracing::debug!(error = %e, "store operation failed");
+        } else if !matches!(e, StoreError::Rejected(_)) {
             tracing::error!(error = %e, "store operation failed");
         }
-        e.to_api()
+        api
     }
 }
 

@@ -20,6 +20,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::engine::space::{Checkpoint, Space};
 use crate::error::{Result, StoreError};
 
 /// WAL length (4 KiB frames) past which the writer closes the gap: 32 MiB.
@@ -47,7 +48,7 @@ impl GapFlag {
 
 /// Runs `PRAGMA wal_checkpoint(PASSIVE)`: (busy, frames in the WAL, frames
 /// copied).
-pub(crate) fn passive_checkpoint(conn: &Connection) -> rusqlite::Result<(bool, i64, i64)> {
+pub(crate) fn passive_checkpoint(conn: &Connection) -> Checkpoint {
     conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
         Ok((
             r.get::<_, i64>(0)? != 0,
@@ -66,7 +67,7 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    pub(crate) fn start(db: &Path, gap: GapFlag) -> Result<Self> {
+    pub(crate) fn start(db: &Path, gap: GapFlag, space: Arc<Space>) -> Result<Self> {
         let conn = Connection::open(db)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         let (stop, rx) = mpsc::channel::<()>();
@@ -78,7 +79,9 @@ impl Checkpointer {
                 // would otherwise log every tick).
                 let mut failing: Option<String> = None;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
-                    match passive_checkpoint(&conn) {
+                    space.measure();
+                    space.keep_reserve();
+                    match space.checkpoint(&conn) {
                         Ok((_, log, copied)) => {
                             if log >= WAL_BOUND_FRAMES {
                                 gap.raise();

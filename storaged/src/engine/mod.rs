@@ -7,6 +7,7 @@ pub(crate) mod checkpointer;
 pub(crate) mod lock;
 pub(crate) mod readers;
 pub(crate) mod schema;
+pub(crate) mod space;
 pub(crate) mod tx;
 pub(crate) mod writer;
 
@@ -22,6 +23,8 @@ pub struct Options {
     pub cache_mb: u32,
     pub reader_cache_mb: u32,
     pub readers: u32,
+    /// MiB kept in `<db>-reserve` for a full volume's checkpoint (0: none).
+    pub reserve_mb: u32,
     /// Entries kept per stream.
     pub retention: u64,
     /// Appends between two trims.
@@ -39,6 +42,7 @@ impl Options {
             cache_mb: cfg.db_cache_mb,
             reader_cache_mb: cfg.db_reader_cache_mb,
             readers: cfg.db_readers,
+            reserve_mb: cfg.db_reserve_mb,
             retention: cfg.stream_retention,
             trim_every: cfg.stream_trim_every,
             batch: batch::BatchLimits::default(),
@@ -54,6 +58,7 @@ impl Options {
             cache_mb: 64,
             reader_cache_mb: 16,
             readers: 8,
+            reserve_mb: 8,
             retention: DEFAULT_RETENTION,
             trim_every: DEFAULT_TRIM_EVERY,
             batch: batch::BatchLimits::default(),

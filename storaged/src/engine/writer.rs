@@ -23,7 +23,8 @@ use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
-use crate::engine::checkpointer::{GapFlag, passive_checkpoint};
+use crate::engine::checkpointer::GapFlag;
+use crate::engine::space::{self, Space};
 use crate::engine::tx::{Tx, add_to_root_count};
 use crate::error::{Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
@@ -97,7 +98,7 @@ impl Writer {
     /// Starts the writer thread on `conn`.
     pub(crate) fn start(
         conn: Connection,
-        gap: GapFlag,
+        (gap, space): (GapFlag, Arc<Space>),
         streams: StreamState,
         heads: HeadsPublisher,
         limits: BatchLimits,
@@ -115,6 +116,7 @@ impl Writer {
                 WriterThread {
                     conn,
                     gap,
+                    space,
                     streams,
                     rx,
                     heads,
@@ -242,6 +244,7 @@ impl Writer {
 struct WriterThread {
     conn: Connection,
     gap: GapFlag,
+    space: Arc<Space>,
     streams: StreamState,
     rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
@@ -256,6 +259,7 @@ impl WriterThread {
         let WriterThread {
             conn,
             gap,
+            space,
             mut streams,
             mut rx,
             heads,
@@ -264,7 +268,7 @@ impl WriterThread {
             #[cfg(test)]
             fail,
         } = self;
-        let (gap, counters) = (&gap, &*counters);
+        let (gap, space, counters) = (&gap, &*space, &*counters);
         let mut stop = false;
         // Size of the last group: about how many writers will be back soon.
         let mut expected = 1;
@@ -273,6 +277,7 @@ impl WriterThread {
                 break;
             };
             let Msg::Job(first) = first else { break };
+            let refuse = still_stuck(&conn, space);
             let mut group = Group::open(&conn, &mut streams);
             group.run(first, counters);
             loop {
@@ -305,8 +310,11 @@ impl WriterThread {
             if fail.before_commit.load(Ordering::Relaxed) && group.failure.is_none() {
                 group.failure = Some("failure point before_commit".into());
             }
+            if refuse && group.failure.is_none() {
+                group.failure = Some(space::STUCK.into());
+            }
             group.commit(&heads, counters);
-            close_wal_gap(&conn, gap);
+            checkpoint_after_group(&conn, gap, space);
         }
         match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
             Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
@@ -315,20 +323,34 @@ impl WriterThread {
     }
 }
 
-/// Between two groups, when the checkpointer asks: a PASSIVE checkpoint on
-/// the writer's own connection. The checkpointer has already copied most
-/// frames, so this copies the few left, and the next transaction restarts
-/// the WAL from its beginning.
-fn close_wal_gap(conn: &Connection, gap: &GapFlag) {
-    if !gap.is_raised() {
+/// Between two groups, when the checkpointer asks or the volume is nearly
+/// full (see `space`): a PASSIVE checkpoint on the writer's own connection.
+/// The checkpointer has already copied most frames, so this copies the few
+/// left, and the next transaction restarts the WAL from its beginning.
+fn checkpoint_after_group(conn: &Connection, gap: &GapFlag, space: &Space) {
+    // A statvfs per group (about a microsecond): the checkpointer's tick
+    // would let a fast filling volume get 200 ms ahead.
+    space.measure();
+    if !gap.is_raised() && !space.is_low() {
         return;
     }
-    match passive_checkpoint(conn) {
+    match space.checkpoint(conn) {
         // Busy: the checkpointer is copying right now; try after the next group.
         Ok((true, _, _)) => {}
         Ok((false, _, _)) => gap.lower(),
+        Err(e) if crate::error::is_disk_full(&e) => {}
         Err(e) => tracing::warn!(error = %e, "writer checkpoint failed"),
     }
+}
+
+/// Before a group, while a checkpoint could not copy the WAL for want of
+/// space: tries one; true when the group must be refused (see `space`).
+fn still_stuck(conn: &Connection, space: &Space) -> bool {
+    if !space.is_stuck() {
+        return false;
+    }
+    let _ = space.checkpoint(conn);
+    space.is_stuck()
 }
 
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
@@ -444,7 +466,12 @@ impl<'c> Group<'c> {
             }
             Some(why) => {
                 counters.failed_commits.fetch_add(1, Ordering::Relaxed);
-                tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
+                if why == space::STUCK {
+                    // `space` said so once when it began.
+                    tracing::debug!(writes = size, "a write group refused: the volume is full");
+                } else {
+                    tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
+                }
             }
         }
         for ack in self.acks {

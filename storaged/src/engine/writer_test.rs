@@ -25,7 +25,14 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
     };
     (
         Arc::new(
-            Writer::start(conn, GapFlag::default(), state, HeadsPublisher(tx), limits).unwrap(),
+            Writer::start(
+                conn,
+                (GapFlag::default(), Arc::new(Space::new(&path, 0))),
+                state,
+                HeadsPublisher(tx),
+                limits,
+            )
+            .unwrap(),
         ),
         path,
     )

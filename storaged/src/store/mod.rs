@@ -27,6 +27,7 @@ use crate::engine::checkpointer::{Checkpointer, GapFlag};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema::{self, COUNT_ROOTS_KEY};
+use crate::engine::space::Space;
 use crate::engine::writer::Writer;
 use crate::error::{Result, StoreError};
 use crate::streams::{Heads, HeadsPublisher, StreamState};
@@ -102,8 +103,15 @@ impl Store {
             opts.reader_cache_mb,
         )?);
         let gap = GapFlag::default();
-        let writer = Writer::start(conn, gap.clone(), state, HeadsPublisher(tx), opts.batch)?;
-        let checkpointer = Checkpointer::start(&opts.db_path, gap)?;
+        let space = Arc::new(Space::new(&opts.db_path, u64::from(opts.reserve_mb) << 20));
+        let writer = Writer::start(
+            conn,
+            (gap.clone(), space.clone()),
+            state,
+            HeadsPublisher(tx),
+            opts.batch,
+        )?;
+        let checkpointer = Checkpointer::start(&opts.db_path, gap, space)?;
         Ok(Self {
             writer,
             readers,

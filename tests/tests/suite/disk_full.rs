@@ -103,3 +103,96 @@ async fn meta_core_status_names_the_full_disk() {
     mc.process.sigterm();
     mc.process.wait_exit().await;
 }
+
+/// Once the volume was full, freeing a little is enough: near a full volume
+/// storaged copies the WAL back after every write group and commits
+/// nothing while it cannot, so a checkpoint never needs more than one
+/// group's worth of room. Before, a checkpoint took what was freed and
+/// writes kept failing until the whole uncopied WAL (tens of MiB) was free.
+#[tokio::test]
+async fn a_little_freed_space_is_enough_once_the_volume_was_full() {
+    let dir = e2e::daemon::test_dir();
+    let launch = Launch::in_dir(dir.path());
+    let db_dir = launch.db().parent().unwrap().to_path_buf();
+    let mnt = e2e::mount::Tmpfs::at(&db_dir, "200m");
+    let s = launch.start().await;
+    let a = Apid::start(&s).await;
+    let value = "x".repeat(64 * 1024);
+    // 16 writes of 64 KiB at once (about one group of 1 MiB): their statuses.
+    let burst = || {
+        let (a, value) = (&a, &value);
+        futures_util::future::join_all((0..16).map(|_| async move {
+            a.send_json(
+                "PATCH",
+                &format!("/meta/{}", random_rid()),
+                &json!({ "blob": value }),
+            )
+            .await
+            .status
+        }))
+    };
+    // A long WAL file, as a busy store has (about 40 MiB written).
+    for _ in 0..40 {
+        assert!(burst().await.iter().all(|s| *s == 200));
+    }
+    let reserve = db_dir.join("meta-core.db-reserve");
+    assert_eq!(std::fs::metadata(&reserve).unwrap().len(), 8 << 20);
+    // Something else fills the volume, 1 MiB at a time.
+    let mut fillers = Vec::new();
+    loop {
+        let p = db_dir.join(format!("filler{}", fillers.len()));
+        if std::fs::write(&p, vec![1u8; 1 << 20]).is_err() {
+            break;
+        }
+        fillers.push(p);
+    }
+    assert!(fillers.len() > 100, "{} MiB filled", fillers.len());
+    let mut refused = false;
+    for _ in 0..100 {
+        let statuses = burst().await;
+        if let Some(s) = statuses.iter().find(|s| **s != 200) {
+            assert_eq!(*s, 507, "{statuses:?}");
+            refused = true;
+            break;
+        }
+    }
+    assert!(refused, "the volume filled up");
+    assert!(!reserve.exists(), "the reserve was given to the checkpoint");
+    let h = a.get_ok("/health").await;
+    assert_eq!(h["status"], "degraded", "{h}");
+
+    // 2 MiB freed: health comes back without a write, then writes go through.
+    for p in &fillers[..2] {
+        std::fs::remove_file(p).unwrap();
+    }
+    let mut h = serde_json::Value::Null;
+    for _ in 0..50 {
+        h = a.get_ok("/health").await;
+        if h["status"] == "ok" {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(100)).await;
+    }
+    assert_eq!(h["status"], "ok", "{h}");
+    let mut failed = Vec::new();
+    for i in 0..200 {
+        let r = a
+            .send_json(
+                "PATCH",
+                &format!("/meta/{}", random_rid()),
+                &json!({ "title": format!("record {i}") }),
+            )
+            .await;
+        if r.status != 200 {
+            failed.push(r.status);
+        }
+    }
+    assert!(
+        failed.is_empty(),
+        "{} of 200 failed: {failed:?}",
+        failed.len()
+    );
+    drop(a);
+    drop(s);
+    drop(mnt);
+}
