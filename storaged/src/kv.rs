@@ -7,7 +7,9 @@
 //! were refused before the write was queued. Range reads are index range
 //! scans, never scans of the table.
 
-use metacore::api::storaged::{KvDeleted, KvRange, KvRow, KvWrite, RangeQuery};
+use metacore::api::storaged::{
+    KvDeleted, KvRange, KvRow, KvTreePage, KvTreeQuery, KvWrite, RangeQuery,
+};
 use metacore::key::{KeyWrite, WritableKey};
 use metacore::record::{Target, prefix_end};
 use rusqlite::{Connection, OptionalExtension, params};
@@ -56,6 +58,61 @@ pub(crate) fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
         .optional()?)
 }
 
+/// Above every key (keys are UTF-8 text; nothing sorts after U+10FFFF
+/// twice).
+const KEY_SPACE_END: &str = "\u{10FFFF}\u{10FFFF}";
+
+/// One level of the key space under `q.prefix`, at most `q.max` entries.
+/// Each entry costs one index seek: a branch is skipped whole by seeking
+/// past its last possible key, so the work is proportional to what is
+/// returned, not to how many keys the branches hold.
+pub(crate) fn tree(conn: &Connection, q: &KvTreeQuery) -> Result<KvTreePage> {
+    let end = prefix_end(&q.prefix).unwrap_or_else(|| KEY_SPACE_END.to_owned());
+    let mut seek =
+        conn.prepare_cached("SELECT k FROM kv WHERE k >= ?1 AND k < ?2 ORDER BY k LIMIT 1")?;
+    let mut start = match &q.start {
+        Some(s) if *s >= q.prefix => s.clone(),
+        _ => q.prefix.clone(),
+    };
+    let (mut branches, mut leaves) = (Vec::new(), Vec::new());
+    let max = q.max.max(1) as usize;
+    let more = loop {
+        let key: Option<String> = seek
+            .query_row(params![start, end], |r| r.get(0))
+            .optional()?;
+        let Some(key) = key else { break false };
+        if branches.len() + leaves.len() == max {
+            break true;
+        }
+        let rest = &key[q.prefix.len()..];
+        let cut = (!q.delimiter.is_empty())
+            .then(|| rest.find(q.delimiter.as_str()))
+            .flatten();
+        match cut {
+            Some(i) => {
+                let branch = format!("{}{}{}", q.prefix, &rest[..i], q.delimiter);
+                // Every key of the branch sorts below prefix_end(branch).
+                let past = prefix_end(&branch);
+                branches.push(branch);
+                match past {
+                    Some(p) => start = p,
+                    None => break false,
+                }
+            }
+            None => {
+                // No key holds NUL: none sorts between `key` and this.
+                start = format!("{key}\u{1}");
+                leaves.push(key);
+            }
+        }
+    };
+    Ok(KvTreePage {
+        branches,
+        leaves,
+        next: more.then_some(start),
+    })
+}
+
 /// Rows of a range, in key order, at most `limit`.
 pub(crate) fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvRange> {
     let (start, end) = match &q.prefix {
@@ -67,7 +124,7 @@ pub(crate) fn range(conn: &Connection, q: &RangeQuery, limit: u32) -> Result<KvR
         Some(a) if *a >= start => (a.clone(), true),
         _ => (start, false),
     };
-    let end = end.unwrap_or_else(|| "\u{10FFFF}\u{10FFFF}".to_owned());
+    let end = end.unwrap_or_else(|| KEY_SPACE_END.to_owned());
     let sql = match (strict, q.keys_only) {
         (true, true) => "SELECT k, NULL FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3",
         (true, false) => "SELECT k, v FROM kv WHERE k > ?1 AND k < ?2 ORDER BY k LIMIT ?3",

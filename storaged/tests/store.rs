@@ -360,3 +360,106 @@ async fn an_import_plans_each_record_where_it_writes_and_refuses_bad_ones_alone(
     assert!(get(b).await.is_err(), "the refused record is not made");
     store.close().await;
 }
+
+/// The tree (one index seek per entry) answers what a listing of every key
+/// under the prefix, split by hand, answers; and its pages, followed by
+/// `next`, add up to the whole level.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_tree_is_one_level_of_the_keys_and_its_pages_add_up() {
+    use metacore::api::storaged::{KvTreeQuery, RangeQuery};
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("t.db"))).unwrap();
+    // Keys from a small alphabet with both delimiters, so that branches,
+    // leaves, a leaf that is also a branch's stem and empty segments occur.
+    let mut seed = 0x2545_f491_4f6c_dd1du64;
+    let mut next = move || {
+        seed ^= seed << 13;
+        seed ^= seed >> 7;
+        seed ^= seed << 17;
+        seed
+    };
+    let alphabet = ['a', 'b', '/', ':', 'é', 'z'];
+    let mut keys = std::collections::BTreeSet::new();
+    while keys.len() < 400 {
+        let len = 1 + (next() % 6) as usize;
+        let tail: String = (0..len)
+            .map(|_| alphabet[(next() % alphabet.len() as u64) as usize])
+            .collect();
+        keys.insert(format!("udl:{tail}"));
+    }
+    for k in &keys {
+        store
+            .kv_put(metacore::key::KeyWrite::new(k, "v").unwrap())
+            .await
+            .unwrap();
+    }
+    let all: Vec<String> = store
+        .kv_range(RangeQuery::default(), 10_000)
+        .await
+        .unwrap()
+        .rows
+        .into_iter()
+        .map(|r| r.key)
+        .collect();
+    for (prefix, delimiter) in [
+        ("udl:", "/"),
+        ("udl:", ":"),
+        ("udl:a", "/"),
+        ("udl:a/", "/"),
+        ("udl:", ""),
+        ("", ":"),
+        ("udl:é", "é"),
+        ("nothing:", "/"),
+    ] {
+        let mut branches = std::collections::BTreeSet::new();
+        let mut leaves = Vec::new();
+        for k in all.iter().filter(|k| k.starts_with(prefix)) {
+            let rest = &k[prefix.len()..];
+            match rest.find(delimiter).filter(|_| !delimiter.is_empty()) {
+                Some(i) => {
+                    branches.insert(format!("{prefix}{}{delimiter}", &rest[..i]));
+                }
+                None => leaves.push(k.clone()),
+            }
+        }
+        let whole = store
+            .kv_tree(KvTreeQuery {
+                prefix: prefix.into(),
+                delimiter: delimiter.into(),
+                start: None,
+                max: 10_000,
+            })
+            .await
+            .unwrap();
+        let want: Vec<String> = branches.into_iter().collect();
+        assert_eq!(whole.branches, want, "{prefix:?} {delimiter:?}");
+        assert_eq!(whole.leaves, leaves, "{prefix:?} {delimiter:?}");
+        assert_eq!(whole.next, None);
+        for max in [1, 2, 7] {
+            let (mut b, mut l, mut start) = (Vec::new(), Vec::new(), None);
+            loop {
+                let page = store
+                    .kv_tree(KvTreeQuery {
+                        prefix: prefix.into(),
+                        delimiter: delimiter.into(),
+                        start: start.take(),
+                        max,
+                    })
+                    .await
+                    .unwrap();
+                assert!(page.branches.len() + page.leaves.len() <= max as usize);
+                b.extend(page.branches);
+                l.extend(page.leaves);
+                match page.next {
+                    Some(n) => start = Some(n),
+                    None => break,
+                }
+            }
+            assert_eq!(
+                (&b, &l),
+                (&whole.branches, &whole.leaves),
+                "{prefix:?} {delimiter:?} max {max}"
+            );
+        }
+    }
+}

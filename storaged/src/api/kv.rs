@@ -1,7 +1,9 @@
 //! Raw key routes: get, put, delete one key; list a range.
 
 use axum::Json;
-use metacore::api::storaged::{KeyQuery, KvDeleted, KvPut, KvRange, KvValue, KvWrite, RangeQuery};
+use metacore::api::storaged::{
+    KeyQuery, KvDeleted, KvPut, KvRange, KvTreePage, KvTreeQuery, KvValue, KvWrite, RangeQuery,
+};
 use metacore::key::{KeyWrite, WritableKey};
 use metacore::socket::body::{JsonBody, JsonReply, QueryParams};
 
@@ -30,4 +32,12 @@ pub(super) async fn range(
 ) -> JsonReply<KvRange> {
     let limit = page(q.limit, 1000);
     Ok(Json(st.store.kv_range(q, limit).await?))
+}
+
+pub(super) async fn tree(
+    st: State,
+    QueryParams(mut q): QueryParams<KvTreeQuery>,
+) -> JsonReply<KvTreePage> {
+    q.max = page(Some(q.max), 1000);
+    Ok(Json(st.store.kv_tree(q).await?))
 }

@@ -65,6 +65,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/files/reset", post(files::reset))
         .route("/kv/value", get(kv::get).put(kv::put).delete(kv::delete))
         .route("/kv/range", get(kv::range))
+        .route("/kv/tree", get(kv::tree))
         .route(
             "/streams/{stream}/entries",
             get(streams::entries).post(streams::append),

@@ -1,7 +1,7 @@
 //! The raw-key methods of [`Store`]: reads of any key, checked writes
 //! ([`KeyWrite`], [`WritableKey`]) and range listings.
 
-use metacore::api::storaged::{KvDeleted, KvRange, KvWrite, RangeQuery};
+use metacore::api::storaged::{KvDeleted, KvRange, KvTreePage, KvTreeQuery, KvWrite, RangeQuery};
 use metacore::key::{KeyWrite, WritableKey};
 
 use super::Store;
@@ -23,5 +23,9 @@ impl Store {
 
     pub async fn kv_range(&self, q: RangeQuery, limit: u32) -> Result<KvRange> {
         self.readers.read(move |c| kv::range(c, &q, limit)).await
+    }
+
+    pub async fn kv_tree(&self, q: KvTreeQuery) -> Result<KvTreePage> {
+        self.readers.read(move |c| kv::tree(c, &q)).await
     }
 }

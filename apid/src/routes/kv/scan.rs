@@ -1,11 +1,11 @@
 //! The KV reads that walk ranges of the kv table, each bounded: `tree`
-//! lists one level under a prefix and skips each branch's keys with a
-//! single range jump; `search` and `find` are the two scans by nature (a
+//! lists one level under a prefix (storaged skips each branch's keys with
+//! one index seek); `search` and `find` are the two scans by nature (a
 //! substring anywhere), stopping at their limit or after
 //! [`MAX_EXAMINED`] keys or records.
 
 use axum::Json;
-use metacore::api::storaged::{MAX_FIELDS_PER_PAGE, RangeQuery};
+use metacore::api::storaged::{KvTreeQuery, MAX_FIELDS_PER_PAGE, RangeQuery};
 use metacore::error::ApiError;
 use metacore::record::prefix_end;
 use metacore::socket::body::{JsonReply, QueryParams};
@@ -38,84 +38,27 @@ pub(crate) struct TreeQuery {
 /// `GET /api/kv/tree?prefix=&delimiter=&cursor=&max=`: one level of the
 /// key space under `prefix`, S3 style: `branches` are `prefix + segment +
 /// delimiter`, `leaves` full keys, both sorted. The cursor is the key to
-/// continue after (empty when done).
+/// continue after (empty when done). storaged walks it with one index
+/// seek per entry (`KvTreePage`).
 pub(crate) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> JsonReply<KvTree> {
     let delimiter = q.delimiter.unwrap_or_else(|| "/".into());
-    let max = page_size("max", q.max, 500, MAX_TREE)? as usize;
-    let end = prefix_end(&q.prefix);
-    let mut start = match q.cursor.as_deref() {
-        Some(c) if !c.is_empty() => Cursor::After(c.to_owned()),
-        _ => Cursor::From(q.prefix.clone()),
-    };
-    let (mut branches, mut leaves) = (Vec::new(), Vec::new());
-    let mut last_emitted: Option<String> = None;
-    let has_more = 'walk: loop {
-        let (from, after) = match &start {
-            Cursor::From(s) => (s.clone(), None),
-            Cursor::After(a) => (q.prefix.clone(), Some(a.clone())),
-        };
-        let page = st
-            .store
-            .kv_range(&RangeQuery {
-                start: Some(from),
-                end: end.clone(),
-                after,
-                limit: Some(RANGE_PAGE),
-                keys_only: true,
-                ..Default::default()
-            })
-            .await?;
-        if page.rows.is_empty() {
-            break false;
-        }
-        for row in &page.rows {
-            if branches.len() + leaves.len() >= max {
-                break 'walk true;
-            }
-            let rest = &row.key[q.prefix.len()..];
-            match (!delimiter.is_empty())
-                .then(|| rest.find(delimiter.as_str()))
-                .flatten()
-            {
-                Some(i) => {
-                    let branch = format!("{}{}{}", q.prefix, &rest[..i], delimiter);
-                    last_emitted = Some(branch.clone());
-                    // Jump past every key of this branch in one range read.
-                    match prefix_end(&branch) {
-                        Some(past) => start = Cursor::From(past),
-                        None => {
-                            branches.push(branch);
-                            break 'walk false;
-                        }
-                    }
-                    branches.push(branch);
-                    continue 'walk;
-                }
-                None => {
-                    leaves.push(row.key.clone());
-                    last_emitted = Some(row.key.clone());
-                }
-            }
-        }
-        match page.next {
-            Some(n) => start = Cursor::After(n),
-            None => break false,
-        }
-    };
-    let cursor = if has_more {
-        last_emitted
-            .map(|k| tree_cursor(&k, &delimiter))
-            .unwrap_or_default()
-    } else {
-        String::new()
-    };
+    let max = page_size("max", q.max, 500, MAX_TREE)?;
+    let page = st
+        .store
+        .kv_tree(&KvTreeQuery {
+            prefix: q.prefix.clone(),
+            delimiter: delimiter.clone(),
+            start: q.cursor.filter(|c| !c.is_empty()),
+            max,
+        })
+        .await?;
     Ok(Json(KvTree {
         prefix: q.prefix,
         delimiter,
-        branches,
-        leaves,
-        cursor,
-        has_more,
+        branches: page.branches,
+        leaves: page.leaves,
+        has_more: page.next.is_some(),
+        cursor: page.next.unwrap_or_default(),
     }))
 }
 
@@ -130,26 +73,6 @@ pub(crate) struct KvTree {
     /// The key to continue after; empty when done.
     pub cursor: String,
     pub has_more: bool,
-}
-
-enum Cursor {
-    /// Keys `>= s`.
-    From(String),
-    /// Keys `> s`.
-    After(String),
-}
-
-/// The cursor after an emitted entry: a leaf continues after itself, a
-/// branch after its last possible key.
-fn tree_cursor(last: &str, delimiter: &str) -> String {
-    if !delimiter.is_empty() && last.ends_with(delimiter) {
-        // Every key of the branch sorts before prefix_end(branch); continuing
-        // after the last char below it would be fragile, so continue after
-        // the greatest key of the branch: branch + U+10FFFF.
-        format!("{last}\u{10FFFF}")
-    } else {
-        last.to_owned()
-    }
 }
 
 #[derive(Debug, Deserialize)]
@@ -167,16 +90,28 @@ pub(crate) struct KvSearch {
     pub truncated: bool,
 }
 
+/// Stream entries, one row each: `search` passes over them (the streams
+/// have their own routes), so that they do not use up its
+/// [`MAX_EXAMINED`] before the first record key.
+const STREAM_ROWS: &str = "ev:";
+
 /// `GET /api/kv/search?contains=&limit=`: keys containing a substring (a
-/// scan of the key column, stopping at `limit`).
+/// scan of the key column, stopping at `limit`), stream entries left out.
 pub(crate) async fn search(
     st: State,
     QueryParams(q): QueryParams<SearchQuery>,
 ) -> JsonReply<KvSearch> {
     let limit = page_size("limit", q.limit, 500, MAX_MATCHES)? as usize;
     let mut keys = Vec::new();
-    let mut after: Option<String> = None;
     let mut examined = 0usize;
+    // Below the stream rows, then above them.
+    let mut segments = [
+        (None, Some(STREAM_ROWS.to_owned())),
+        (prefix_end(STREAM_ROWS), None),
+    ]
+    .into_iter();
+    let (mut start, mut end) = segments.next().expect("two segments");
+    let mut after: Option<String> = None;
     let truncated = loop {
         if examined >= MAX_EXAMINED {
             break true;
@@ -184,6 +119,8 @@ pub(crate) async fn search(
         let page = st
             .store
             .kv_range(&RangeQuery {
+                start: start.clone(),
+                end: end.clone(),
                 after: after.clone(),
                 limit: Some(RANGE_PAGE),
                 keys_only: true,
@@ -204,7 +141,13 @@ pub(crate) async fn search(
         }
         match page.next {
             Some(n) => after = Some(n),
-            None => break false,
+            None => match segments.next() {
+                Some(next) => {
+                    (start, end) = next;
+                    after = None;
+                }
+                None => break false,
+            },
         }
     };
     Ok(Json(KvSearch {
@@ -294,15 +237,4 @@ pub(crate) async fn find(st: State, QueryParams(q): QueryParams<FindQuery>) -> J
         matches,
         truncated,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_branch_cursor_continues_past_the_branch() {
-        assert_eq!(tree_cursor("file:A", "/"), "file:A");
-        assert!(tree_cursor("file:A/", "/").as_str() > "file:A/zzz");
-    }
 }

@@ -275,6 +275,10 @@ impl StoragedClient {
         self.inner.get(&format!("/kv/range?{}", query(q)?)).await
     }
 
+    pub async fn kv_tree(&self, q: &KvTreeQuery) -> Result<KvTreePage, ClientError> {
+        self.inner.get(&format!("/kv/tree?{}", query(q)?)).await
+    }
+
     /// Applies what the watcher observed, each observation in its own
     /// savepoint (one refused leaves the others be); one outcome each, in
     /// order. At most [`MAX_OBSERVATIONS`] a call.

@@ -267,6 +267,38 @@ pub struct KvRange {
     pub next: Option<String>,
 }
 
+/// `GET /kv/tree`: one level of the key space under `prefix`, S3 style
+/// (see [`KvTreePage`]), from the key `start` on.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvTreeQuery {
+    #[serde(default)]
+    pub prefix: String,
+    /// Empty: every key is a leaf.
+    #[serde(default)]
+    pub delimiter: String,
+    /// A page's `next`; below the prefix, the prefix.
+    pub start: Option<String>,
+    /// Entries (branches and leaves) at most; 1 to [`MAX_PAGE`].
+    pub max: u32,
+}
+
+/// One level of the key space: `branches` are `prefix + segment +
+/// delimiter` for the keys that have the delimiter after the prefix,
+/// `leaves` the other keys, both in key order. Costs one index seek per
+/// entry, however many keys a branch holds.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct KvTreePage {
+    pub branches: Vec<String>,
+    pub leaves: Vec<String>,
+    /// Pass as `start` for the next page; absent when nothing is left.
+    /// Past a leaf it is the leaf and U+0001 (no key holds NUL, so no key
+    /// sorts between), past a branch the first string after the branch's
+    /// keys.
+    pub next: Option<String>,
+}
+
 /// `POST /streams/{stream}/entries`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppendBody {
