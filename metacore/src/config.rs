@@ -27,6 +27,8 @@ pub struct Config {
     pub db_reader_cache_mb: u32,
     pub db_readers: u32,
     pub db_reserve_mb: u32,
+    /// Field prefixes search does not see (`META_CORE_INDEX_EXCLUDE_PREFIXES`).
+    pub index_exclude_prefixes: Vec<String>,
     pub http_port: u16,
     pub http_host: String,
     pub health_check_interval: Duration,
@@ -244,6 +246,16 @@ impl Config {
                 "a number of MiB (0-4096)",
                 |v| *v <= 4096,
             )?,
+            // Set but empty: nothing is excluded.
+            index_exclude_prefixes: match (r.0)("META_CORE_INDEX_EXCLUDE_PREFIXES") {
+                None => vec!["categories/newznab/".to_owned()],
+                Some(list) => list
+                    .split(',')
+                    .map(str::trim)
+                    .filter(|p| !p.is_empty())
+                    .map(str::to_owned)
+                    .collect(),
+            },
             http_port: port("META_CORE_HTTP_PORT", 9000)?,
             http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),
             health_check_interval: r.millis("HEALTH_CHECK_INTERVAL_MS", 5000)?,

@@ -8,6 +8,7 @@ pub(crate) mod kv;
 pub(crate) mod listing;
 pub(crate) mod meta;
 pub(crate) mod openapi;
+pub(crate) mod search;
 pub mod snapshot;
 pub(crate) mod stats;
 pub(crate) mod watchers;
@@ -68,6 +69,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/metadata/hash-ids", get(meta::list))
         .route("/api/files/tuples", get(editor::tuples))
         .route("/api/metadata/list", get(editor::list))
+        .route("/api/metadata/search", post(search::search))
         .route(
             "/api/metadata/{hash_id}",
             get(meta::get).put(editor::put).delete(editor::delete),

@@ -6,6 +6,7 @@
 mod files;
 mod kv;
 mod records;
+mod search;
 mod status;
 mod streams;
 
@@ -66,6 +67,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/kv/value", get(kv::get).put(kv::put).delete(kv::delete))
         .route("/kv/range", get(kv::range))
         .route("/kv/tree", get(kv::tree))
+        .route("/search", post(search::search))
         .route(
             "/streams/{stream}/entries",
             get(streams::entries).post(streams::append),

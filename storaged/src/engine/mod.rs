@@ -25,6 +25,8 @@ pub struct Options {
     pub readers: u32,
     /// MiB kept in `<db>-reserve` for a full volume's checkpoint (0: none).
     pub reserve_mb: u32,
+    /// Field prefixes search does not see.
+    pub exclude_prefixes: Vec<String>,
     /// Entries kept per stream.
     pub retention: u64,
     /// Appends between two trims.
@@ -43,6 +45,7 @@ impl Options {
             reader_cache_mb: cfg.db_reader_cache_mb,
             readers: cfg.db_readers,
             reserve_mb: cfg.db_reserve_mb,
+            exclude_prefixes: cfg.index_exclude_prefixes.clone(),
             retention: cfg.stream_retention,
             trim_every: cfg.stream_trim_every,
             batch: batch::BatchLimits::default(),
@@ -59,6 +62,10 @@ impl Options {
             reader_cache_mb: 16,
             readers: 8,
             reserve_mb: 8,
+            exclude_prefixes: crate::search::DEFAULT_EXCLUDE_PREFIXES
+                .iter()
+                .map(|p| p.to_string())
+                .collect(),
             retention: DEFAULT_RETENTION,
             trim_every: DEFAULT_TRIM_EVERY,
             batch: batch::BatchLimits::default(),

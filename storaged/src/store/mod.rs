@@ -11,6 +11,7 @@
 mod files;
 mod kv;
 mod records;
+mod search;
 mod streams;
 
 use std::path::PathBuf;
@@ -50,6 +51,8 @@ pub struct Store {
     /// Copies the WAL back into the database off the writer's path; taken
     /// (and so stopped) by the first `close`.
     checkpointer: Mutex<Option<Checkpointer>>,
+    /// Field prefixes search does not see.
+    exclude: Arc<[String]>,
 }
 
 impl Store {
@@ -121,6 +124,7 @@ impl Store {
             key_count: tokio::sync::Mutex::new(None),
             _lock: lock,
             checkpointer: Mutex::new(Some(checkpointer)),
+            exclude: opts.exclude_prefixes.clone().into(),
         })
     }
 

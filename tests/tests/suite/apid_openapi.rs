@@ -334,6 +334,18 @@ async fn every_json_answer_matches_the_openapi_document() {
         get("/api/files/tuples", "/api/files/tuples?summary=1"),
         get("/api/metadata/list", "/api/metadata/list?offset=1&limit=5"),
         call(
+            "/api/metadata/search",
+            "post",
+            "/api/metadata/search".into(),
+            Body::Json(json!({"query": "", "filters": [{"property": "title", "values": ["t"]}]})),
+        ),
+        call(
+            "/api/metadata/search",
+            "post",
+            "/api/metadata/search".into(),
+            Body::Json(json!({"hashId": rid})),
+        ),
+        call(
             "/api/metadata/batch",
             "post",
             "/api/metadata/batch".into(),

@@ -11,6 +11,7 @@ mod apid_lifecycle;
 mod apid_meta;
 mod apid_openapi;
 mod apid_registry;
+mod apid_search;
 mod apid_slow_clients;
 mod apid_snapshot;
 mod apid_snapshot_http;

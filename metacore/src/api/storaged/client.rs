@@ -117,6 +117,11 @@ impl StoragedClient {
             .await
     }
 
+    /// Records passing a search, in RID order.
+    pub async fn search(&self, q: &SearchQuery) -> Result<SearchPage, ClientError> {
+        self.inner.call(Method::POST, "/search", Some(q)).await
+    }
+
     pub async fn get_record(&self, target: &Target) -> Result<RecordFields, ClientError> {
         self.inner.get(&format!("/records/{target}")).await
     }

@@ -299,6 +299,36 @@ pub struct KvTreePage {
     pub next: Option<String>,
 }
 
+/// One filter of a search (the original's shape).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SearchFilter {
+    #[serde(default)]
+    pub property: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+    #[serde(default)]
+    pub exact: bool,
+}
+
+/// `POST /search`: records passing `query` and every filter, in RID order,
+/// at most `limit`.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchQuery {
+    #[serde(default)]
+    pub query: String,
+    #[serde(default)]
+    pub filters: Vec<SearchFilter>,
+    pub limit: u32,
+}
+
+/// The results of a [`SearchQuery`], with the number of records searched.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SearchPage {
+    pub results: Vec<RecordFields>,
+    pub total: u64,
+}
+
 /// `POST /streams/{stream}/entries`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppendBody {

@@ -1,0 +1,154 @@
+//! `POST /api/metadata/search`: the original's request and answer around
+//! storaged's `POST /search`, which applies its semantics (RID order,
+//! fresh on commit).
+
+use axum::Json;
+use metacore::api::storaged::{SearchFilter, SearchQuery};
+use metacore::error::{ApiError, ErrorCode};
+use metacore::record::{Fields, Target};
+use metacore::rid::Rid;
+use metacore::socket::body::{JsonBody, JsonReply};
+use metacore::socket::client::ClientError;
+use serde::{Deserialize, Serialize};
+
+use crate::state::State;
+
+/// `limit` when absent or 0 (the original's default).
+const DEFAULT_LIMIT: u32 = 100;
+/// `limit` at most.
+pub(crate) const MAX_LIMIT: u32 = 10_000;
+/// Filters in one request at most, and values in one filter.
+const MAX_FILTERS: usize = 32;
+const MAX_VALUES: usize = 256;
+
+/// The request, as the original read it: every member optional, members it
+/// does not know ignored (its Go decoder did the same).
+#[derive(Debug, Default, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SearchRequest {
+    #[serde(default)]
+    pub query: String,
+    #[serde(default)]
+    pub hash_id: String,
+    #[serde(default)]
+    pub property: String,
+    #[serde(default)]
+    pub property_value: String,
+    pub limit: Option<i64>,
+    #[serde(default)]
+    pub filters: Vec<FilterRequest>,
+}
+
+#[derive(Debug, Default, Deserialize)]
+pub(crate) struct FilterRequest {
+    #[serde(default)]
+    pub property: String,
+    #[serde(default)]
+    pub values: Vec<String>,
+    #[serde(default)]
+    pub exact: bool,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct SearchHit {
+    pub hash_id: Rid,
+    pub metadata: Fields,
+}
+
+#[derive(Debug, Serialize)]
+pub(crate) struct SearchAnswer {
+    pub results: Vec<SearchHit>,
+    pub count: usize,
+    pub total: u64,
+}
+
+/// What storaged is asked: the legacy `property` + `propertyValue` pair
+/// becomes one more filter (substring) when both are set.
+fn storaged_query(req: SearchRequest) -> Result<SearchQuery, ApiError> {
+    let limit = match req.limit {
+        None | Some(0) => DEFAULT_LIMIT,
+        Some(n) if n < 0 => return Err(ApiError::schema("limit must be 0 (100) or more")),
+        Some(n) => u32::try_from(n)
+            .ok()
+            .filter(|n| *n <= MAX_LIMIT)
+            .ok_or_else(|| ApiError::schema(format!("limit is at most {MAX_LIMIT}")))?,
+    };
+    let mut filters: Vec<SearchFilter> = req
+        .filters
+        .into_iter()
+        .map(|f| SearchFilter {
+            property: f.property,
+            values: f.values,
+            exact: f.exact,
+        })
+        .collect();
+    if !req.property.is_empty() && !req.property_value.is_empty() {
+        filters.push(SearchFilter {
+            property: req.property,
+            values: vec![req.property_value],
+            exact: false,
+        });
+    }
+    if filters.len() > MAX_FILTERS {
+        return Err(ApiError::schema(format!(
+            "at most {MAX_FILTERS} filters in one search"
+        )));
+    }
+    if filters.iter().any(|f| f.values.len() > MAX_VALUES) {
+        return Err(ApiError::schema(format!(
+            "at most {MAX_VALUES} values in one filter"
+        )));
+    }
+    Ok(SearchQuery {
+        query: req.query,
+        filters,
+        limit,
+    })
+}
+
+/// `POST /api/metadata/search`. With `hashId`, that one record by its RID
+/// (no CID is resolved, as in the original) or nothing; otherwise
+/// storaged's search.
+pub(crate) async fn search(
+    st: State,
+    JsonBody(req): JsonBody<SearchRequest>,
+) -> JsonReply<SearchAnswer> {
+    if !req.hash_id.is_empty() {
+        let Ok(rid) = Rid::parse(&req.hash_id) else {
+            return Ok(Json(SearchAnswer {
+                results: Vec::new(),
+                count: 0,
+                total: 0,
+            }));
+        };
+        let results = match st.store.get_record(&Target::Rid(rid)).await {
+            Ok(r) => vec![SearchHit {
+                hash_id: r.rid,
+                metadata: r.fields,
+            }],
+            Err(ClientError::Api(e)) if e.code == ErrorCode::UnknownRoot => Vec::new(),
+            Err(e) => return Err(e.into()),
+        };
+        let n = results.len();
+        return Ok(Json(SearchAnswer {
+            results,
+            count: n,
+            total: n as u64,
+        }));
+    }
+    let page = st.store.search(&storaged_query(req)?).await?;
+    let results: Vec<SearchHit> = page
+        .results
+        .into_iter()
+        .map(|r| SearchHit {
+            hash_id: r.rid,
+            metadata: r.fields,
+        })
+        .collect();
+    Ok(Json(SearchAnswer {
+        count: results.len(),
+        results,
+        total: page.total,
+    }))
+}

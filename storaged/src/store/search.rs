@@ -1,0 +1,17 @@
+//! The search method of [`Store`].
+
+use metacore::api::storaged::{SearchPage, SearchQuery};
+
+use super::Store;
+use crate::error::Result;
+use crate::search;
+
+impl Store {
+    /// Records passing `q`, in RID order, read in one read transaction.
+    pub async fn search(&self, q: SearchQuery) -> Result<SearchPage> {
+        let exclude = self.exclude.clone();
+        self.readers
+            .read(move |c| search::scan(c, &q, &exclude))
+            .await
+    }
+}

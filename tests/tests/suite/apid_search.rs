@@ -1,0 +1,215 @@
+//! `POST /api/metadata/search` over HTTP against storaged on a real file:
+//! the original's request and answer, its filter semantics end to end, RID
+//! order, `limit` and `total`, fresh on commit, and its bad requests.
+
+use e2e::fixtures::random_rid;
+use e2e::{Apid, Launch};
+use serde_json::{Value, json};
+
+async fn search(a: &Apid, body: Value) -> Value {
+    a.ok_json("POST", "/api/metadata/search", &body).await
+}
+
+fn ids(answer: &Value) -> Vec<String> {
+    answer["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r["hashId"].as_str().unwrap().to_owned())
+        .collect()
+}
+
+#[tokio::test]
+async fn search_answers_the_original_shape_in_rid_order_and_fresh() {
+    let dir = e2e::daemon::test_dir();
+    let s = Launch::in_dir(dir.path()).start().await;
+    let a = Apid::start(&s).await;
+    let mut rids: Vec<String> = (0..4).map(|_| random_rid().to_string()).collect();
+    let records = [
+        json!({"title": "Night River", "fileName": "night.river.mkv", "tmdbid": "1405",
+               "genres/Action": "true", "genres/Drama": "false", "year": "2019",
+               "categories/newznab/2040": "true"}),
+        json!({"title": "Day Lake", "tmdbid": "140", "genres": "Drama, Science Fiction",
+               "year": "2020"}),
+        json!({"title": "River Song", "showtitle": "Doctor", "tmdbid": "99",
+               "genres/action": "1", "year": "2019"}),
+        json!({"originaltitle": "Rivière", "filePath": "/files/watch/riviere.mkv"}),
+    ];
+    for (rid, rec) in rids.iter().zip(&records) {
+        a.ok_json("PATCH", &format!("/meta/{rid}"), rec).await;
+    }
+    let sorted = {
+        rids.sort();
+        rids.clone()
+    };
+
+    // Everything, in RID order, with the record's fields.
+    let all = search(&a, json!({})).await;
+    assert_eq!(ids(&all), sorted);
+    assert_eq!(all["count"], 4);
+    assert_eq!(all["total"], 4);
+    let night = all["results"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|r| r["metadata"]["title"] == "Night River")
+        .unwrap();
+    assert_eq!(night["metadata"]["tmdbid"], "1405");
+    assert!(
+        night["metadata"].get("categories/newznab/2040").is_none(),
+        "excluded prefix: {night}"
+    );
+
+    let titles = |answer: &Value| -> Vec<String> {
+        answer["results"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|r| {
+                r["metadata"]["title"]
+                    .as_str()
+                    .or(r["metadata"]["originaltitle"].as_str())
+                    .unwrap()
+                    .to_owned()
+            })
+            .collect::<std::collections::BTreeSet<_>>()
+            .into_iter()
+            .collect()
+    };
+    // Free text: tokens AND over title, fileName, originaltitle,
+    // showtitle, filePath.
+    let r = search(&a, json!({"query": "river"})).await;
+    assert_eq!(titles(&r), ["Night River", "River Song"]);
+    let r = search(&a, json!({"query": "RIVER doctor"})).await;
+    assert_eq!(titles(&r), ["River Song"]);
+    let r = search(&a, json!({"query": "riviere"})).await;
+    assert_eq!(titles(&r), ["Rivière"], "filePath is in the haystack");
+    let r = search(&a, json!({"query": "2019"})).await;
+    assert_eq!(ids(&r), Vec::<String>::new(), "year is not");
+    // Part of a RID.
+    let part = sorted[2][3..12].to_lowercase();
+    let r = search(&a, json!({"query": part})).await;
+    assert_eq!(ids(&r), [sorted[2].clone()]);
+
+    // Filters: contains vs exact, key-sets, csv, OR within, AND across.
+    let f = |property: &str, values: &[&str], exact: bool| json!({"filters": [{"property": property, "values": values, "exact": exact}]});
+    let r = search(&a, f("tmdbid", &["140"], false)).await;
+    assert_eq!(titles(&r), ["Day Lake", "Night River"]);
+    let r = search(&a, f("tmdbid", &["140"], true)).await;
+    assert_eq!(titles(&r), ["Day Lake"]);
+    let r = search(&a, f("genres", &["action"], true)).await;
+    assert_eq!(titles(&r), ["Night River", "River Song"]);
+    let r = search(&a, f("genres", &["drama"], false)).await;
+    assert_eq!(titles(&r), ["Day Lake"], "a false member is not set");
+    let r = search(&a, f("genres", &["science fiction"], true)).await;
+    assert_eq!(titles(&r), ["Day Lake"]);
+    let r = search(&a, f("tmdbid", &["99", "1405"], true)).await;
+    assert_eq!(titles(&r), ["Night River", "River Song"]);
+    let r = search(
+        &a,
+        json!({"filters": [
+            {"property": "year", "values": ["2019"], "exact": true},
+            {"property": "genres", "values": ["Action"]}]}),
+    )
+    .await;
+    assert_eq!(titles(&r), ["Night River", "River Song"]);
+    let r = search(&a, f("year", &["20"], false)).await;
+    assert_eq!(r["count"], 3, "the record without year fails closed: {r}");
+    let r = search(&a, f("year", &[" ", ""], false)).await;
+    assert_eq!(r["count"], 4, "a blank filter passes everything");
+    let r = search(&a, f("categories/newznab", &["2040"], true)).await;
+    assert_eq!(r["count"], 0, "excluded fields are not searched");
+    // The legacy pair is one more substring filter.
+    let r = search(&a, json!({"property": "title", "propertyValue": "lake"})).await;
+    assert_eq!(titles(&r), ["Day Lake"]);
+    let r = search(&a, json!({"property": "title", "propertyValue": ""})).await;
+    assert_eq!(r["count"], 4);
+
+    // limit, and 0 meaning 100.
+    let r = search(&a, json!({"limit": 2})).await;
+    assert_eq!(ids(&r), sorted[..2]);
+    assert_eq!(
+        (r["count"].clone(), r["total"].clone()),
+        (json!(2), json!(4))
+    );
+    let r = search(&a, json!({"limit": 0})).await;
+    assert_eq!(r["count"], 4);
+
+    // hashId: that record by its RID, all of its fields, or nothing.
+    let night_rid = night["hashId"].as_str().unwrap();
+    let r = search(&a, json!({"hashId": night_rid, "query": "no such"})).await;
+    assert_eq!(ids(&r), [night_rid.to_owned()]);
+    assert_eq!(r["total"], 1);
+    assert_eq!(
+        r["results"][0]["metadata"]["categories/newznab/2040"],
+        "true"
+    );
+    let r = search(&a, json!({"hashId": random_rid().to_string()})).await;
+    assert_eq!(
+        (r["count"].clone(), r["total"].clone()),
+        (json!(0), json!(0))
+    );
+    let r = search(&a, json!({"hashId": "not-a-rid"})).await;
+    assert_eq!(r["count"], 0);
+
+    // Fresh on commit: a write is found by the next search, and an
+    // overwritten value no longer is.
+    let fresh = random_rid().to_string();
+    a.ok_json(
+        "PATCH",
+        &format!("/meta/{fresh}"),
+        &json!({"title": "Brand New Thing"}),
+    )
+    .await;
+    let r = search(&a, json!({"query": "brand new"})).await;
+    assert_eq!(ids(&r), [fresh.as_str()]);
+    a.ok_json(
+        "PATCH",
+        &format!("/meta/{fresh}"),
+        &json!({"title": "Renamed"}),
+    )
+    .await;
+    let r = search(&a, json!({"query": "brand new"})).await;
+    assert_eq!(r["count"], 0);
+    assert_eq!(r["total"], 5);
+}
+
+#[tokio::test]
+async fn bad_searches_are_400s_and_unknown_members_are_ignored() {
+    let dir = e2e::daemon::test_dir();
+    let s = Launch::in_dir(dir.path()).start().await;
+    let a = Apid::start(&s).await;
+    for (body, slug) in [
+        (json!({"limit": -1}), "schema_violation"),
+        (json!({"limit": 10_001}), "schema_violation"),
+        (json!({"query": 5}), "schema_violation"),
+        (json!({"filters": {"property": "x"}}), "schema_violation"),
+        (
+            json!({"filters": [{"property": "x", "values": "y"}]}),
+            "schema_violation",
+        ),
+    ] {
+        let r = a.send_json("POST", "/api/metadata/search", &body).await;
+        r.assert_error(400, slug);
+    }
+    let many: Vec<Value> = (0..33)
+        .map(|i| json!({"property": format!("p{i}"), "values": ["v"]}))
+        .collect();
+    let r = a
+        .send_json("POST", "/api/metadata/search", &json!({"filters": many}))
+        .await;
+    r.assert_error(400, "schema_violation");
+    assert!(r.text().contains("32"), "{}", r.text());
+    let r = a
+        .send("POST", "/api/metadata/search", "{not json", &[])
+        .await;
+    r.assert_error(400, "bad_request");
+    let r = a
+        .send_json(
+            "POST",
+            "/api/metadata/search",
+            &json!({"query": "", "offset": 10, "sort": "title"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+}
