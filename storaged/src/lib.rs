@@ -14,6 +14,7 @@ pub(crate) mod error;
 pub(crate) mod files;
 pub(crate) mod kv;
 pub(crate) mod records;
+pub(crate) mod schema;
 pub(crate) mod search;
 pub(crate) mod store;
 pub(crate) mod streams;
