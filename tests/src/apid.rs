@@ -150,6 +150,8 @@ impl Apid {
 pub struct Http {
     port: u16,
     client: Client<HttpConnector, Full<Bytes>>,
+    /// How long one request may take before the test fails.
+    deadline: std::time::Duration,
 }
 
 impl Http {
@@ -158,7 +160,16 @@ impl Http {
         Self {
             port,
             client: Client::builder(TokioExecutor::new()).build_http(),
+            deadline: IO_DEADLINE,
         }
+    }
+
+    /// The same client, waiting up to `deadline` for each answer (for
+    /// requests the server may itself hold that long, such as one queued
+    /// for the body budget).
+    pub fn with_deadline(mut self, deadline: std::time::Duration) -> Self {
+        self.deadline = deadline;
+        self
     }
 
     pub async fn get(&self, path: &str) -> RawResponse {
@@ -243,7 +254,7 @@ impl Http {
         let req = req
             .body(Full::new(body))
             .map_err(|e| format!("build {what}: {e}"))?;
-        within(&what, IO_DEADLINE, async {
+        within(&what, self.deadline, async {
             let resp = self
                 .client
                 .request(req)

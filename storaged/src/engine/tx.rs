@@ -4,6 +4,9 @@
 //! primitive that has a side effect beyond its row (an event, a counter)
 //! lives here, so operations cannot forget it.
 
+use std::collections::BTreeSet;
+
+use metacore::rid::Rid;
 use metacore::stream::StreamName;
 use rusqlite::{Connection, OptionalExtension, params};
 
@@ -21,6 +24,14 @@ pub(crate) struct Tx<'a> {
     /// group's when the write's savepoint is released, and writes the
     /// group's total once before COMMIT.
     pub roots_delta: i64,
+    /// Records whose fields this group changed: their search rows are
+    /// brought up to date once, before COMMIT.
+    pub touched: &'a mut BTreeSet<Rid>,
+}
+
+/// The record a `file:<rid>/...` key belongs to.
+fn record_of(key: &str) -> Option<Rid> {
+    Rid::parse(key.strip_prefix("file:")?.get(..26)?).ok()
 }
 
 impl Tx<'_> {
@@ -106,6 +117,7 @@ impl Tx<'_> {
         let changed = self.put_raw(key, value)?;
         if changed {
             self.emit_meta("set", key)?;
+            self.touched.extend(record_of(key));
         }
         Ok(changed)
     }
@@ -115,6 +127,7 @@ impl Tx<'_> {
         let existed = self.delete_raw(key)?;
         if existed {
             self.emit_meta("del", key)?;
+            self.touched.extend(record_of(key));
         }
         Ok(existed)
     }

@@ -9,6 +9,7 @@
 //! returns; if COMMIT fails, every job of the group is told so and nothing
 //! of it is applied. After each COMMIT the streams' heads are published.
 
+use std::collections::BTreeSet;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 #[cfg(test)]
@@ -19,6 +20,7 @@ use std::time::Instant;
 
 use metacore::api::storaged::WriterStats;
 use metacore::clock::unix_ms;
+use metacore::rid::Rid;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
@@ -99,6 +101,7 @@ impl Writer {
     pub(crate) fn start(
         conn: Connection,
         (gap, space): (GapFlag, Arc<Space>),
+        exclude: Arc<[String]>,
         streams: StreamState,
         heads: HeadsPublisher,
         limits: BatchLimits,
@@ -117,6 +120,7 @@ impl Writer {
                     conn,
                     gap,
                     space,
+                    exclude,
                     streams,
                     rx,
                     heads,
@@ -245,6 +249,8 @@ struct WriterThread {
     conn: Connection,
     gap: GapFlag,
     space: Arc<Space>,
+    /// Field prefixes search does not see.
+    exclude: Arc<[String]>,
     streams: StreamState,
     rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
@@ -260,6 +266,7 @@ impl WriterThread {
             conn,
             gap,
             space,
+            exclude,
             mut streams,
             mut rx,
             heads,
@@ -313,7 +320,7 @@ impl WriterThread {
             if refuse && group.failure.is_none() {
                 group.failure = Some(space::STUCK.into());
             }
-            group.commit(&heads, counters);
+            group.commit(&heads, counters, &exclude);
             checkpoint_after_group(&conn, gap, space);
         }
         match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
@@ -368,6 +375,8 @@ struct Group<'c> {
     /// Sum of the committed writes' root-count changes.
     roots_delta: i64,
     acks: Vec<Ack>,
+    /// Records whose fields changed (see `Tx::touched`).
+    touched: BTreeSet<Rid>,
     /// Set when the group can no longer commit; later writes are not run.
     failure: Option<String>,
 }
@@ -385,6 +394,7 @@ impl<'c> Group<'c> {
             taken: 0,
             roots_delta: 0,
             acks: Vec::new(),
+            touched: BTreeSet::new(),
             failure,
         }
     }
@@ -406,6 +416,7 @@ impl<'c> Group<'c> {
             streams: &mut *self.streams,
             now_ms: self.now_ms,
             roots_delta: 0,
+            touched: &mut self.touched,
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
         let roots_delta = tx.roots_delta;
@@ -436,11 +447,19 @@ impl<'c> Group<'c> {
     }
 
     /// Stream marks, COMMIT, then the acknowledgements.
-    fn commit(mut self, heads: &HeadsPublisher, counters: &Counters) {
+    fn commit(mut self, heads: &HeadsPublisher, counters: &Counters, exclude: &[String]) {
         let size = self.taken as u64;
         counters.batches.fetch_add(1, Ordering::Relaxed);
         counters.writes.fetch_add(size, Ordering::Relaxed);
         counters.largest_batch.fetch_max(size, Ordering::Relaxed);
+        if self.failure.is_none() {
+            for rid in std::mem::take(&mut self.touched) {
+                if let Err(e) = crate::search::index::refresh(self.conn, rid, exclude) {
+                    self.failure = Some(format!("cannot index record {rid} for search: {e}"));
+                    break;
+                }
+            }
+        }
         if self.failure.is_none()
             && let Err(e) = add_to_root_count(self.conn, self.roots_delta)
         {

@@ -1,13 +1,20 @@
 //! `POST /search`: records passing a free-text query and field filters,
 //! in RID order, with the original's semantics (`matchers`).
 //!
-//! `scan` is the plan that needs no index: it walks the root index in RID
-//! order and asks the matchers about each record until `limit` are found.
-//! It is the reference the indexed plans are held to.
+//! [`search`] turns the request into an FTS5 query over the index
+//! (`index`, `tokens`), whose rows come in RID order: each candidate is
+//! read and judged by the matchers until `limit` have passed, so the
+//! index only decides which records are looked at. A request the index
+//! cannot narrow (no filter, and a query of only one- and two-letter
+//! words) is [`scan`]ned: every record in RID order through the same
+//! matchers, which also serves as the reference the index is tested
+//! against.
 
+pub(crate) mod index;
 pub(crate) mod matchers;
+pub(crate) mod tokens;
 
-use metacore::api::storaged::{RecordFields, SearchPage, SearchQuery};
+use metacore::api::storaged::{RecordFields, SearchFilter, SearchPage, SearchQuery};
 use metacore::record::Fields;
 use rusqlite::Connection;
 
@@ -63,6 +70,97 @@ pub(crate) fn scan(conn: &Connection, q: &SearchQuery, exclude: &[String]) -> Re
                 }
             }
             None => break,
+        }
+    }
+    Ok(SearchPage {
+        results,
+        total: total(conn)?,
+    })
+}
+
+/// Characters a lowercased RID is made of (Crockford base32).
+const RID_CHARS: &str = "0123456789abcdefghjkmnpqrstvwxyz";
+
+/// The index's part of one filter: any value's key-set member, or the
+/// flat field containing it. `None` for a blank filter.
+fn filter_expr(f: &SearchFilter) -> tokens::Expr {
+    let values: Vec<&str> = matchers::usable_values(f);
+    if f.property.is_empty() || values.is_empty() {
+        return None;
+    }
+    let arms: Vec<String> = values
+        .iter()
+        .flat_map(|v| {
+            [
+                tokens::has_field(&format!("{}/{v}", f.property)),
+                tokens::field_contains(&f.property, v),
+            ]
+        })
+        .collect();
+    Some(format!("({})", arms.join(" OR ")))
+}
+
+/// The index's part of the free-text query: every word of three letters
+/// or more in one of the haystack fields, or the query in the RID. `None`
+/// when that cannot be narrowed.
+fn query_expr(query: &str) -> tokens::Expr {
+    let words: Vec<String> = matchers::tokens(query)
+        .into_iter()
+        .filter(|t| t.chars().count() >= 3)
+        .map(|t| {
+            let fields: Vec<String> = matchers::HAYSTACK_FIELDS
+                .iter()
+                .map(|f| tokens::field_contains(f, &t))
+                .collect();
+            format!("({})", fields.join(" OR "))
+        })
+        .collect();
+    if words.is_empty() {
+        return None;
+    }
+    let words = words.join(" AND ");
+    let q = query.to_lowercase();
+    if q.chars().count() > 26 || !q.chars().all(|c| RID_CHARS.contains(c)) {
+        // No RID can contain it.
+        return Some(words);
+    }
+    tokens::rid_contains(&q).map(|rid| format!("({words}) OR {rid}"))
+}
+
+/// The FTS5 query of a search, or `None` when it must be scanned.
+pub(crate) fn fts_query(q: &SearchQuery) -> tokens::Expr {
+    let parts: Vec<String> = q
+        .filters
+        .iter()
+        .filter_map(filter_expr)
+        .chain(if q.query.is_empty() {
+            None
+        } else {
+            query_expr(&q.query)
+        })
+        .collect();
+    (!parts.is_empty()).then(|| parts.join(" AND "))
+}
+
+/// Records passing `q` in RID order, at most `q.limit`: the index's
+/// candidates judged one by one, or a scan.
+pub(crate) fn search(conn: &Connection, q: &SearchQuery, exclude: &[String]) -> Result<SearchPage> {
+    let Some(expr) = fts_query(q) else {
+        return scan(conn, q, exclude);
+    };
+    let limit = q.limit as usize;
+    let mut results = Vec::new();
+    let mut stmt = conn
+        .prepare_cached("SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid")?;
+    let mut rows = stmt.query([&expr])?;
+    while results.len() < limit {
+        let Some(row) = rows.next()? else { break };
+        let Some(rid) = index::rid_of(conn, row.get(0)?)? else {
+            continue;
+        };
+        let fields = visible(records::fields(conn, rid)?, exclude);
+        if matchers::matches(&rid.to_string(), &fields, &q.query, &q.filters) {
+            results.push(RecordFields { rid, fields });
         }
     }
     Ok(SearchPage {

@@ -98,6 +98,7 @@ impl Store {
         if schema::build_counters(&conn)? {
             tracing::info!("built idx:count/roots from the root index");
         }
+        crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
         let readers = Arc::new(Readers::open(
@@ -110,6 +111,7 @@ impl Store {
         let writer = Writer::start(
             conn,
             (gap.clone(), space.clone()),
+            opts.exclude_prefixes.clone().into(),
             state,
             HeadsPublisher(tx),
             opts.batch,

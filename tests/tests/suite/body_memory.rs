@@ -41,7 +41,8 @@ async fn concurrent_large_bodies_keep_memory_bounded() {
     let mut tasks = Vec::new();
     // More than twice what once took apid to 353 MB.
     for _ in 0..40 {
-        let http = e2e::apid::Http::new(a.port());
+        // A request may wait 10 s for the body budget before its 503.
+        let http = e2e::apid::Http::new(a.port()).with_deadline(std::time::Duration::from_secs(60));
         let body = body.clone();
         tasks.push(tokio::spawn(async move {
             let rid = random_rid();
