@@ -27,6 +27,9 @@ pub struct Options {
     pub reserve_mb: u32,
     /// Field prefixes search does not see.
     pub exclude_prefixes: Vec<String>,
+    /// Keep the search index (always, but for the benchmark that
+    /// measures what it costs: without it, search scans).
+    pub search_index: bool,
     /// Entries kept per stream.
     pub retention: u64,
     /// Appends between two trims.
@@ -46,6 +49,7 @@ impl Options {
             readers: cfg.db_readers,
             reserve_mb: cfg.db_reserve_mb,
             exclude_prefixes: cfg.index_exclude_prefixes.clone(),
+            search_index: true,
             retention: cfg.stream_retention,
             trim_every: cfg.stream_trim_every,
             batch: batch::BatchLimits::default(),
@@ -66,6 +70,7 @@ impl Options {
                 .iter()
                 .map(|p| p.to_string())
                 .collect(),
+            search_index: true,
             retention: DEFAULT_RETENTION,
             trim_every: DEFAULT_TRIM_EVERY,
             batch: batch::BatchLimits::default(),

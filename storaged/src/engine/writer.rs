@@ -101,7 +101,7 @@ impl Writer {
     pub(crate) fn start(
         conn: Connection,
         (gap, space): (GapFlag, Arc<Space>),
-        exclude: Arc<[String]>,
+        index: Option<Arc<[String]>>,
         streams: StreamState,
         heads: HeadsPublisher,
         limits: BatchLimits,
@@ -120,7 +120,7 @@ impl Writer {
                     conn,
                     gap,
                     space,
-                    exclude,
+                    index,
                     streams,
                     rx,
                     heads,
@@ -249,8 +249,9 @@ struct WriterThread {
     conn: Connection,
     gap: GapFlag,
     space: Arc<Space>,
-    /// Field prefixes search does not see.
-    exclude: Arc<[String]>,
+    /// The excluded prefixes of the search index it keeps (none kept: a
+    /// benchmark's store).
+    index: Option<Arc<[String]>>,
     streams: StreamState,
     rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
@@ -266,7 +267,7 @@ impl WriterThread {
             conn,
             gap,
             space,
-            exclude,
+            index,
             mut streams,
             mut rx,
             heads,
@@ -320,7 +321,7 @@ impl WriterThread {
             if refuse && group.failure.is_none() {
                 group.failure = Some(space::STUCK.into());
             }
-            group.commit(&heads, counters, &exclude);
+            group.commit(&heads, counters, index.as_deref());
             checkpoint_after_group(&conn, gap, space);
         }
         match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
@@ -447,12 +448,14 @@ impl<'c> Group<'c> {
     }
 
     /// Stream marks, COMMIT, then the acknowledgements.
-    fn commit(mut self, heads: &HeadsPublisher, counters: &Counters, exclude: &[String]) {
+    fn commit(mut self, heads: &HeadsPublisher, counters: &Counters, index: Option<&[String]>) {
         let size = self.taken as u64;
         counters.batches.fetch_add(1, Ordering::Relaxed);
         counters.writes.fetch_add(size, Ordering::Relaxed);
         counters.largest_batch.fetch_max(size, Ordering::Relaxed);
-        if self.failure.is_none() {
+        if self.failure.is_none()
+            && let Some(exclude) = index
+        {
             for rid in std::mem::take(&mut self.touched) {
                 if let Err(e) = crate::search::index::refresh(self.conn, rid, exclude) {
                     self.failure = Some(format!("cannot index record {rid} for search: {e}"));

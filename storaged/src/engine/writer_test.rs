@@ -28,7 +28,7 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
             Writer::start(
                 conn,
                 (GapFlag::default(), Arc::new(Space::new(&path, 0))),
-                Arc::from(Vec::new()),
+                None,
                 state,
                 HeadsPublisher(tx),
                 limits,

@@ -107,13 +107,8 @@ fn query_expr(query: &str) -> tokens::Expr {
     let words: Vec<String> = matchers::tokens(query)
         .into_iter()
         .filter(|t| t.chars().count() >= 3)
-        .map(|t| {
-            let fields: Vec<String> = matchers::HAYSTACK_FIELDS
-                .iter()
-                .map(|f| tokens::field_contains(f, &t))
-                .collect();
-            format!("({})", fields.join(" OR "))
-        })
+        // The free-text fields share one scope in the index.
+        .map(|t| tokens::field_contains(matchers::HAYSTACK_FIELDS[0], &t))
         .collect();
     if words.is_empty() {
         return None;

@@ -4,13 +4,17 @@
 //!
 //! - `P(f)`: the record has a field named `f` (lowercased);
 //! - `T(f, g)`: the lowercased value of field `f` contains the trigram `g`
-//!   (in its first [`MAX_INDEXED_CHARS`] characters);
+//!   (in its first [`MAX_INDEXED_CHARS`] characters for the free-text
+//!   fields, [`MAX_INDEXED_CHARS_OTHER`] for the others);
 //! - `L(f)`: the value of `f` is longer than that, so only `P(f)` bounds it;
 //! - `R(g)`: the lowercased RID contains the trigram `g`.
 //!
 //! Scoping each trigram to its field is what makes "field `tmdbid`
 //! contains `140`" one short posting list instead of every record with
-//! `140` anywhere. A token only says a record *may* match (a hash may
+//! `140` anywhere. The five fields free text is searched in share one
+//! scope ([`HAY`]): a word of a query is then one AND of trigrams, not an
+//! OR over five fields, and a path and a file name that repeat each other
+//! give their trigrams once. A token only says a record *may* match (a hash may
 //! collide, trigrams may not be adjacent): the matchers decide, so the
 //! index is a superset by construction and never changes an answer.
 //!
@@ -21,16 +25,35 @@ use std::collections::BTreeSet;
 
 use metacore::record::Fields;
 
-/// Version of the token scheme (bump on any change to what is indexed).
-pub(crate) const SCHEME: u32 = 1;
+use super::matchers::HAYSTACK_FIELDS;
 
-/// Characters of a value whose trigrams are indexed.
+/// Version of the token scheme (bump on any change to what is indexed).
+pub(crate) const SCHEME: u32 = 3;
+
+/// Characters of a value whose trigrams are indexed: more for the fields
+/// free text is searched in (`matchers::HAYSTACK_FIELDS`), whose whole
+/// value usually fits, than for the others, whose long values (a plot, a
+/// description) are seldom searched for a substring and would be most of
+/// the tokens.
 pub(crate) const MAX_INDEXED_CHARS: usize = 256;
+pub(crate) const MAX_INDEXED_CHARS_OTHER: usize = 64;
 
 /// Trigrams of one needle put in a query at most (a superset is enough).
 const MAX_QUERY_TRIGRAMS: usize = 6;
 
 const ALPHABET: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+
+/// The scope of the free-text fields' trigrams (no field name holds NUL).
+const HAY: &str = "\0hay";
+
+/// The scope of a lowercased field's trigrams and of its `L` token.
+fn scope(f: &str) -> &str {
+    if HAYSTACK_FIELDS.iter().any(|h| h.eq_ignore_ascii_case(f)) {
+        HAY
+    } else {
+        f
+    }
+}
 
 #[derive(Clone, Copy)]
 enum Kind {
@@ -40,29 +63,46 @@ enum Kind {
     Rid = b'r' as isize,
 }
 
-/// FNV-1a over the kind and the parts, each part ended by a 0 byte (no
-/// field name or value holds NUL).
-fn hash(kind: Kind, parts: &[&str]) -> u64 {
-    let mut h: u64 = 0xcbf2_9ce4_8422_2325;
-    let mut eat = |b: u8| {
-        h ^= u64::from(b);
-        h = h.wrapping_mul(0x0100_0000_01b3);
-    };
-    eat(kind as u8);
-    for p in parts {
-        for &b in p.as_bytes() {
-            eat(b);
-        }
-        eat(0);
+/// FNV-1a, fed a byte at a time.
+#[derive(Clone, Copy)]
+struct Fnv(u64);
+
+impl Fnv {
+    fn new(kind: Kind) -> Self {
+        Self(0xcbf2_9ce4_8422_2325).eat(&[kind as u8])
     }
-    h
+
+    /// Feeds `part` and the 0 byte that ends it (no field name or value
+    /// holds NUL).
+    fn part(self, part: &str) -> Self {
+        self.eat(part.as_bytes()).eat(&[0])
+    }
+
+    fn eat(mut self, bytes: &[u8]) -> Self {
+        for &b in bytes {
+            self.0 ^= u64::from(b);
+            self.0 = self.0.wrapping_mul(0x0100_0000_01b3);
+        }
+        self
+    }
+}
+
+/// The hash of a token: its kind and its parts.
+fn hash(kind: Kind, parts: &[&str]) -> u64 {
+    parts.iter().fold(Fnv::new(kind), |h, p| h.part(p)).0
 }
 
 /// A token's text: the low 60 bits of its hash in 12 base32 letters.
 fn word(h: u64) -> String {
-    (0..12)
-        .map(|i| ALPHABET[((h >> (55 - 5 * i)) & 31) as usize] as char)
-        .collect()
+    let mut s = String::with_capacity(12);
+    push_word(&mut s, h);
+    s
+}
+
+fn push_word(out: &mut String, h: u64) {
+    for i in 0..12 {
+        out.push(ALPHABET[((h >> (55 - 5 * i)) & 31) as usize] as char);
+    }
 }
 
 /// The trigrams of a lowercased string, by characters.
@@ -78,35 +118,41 @@ pub(crate) fn trigrams(s: &str) -> Vec<&str> {
 
 /// The row text of a record: its tokens, each once, space-separated.
 pub(crate) fn document(rid: &str, fields: &Fields) -> String {
-    let mut set = BTreeSet::new();
+    let mut all: Vec<u64> = Vec::with_capacity(fields.len() * 24 + 24);
     for (f, v) in fields {
         let f = f.to_lowercase();
-        set.insert(hash(Kind::Presence, &[&f]));
+        all.push(hash(Kind::Presence, &[&f]));
+        let scope = scope(&f);
+        let max = if scope == HAY {
+            MAX_INDEXED_CHARS
+        } else {
+            MAX_INDEXED_CHARS_OTHER
+        };
         // Only the head is lowercased (a value may be megabytes). Where
         // that differs from the whole value lowercased (a final sigma at
         // the cut), `L(f)` already makes the record a candidate.
-        let head = match v.char_indices().nth(MAX_INDEXED_CHARS) {
+        let head = match v.char_indices().nth(max) {
             Some((cut, _)) => {
-                set.insert(hash(Kind::Long, &[&f]));
+                all.push(hash(Kind::Long, &[scope]));
                 &v[..cut]
             }
             None => v.as_str(),
         }
         .to_lowercase();
-        for g in trigrams(&head) {
-            set.insert(hash(Kind::Trigram, &[&f, g]));
-        }
+        // The field's part of the hash once, each trigram after it.
+        let scoped = Fnv::new(Kind::Trigram).part(scope);
+        all.extend(trigrams(&head).into_iter().map(|g| scoped.part(g).0));
     }
     let rid = rid.to_lowercase();
-    for g in trigrams(&rid) {
-        set.insert(hash(Kind::Rid, &[g]));
-    }
-    let mut doc = String::with_capacity(set.len() * 13);
-    for h in set {
+    all.extend(trigrams(&rid).into_iter().map(|g| hash(Kind::Rid, &[g])));
+    all.sort_unstable();
+    all.dedup();
+    let mut doc = String::with_capacity(all.len() * 13);
+    for h in all {
         if !doc.is_empty() {
             doc.push(' ');
         }
-        doc.push_str(&word(h));
+        push_word(&mut doc, h);
     }
     doc
 }
@@ -125,20 +171,21 @@ pub(crate) fn has_field(field: &str) -> String {
 /// long to be indexed whole; a needle under three characters only asks
 /// that the field be there.
 pub(crate) fn field_contains(field: &str, needle: &str) -> String {
-    let f = field.to_lowercase();
+    let field = field.to_lowercase();
+    let f = scope(&field);
     let needle = needle.to_lowercase();
     let grams: BTreeSet<&str> = trigrams(&needle).into_iter().collect();
     if grams.is_empty() {
-        return has_field(&f);
+        return has_field(&field);
     }
     let all: Vec<String> = spread(grams.into_iter().collect())
         .into_iter()
-        .map(|g| word(hash(Kind::Trigram, &[&f, g])))
+        .map(|g| word(hash(Kind::Trigram, &[f, g])))
         .collect();
     format!(
         "(({}) OR {})",
         all.join(" AND "),
-        word(hash(Kind::Long, &[&f]))
+        word(hash(Kind::Long, &[f]))
     )
 }
 
@@ -187,21 +234,25 @@ mod tests {
         let fields: Fields = [
             ("Title".to_string(), "Night River".to_string()),
             ("tmdbid".to_string(), "1405".to_string()),
-            ("plot".to_string(), "x".repeat(MAX_INDEXED_CHARS + 1)),
+            ("plot".to_string(), "x".repeat(MAX_INDEXED_CHARS_OTHER + 1)),
         ]
         .into();
         let doc = document("01ABCDEF", &fields);
         let have = tokens_of(&doc);
         assert!(have.iter().all(|t| t.len() == 12));
-        // "title" contains "river": each trigram of it, scoped to title.
+        // "title" contains "river": each trigram of it, in the free-text
+        // fields' scope.
         for g in trigrams("river") {
-            assert!(have.contains(word(hash(Kind::Trigram, &["title", g])).as_str()));
+            assert!(have.contains(word(hash(Kind::Trigram, &[HAY, g])).as_str()));
         }
-        // Not scoped to another field.
+        // Not in another field's scope.
         assert!(!have.contains(word(hash(Kind::Trigram, &["tmdbid", "riv"])).as_str()));
+        for g in trigrams("1405") {
+            assert!(have.contains(word(hash(Kind::Trigram, &["tmdbid", g])).as_str()));
+        }
         assert!(have.contains(has_field("TITLE").as_str()));
         assert!(have.contains(word(hash(Kind::Long, &["plot"])).as_str()));
-        assert!(!have.contains(word(hash(Kind::Long, &["title"])).as_str()));
+        assert!(!have.contains(word(hash(Kind::Long, &[HAY])).as_str()));
         for g in trigrams("01abcdef") {
             assert!(have.contains(word(hash(Kind::Rid, &[g])).as_str()));
         }

@@ -53,6 +53,8 @@ pub struct Store {
     checkpointer: Mutex<Option<Checkpointer>>,
     /// Field prefixes search does not see.
     exclude: Arc<[String]>,
+    /// Whether the search index is kept (see `Options::search_index`).
+    indexed: bool,
 }
 
 impl Store {
@@ -98,7 +100,9 @@ impl Store {
         if schema::build_counters(&conn)? {
             tracing::info!("built idx:count/roots from the root index");
         }
-        crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
+        if opts.search_index {
+            crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
+        }
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
         let readers = Arc::new(Readers::open(
@@ -111,7 +115,8 @@ impl Store {
         let writer = Writer::start(
             conn,
             (gap.clone(), space.clone()),
-            opts.exclude_prefixes.clone().into(),
+            opts.search_index
+                .then(|| opts.exclude_prefixes.clone().into()),
             state,
             HeadsPublisher(tx),
             opts.batch,
@@ -127,6 +132,7 @@ impl Store {
             _lock: lock,
             checkpointer: Mutex::new(Some(checkpointer)),
             exclude: opts.exclude_prefixes.clone().into(),
+            indexed: opts.search_index,
         })
     }
 

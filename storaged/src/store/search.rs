@@ -10,6 +10,9 @@ impl Store {
     /// Records passing `q`, in RID order, read in one read transaction.
     pub async fn search(&self, q: SearchQuery) -> Result<SearchPage> {
         let exclude = self.exclude.clone();
+        if !self.indexed {
+            return self.search_by_scan(q).await;
+        }
         self.readers
             .read(move |c| search::search(c, &q, &exclude))
             .await
