@@ -221,6 +221,17 @@ async fn the_index_answers_what_a_scan_answers() {
         }
     }
     compare(&store, &mut g, &rids, 300).await;
+    // The schema counters kept on every write are what counting every
+    // value again gives.
+    let kept = store.schema().await.unwrap().fields;
+    let recounted = store.rescan_schema().await.unwrap();
+    assert_eq!(kept, recounted.fields);
+    assert!(
+        kept.contains_key("tmdbid") && recounted.values > 400,
+        "{kept:?}"
+    );
+    assert_eq!(kept["tmdbid"].type_, "int");
+    assert!(!kept.keys().any(|k| k.starts_with("cids/")));
     store.close().await;
     drop(store);
 

@@ -70,6 +70,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/api/files/tuples", get(editor::tuples))
         .route("/api/metadata/list", get(editor::list))
         .route("/api/metadata/search", post(search::search))
+        .route("/api/schema", get(search::schema))
         .route(
             "/api/metadata/{hash_id}",
             get(meta::get).put(editor::put).delete(editor::delete),
@@ -121,6 +122,7 @@ fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/metadata/batch", post(editor::batch))
         .route("/api/metadata/clear", post(editor::clear))
+        .route("/api/schema/rescan", post(search::rescan))
         .route("/api/kv/value", put(kv::put_value).delete(kv::delete_value))
         .merge(watchers::routes())
         .route_layer(from_fn_with_state(state, admin_only))

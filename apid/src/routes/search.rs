@@ -152,3 +152,48 @@ pub(crate) async fn search(
         total: page.total,
     }))
 }
+
+/// `GET /api/schema`: the original's shape.
+#[derive(Debug, Serialize)]
+pub(crate) struct SchemaAnswer {
+    pub fields: std::collections::BTreeMap<String, metacore::api::storaged::FieldSchema>,
+    pub generated_at: String,
+    pub source: &'static str,
+}
+
+fn now_rfc3339() -> String {
+    humantime::format_rfc3339_millis(std::time::SystemTime::now()).to_string()
+}
+
+/// `GET /api/schema`: per field path, the kind of its values, from
+/// counters kept on every write.
+pub(crate) async fn schema(st: State) -> JsonReply<SchemaAnswer> {
+    let s = st.store.schema().await?;
+    Ok(Json(SchemaAnswer {
+        fields: s.fields,
+        generated_at: now_rfc3339(),
+        source: "live",
+    }))
+}
+
+/// `POST /api/schema/rescan`.
+#[derive(Debug, Serialize)]
+pub(crate) struct RescanAnswer {
+    /// Values counted (the original republished one event per value).
+    pub published_events: u64,
+    pub schema: SchemaAnswer,
+}
+
+/// `POST /api/schema/rescan` (admin): the counters rebuilt from every
+/// stored value, in one transaction.
+pub(crate) async fn rescan(st: State) -> JsonReply<RescanAnswer> {
+    let r = st.store.rescan_schema().await?;
+    Ok(Json(RescanAnswer {
+        published_events: r.values,
+        schema: SchemaAnswer {
+            fields: r.fields,
+            generated_at: now_rfc3339(),
+            source: "rescan",
+        },
+    }))
+}

@@ -68,6 +68,8 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/kv/range", get(kv::range))
         .route("/kv/tree", get(kv::tree))
         .route("/search", post(search::search))
+        .route("/schema", get(search::schema))
+        .route("/schema/rescan", post(search::rescan_schema))
         .route(
             "/streams/{stream}/entries",
             get(streams::entries).post(streams::append),

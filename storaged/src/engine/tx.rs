@@ -4,8 +4,9 @@
 //! primitive that has a side effect beyond its row (an event, a counter)
 //! lives here, so operations cannot forget it.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 
+use metacore::record::Fields;
 use metacore::rid::Rid;
 use metacore::stream::StreamName;
 use rusqlite::{Connection, OptionalExtension, params};
@@ -24,9 +25,11 @@ pub(crate) struct Tx<'a> {
     /// group's when the write's savepoint is released, and writes the
     /// group's total once before COMMIT.
     pub roots_delta: i64,
-    /// Records whose fields this group changed: their search rows are
-    /// brought up to date once, before COMMIT.
-    pub touched: &'a mut BTreeSet<Rid>,
+    /// Records whose fields this group changed, with their fields as
+    /// they were before the group: before COMMIT their search rows and
+    /// schema counters are brought up to date once. `None` where those
+    /// are not kept (a benchmark's store).
+    pub touched: Option<&'a mut BTreeMap<Rid, Fields>>,
 }
 
 /// The record a `file:<rid>/...` key belongs to.
@@ -114,22 +117,33 @@ impl Tx<'_> {
     /// Sets a `file:` key and appends `set` to `meta:events` when the value
     /// really changed.
     pub(crate) fn put_record_key(&mut self, key: &str, value: &str) -> Result<bool> {
+        self.before_change(key)?;
         let changed = self.put_raw(key, value)?;
         if changed {
             self.emit_meta("set", key)?;
-            self.touched.extend(record_of(key));
         }
         Ok(changed)
     }
 
     /// Deletes a `file:` key and appends `del` when it existed.
     pub(crate) fn delete_record_key(&mut self, key: &str) -> Result<bool> {
+        self.before_change(key)?;
         let existed = self.delete_raw(key)?;
         if existed {
             self.emit_meta("del", key)?;
-            self.touched.extend(record_of(key));
         }
         Ok(existed)
+    }
+
+    /// Before the group's first change to a record: its fields as they are.
+    fn before_change(&mut self, key: &str) -> Result<()> {
+        let (Some(touched), Some(rid)) = (self.touched.as_deref_mut(), record_of(key)) else {
+            return Ok(());
+        };
+        if let std::collections::btree_map::Entry::Vacant(e) = touched.entry(rid) {
+            e.insert(crate::records::fields(self.conn, rid)?);
+        }
+        Ok(())
     }
 
     fn emit_meta(&mut self, kind: &str, key: &str) -> Result<()> {

@@ -9,7 +9,7 @@
 //! returns; if COMMIT fails, every job of the group is told so and nothing
 //! of it is applied. After each COMMIT the streams' heads are published.
 
-use std::collections::BTreeSet;
+use std::collections::BTreeMap;
 use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 #[cfg(test)]
@@ -20,6 +20,7 @@ use std::time::Instant;
 
 use metacore::api::storaged::WriterStats;
 use metacore::clock::unix_ms;
+use metacore::record::Fields;
 use metacore::rid::Rid;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
@@ -286,7 +287,7 @@ impl WriterThread {
             };
             let Msg::Job(first) = first else { break };
             let refuse = still_stuck(&conn, space);
-            let mut group = Group::open(&conn, &mut streams);
+            let mut group = Group::open(&conn, &mut streams, index.is_some());
             group.run(first, counters);
             loop {
                 if group.failure.is_some() {
@@ -361,6 +362,18 @@ fn still_stuck(conn: &Connection, space: &Space) -> bool {
     space.is_stuck()
 }
 
+/// Before COMMIT: the search rows and the schema counters of the records
+/// a group changed, from their fields before and after it.
+fn derive(conn: &Connection, touched: BTreeMap<Rid, Fields>, exclude: &[String]) -> Result<()> {
+    let mut deltas = BTreeMap::new();
+    for (rid, before) in touched {
+        let after = crate::records::fields(conn, rid)?;
+        crate::schema::counts::changes(&before, &after, &mut deltas);
+        crate::search::index::refresh(conn, rid, crate::search::visible(after, exclude), exclude)?;
+    }
+    crate::schema::counts::apply(conn, &deltas)
+}
+
 fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
     conn.prepare_cached(sql)?.execute([]).map(|_| ())
 }
@@ -376,14 +389,16 @@ struct Group<'c> {
     /// Sum of the committed writes' root-count changes.
     roots_delta: i64,
     acks: Vec<Ack>,
-    /// Records whose fields changed (see `Tx::touched`).
-    touched: BTreeSet<Rid>,
+    /// Records whose fields changed, as they were (see `Tx::touched`).
+    touched: BTreeMap<Rid, Fields>,
+    /// Whether search rows and schema counters are kept.
+    indexed: bool,
     /// Set when the group can no longer commit; later writes are not run.
     failure: Option<String>,
 }
 
 impl<'c> Group<'c> {
-    fn open(conn: &'c Connection, streams: &'c mut StreamState) -> Self {
+    fn open(conn: &'c Connection, streams: &'c mut StreamState, indexed: bool) -> Self {
         let failure = exec(conn, "BEGIN IMMEDIATE")
             .err()
             .map(|e| format!("cannot begin: {e}"));
@@ -395,7 +410,8 @@ impl<'c> Group<'c> {
             taken: 0,
             roots_delta: 0,
             acks: Vec::new(),
-            touched: BTreeSet::new(),
+            touched: BTreeMap::new(),
+            indexed,
             failure,
         }
     }
@@ -417,7 +433,7 @@ impl<'c> Group<'c> {
             streams: &mut *self.streams,
             now_ms: self.now_ms,
             roots_delta: 0,
-            touched: &mut self.touched,
+            touched: self.indexed.then_some(&mut self.touched),
         };
         let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
         let roots_delta = tx.roots_delta;
@@ -455,13 +471,9 @@ impl<'c> Group<'c> {
         counters.largest_batch.fetch_max(size, Ordering::Relaxed);
         if self.failure.is_none()
             && let Some(exclude) = index
+            && let Err(e) = derive(self.conn, std::mem::take(&mut self.touched), exclude)
         {
-            for rid in std::mem::take(&mut self.touched) {
-                if let Err(e) = crate::search::index::refresh(self.conn, rid, exclude) {
-                    self.failure = Some(format!("cannot index record {rid} for search: {e}"));
-                    break;
-                }
-            }
+            self.failure = Some(format!("cannot update the search index: {e}"));
         }
         if self.failure.is_none()
             && let Err(e) = add_to_root_count(self.conn, self.roots_delta)

@@ -4,26 +4,9 @@
 
 use std::collections::BTreeMap;
 
-use serde::Serialize;
-
 use super::classify::{Hint, KeyHint, Prim, parse_counter_key};
 
-/// What the schema says about one field path.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub(crate) struct FieldSchema {
-    /// The single primitive of every value, `undefined` when every value
-    /// is undefined, `mixed` otherwise.
-    #[serde(rename = "type")]
-    pub(crate) type_: String,
-    /// Set only when one hint covers every typed value of a non-mixed field.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) hint: Option<String>,
-    /// `language-code` when values of the path came from per-language keys.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub(crate) key_hint: Option<String>,
-    /// Values per label: the value's hint if it had one, else its primitive.
-    pub(crate) breakdown: BTreeMap<String, u64>,
-}
+pub(crate) use metacore::api::storaged::FieldSchema;
 
 /// The field type of a path whose values were of more than one kind.
 const MIXED: &str = "mixed";

@@ -98,7 +98,12 @@ fn rebuild(conn: &Connection, exclude: &[String]) -> Result<u64> {
     loop {
         let page = records::list_roots(conn, from, 1000)?;
         for rid in &page.rids {
-            refresh(conn, *rid, exclude)?;
+            refresh(
+                conn,
+                *rid,
+                visible(records::fields(conn, *rid)?, exclude),
+                exclude,
+            )?;
             n += 1;
         }
         match page.next {
@@ -136,10 +141,16 @@ pub(crate) fn rid_of(conn: &Connection, label: i64) -> Result<Option<Rid>> {
         .transpose()
 }
 
-/// Brings the record's row up to date with its fields (inside the
-/// caller's transaction): written again, or removed with the record.
-pub(crate) fn refresh(conn: &Connection, rid: Rid, exclude: &[String]) -> Result<()> {
-    let fields = visible(records::fields(conn, rid)?, exclude);
+/// Brings the record's row up to date with `fields`, its fields as
+/// search sees them (inside the caller's transaction): written again, or
+/// removed with the record. `exclude` is for the neighbours' rows should
+/// they be relabelled.
+pub(crate) fn refresh(
+    conn: &Connection,
+    rid: Rid,
+    fields: Fields,
+    exclude: &[String],
+) -> Result<()> {
     let old = label(conn, rid)?;
     if let Some(l) = old {
         conn.prepare_cached("DELETE FROM search_fts WHERE rowid = ?1")?

@@ -102,6 +102,7 @@ impl Store {
         }
         if opts.search_index {
             crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
+            crate::schema::counts::ensure(&conn)?;
         }
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());

@@ -1,6 +1,6 @@
 //! The search method of [`Store`].
 
-use metacore::api::storaged::{SearchPage, SearchQuery};
+use metacore::api::storaged::{SchemaFields, SchemaRescanned, SearchPage, SearchQuery};
 
 use super::Store;
 use crate::error::Result;
@@ -15,6 +15,31 @@ impl Store {
         }
         self.readers
             .read(move |c| search::search(c, &q, &exclude))
+            .await
+    }
+
+    /// The schema of every counted field path.
+    pub async fn schema(&self) -> Result<SchemaFields> {
+        self.readers
+            .read(|c| {
+                Ok(SchemaFields {
+                    fields: crate::schema::counts::schema(c)?,
+                })
+            })
+            .await
+    }
+
+    /// Counts every stored value again, in one write (the writer waits
+    /// for it), and answers the schema it gives.
+    pub async fn rescan_schema(&self) -> Result<SchemaRescanned> {
+        self.writer
+            .write(|tx| {
+                let values = crate::schema::counts::rebuild(tx.conn)?;
+                Ok(SchemaRescanned {
+                    values,
+                    fields: crate::schema::counts::schema(tx.conn)?,
+                })
+            })
             .await
     }
 

@@ -345,6 +345,13 @@ async fn every_json_answer_matches_the_openapi_document() {
             "/api/metadata/search".into(),
             Body::Json(json!({"hashId": rid})),
         ),
+        get("/api/schema", "/api/schema"),
+        call(
+            "/api/schema/rescan",
+            "post",
+            "/api/schema/rescan".into(),
+            Body::None,
+        ),
         call(
             "/api/metadata/batch",
             "post",

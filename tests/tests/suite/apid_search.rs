@@ -213,3 +213,74 @@ async fn bad_searches_are_400s_and_unknown_members_are_ignored() {
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
 }
+
+/// `GET /api/schema` from the counters kept on every write: the kinds of
+/// the values, the hints, the language-code collapse; changes and deletes
+/// move the counts; `POST /api/schema/rescan` (an admin route) counts
+/// everything again and agrees.
+#[tokio::test]
+async fn the_schema_follows_every_write() {
+    let dir = e2e::daemon::test_dir();
+    let s = Launch::in_dir(dir.path()).start().await;
+    let a = Apid::start_with(&s, &[("META_CORE_ADMIN_TOKEN", "sekret")]).await;
+    let (r1, r2) = (random_rid().to_string(), random_rid().to_string());
+    a.ok_json(
+        "PATCH",
+        &format!("/meta/{r1}"),
+        &json!({"year": "1999", "added": "1700000000", "rating": "7.5", "watched": "false",
+                "plot/eng": "words", "plot/fra": "mots", "poster": "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy",
+                "released": "2019-05-01", "info": "{\"a\": 1}", "cids/bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy": "true"}),
+    )
+    .await;
+    a.ok_json("PATCH", &format!("/meta/{r2}"), &json!({"year": "unknown"}))
+        .await;
+    let schema = a.get_ok("/api/schema").await;
+    assert_eq!(schema["source"], "live");
+    assert!(schema["generated_at"].as_str().unwrap().starts_with("20"));
+    let f = &schema["fields"];
+    assert_eq!(f["year"]["type"], "mixed", "{f}");
+    assert_eq!(f["year"]["breakdown"], json!({"int": 1, "string": 1}));
+    assert_eq!(
+        f["added"],
+        json!({"type": "int", "hint": "timestamp", "breakdown": {"timestamp": 1}})
+    );
+    assert_eq!(f["rating"]["type"], "float");
+    assert_eq!(f["watched"]["type"], "bool");
+    assert_eq!(f["plot"]["key_hint"], "language-code");
+    assert_eq!(f["plot"]["breakdown"], json!({"string": 2}));
+    assert_eq!(f["poster"]["hint"], "cid");
+    assert_eq!(f["released"]["hint"], "timestamp");
+    assert_eq!(f["info"]["type"], "json-object");
+    assert!(
+        !f.as_object().unwrap().keys().any(|k| k.starts_with("cids")),
+        "{f}"
+    );
+
+    // A change moves the value; a delete takes it off.
+    a.ok_json("PATCH", &format!("/meta/{r2}"), &json!({"year": "2001"}))
+        .await;
+    a.send("DELETE", &format!("/meta/{r1}/rating"), "", &[])
+        .await;
+    let f = a.get_ok("/api/schema").await["fields"].clone();
+    assert_eq!(f["year"], json!({"type": "int", "breakdown": {"int": 2}}));
+    assert!(f.get("rating").is_none(), "{f}");
+
+    // The rescan is an admin route, and counts the same.
+    a.send("POST", "/api/schema/rescan", "", &[])
+        .await
+        .assert_error(401, "unauthorized");
+    let r = a
+        .send(
+            "POST",
+            "/api/schema/rescan",
+            "",
+            &[("authorization", "Bearer sekret")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = r.json();
+    assert_eq!(r["schema"]["source"], "rescan");
+    assert_eq!(r["schema"]["fields"], f);
+    // The first record's eight left besides its cids/ member, the second's one.
+    assert_eq!(r["published_events"], 9, "{r}");
+}

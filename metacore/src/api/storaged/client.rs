@@ -117,6 +117,18 @@ impl StoragedClient {
             .await
     }
 
+    /// The schema of every counted field path.
+    pub async fn schema(&self) -> Result<SchemaFields, ClientError> {
+        self.inner.get("/schema").await
+    }
+
+    /// Rebuilds the schema counters from every stored value.
+    pub async fn rescan_schema(&self) -> Result<SchemaRescanned, ClientError> {
+        self.inner
+            .call::<(), _>(Method::POST, "/schema/rescan", None)
+            .await
+    }
+
     /// Records passing a search, in RID order.
     pub async fn search(&self, q: &SearchQuery) -> Result<SearchPage, ClientError> {
         self.inner.call(Method::POST, "/search", Some(q)).await

@@ -329,6 +329,38 @@ pub struct SearchPage {
     pub total: u64,
 }
 
+/// What `GET /schema` says about one field path (the original's
+/// `FieldSchema`).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FieldSchema {
+    /// The single primitive of every value, `undefined` when every value
+    /// is undefined, `mixed` otherwise.
+    #[serde(rename = "type")]
+    pub type_: String,
+    /// Set only when one hint covers every typed value of a non-mixed field.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hint: Option<String>,
+    /// `language-code` when values of the path came from per-language keys.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key_hint: Option<String>,
+    /// Values per label: the value's hint if it had one, else its primitive.
+    pub breakdown: std::collections::BTreeMap<String, u64>,
+}
+
+/// `GET /schema`: every counted field path.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaFields {
+    pub fields: std::collections::BTreeMap<String, FieldSchema>,
+}
+
+/// `POST /schema/rescan`: the counters rebuilt from every stored value.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SchemaRescanned {
+    /// Values counted.
+    pub values: u64,
+    pub fields: std::collections::BTreeMap<String, FieldSchema>,
+}
+
 /// `POST /streams/{stream}/entries`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct AppendBody {
