@@ -57,6 +57,16 @@ const WORDS: &[&str] = &[
     "false",
     "0",
     "true",
+    "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy",
+    "BAFKREIGH2AKISCAILDCQABSYG3DFR6CHU3FGPREGIYMSCK7E7AQA4S52ZY",
+    "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
+    "kreigh2ak",
+];
+/// CIDs, which the index keeps whole rather than by trigrams.
+const CIDS: &[&str] = &[
+    "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy",
+    "bafkreidgvpkjawlxz6sffxzwgooowe5yt7i6wsyg236mfoks77nywkptdq",
+    "QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG",
 ];
 const GENRES: &[&str] = &[
     "Action", "action", "Drama", "drama", "Comedy", "War", "sci-fi",
@@ -72,6 +82,9 @@ const PROPERTIES: &[&str] = &[
     "missing",
     "categories/newznab",
     "plot",
+    "poster",
+    "Poster",
+    "showtitle",
     "",
 ];
 
@@ -119,6 +132,20 @@ fn record(g: &mut Gen) -> Fields {
     if g.chance(10) {
         // Longer than what is indexed of a value.
         f.insert("plot".into(), format!("{} river end", "word ".repeat(80)));
+    }
+    if g.chance(5) {
+        // Longer than what is indexed of a free-text field.
+        f.insert(
+            "filePath".into(),
+            format!("/files/{}night.mkv", "deep/".repeat(60)),
+        );
+    }
+    if g.chance(40) {
+        f.insert("poster".into(), g.pick(CIDS).into());
+    }
+    if g.chance(10) {
+        // A CID in a free-text field.
+        f.insert("showtitle".into(), g.pick(CIDS).into());
     }
     if f.is_empty() {
         f.insert("type".into(), "movie".into());
@@ -247,17 +274,36 @@ async fn the_index_answers_what_a_scan_answers() {
 }
 
 /// RIDs chosen to share their top 63 bits (labels start as those bits)
-/// still come back in RID order: the labels are spread between
-/// neighbours, and a crowded range is relabelled.
+/// still come back in RID order, and every one of them: the labels are
+/// spread between neighbours, and a crowded range is relabelled (in
+/// descending order, a new label is often a neighbour's old one).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn colliding_rids_keep_rid_order() {
+    let mut g = Gen(7);
+    let mut shuffled: Vec<u128> = (0..300).collect();
+    for i in (1..shuffled.len()).rev() {
+        shuffled.swap(i, g.below(i + 1));
+    }
+    let orders: [Vec<u128>; 3] = [
+        // From the middle outwards, so that every gap is halved.
+        {
+            let mut o: Vec<u128> = (0..200).collect();
+            o.sort_by_key(|i| (i % 2 == 0, if i % 2 == 0 { 200 - i } else { *i }));
+            o
+        },
+        (0..300).rev().collect(),
+        shuffled,
+    ];
+    for order in orders {
+        colliding_in(order).await;
+    }
+}
+
+async fn colliding_in(order: Vec<u128>) {
     let dir = tempfile::tempdir().unwrap();
     let store = Store::open(&Options::for_path(dir.path().join("c.db"))).unwrap();
     let base = Rid::mint().as_u128() & !((1u128 << 65) - 1);
     let mut rids: Vec<Rid> = Vec::new();
-    // Inserted from the middle outwards, so that every gap is halved.
-    let mut order: Vec<u128> = (0..200).collect();
-    order.sort_by_key(|i| (i % 2 == 0, if i % 2 == 0 { 200 - i } else { *i }));
     for i in order {
         let rid = Rid::from_u128(base | (i << 8));
         let fields: Fields = [("title".to_string(), format!("same title {i}"))].into();
@@ -286,5 +332,74 @@ async fn colliding_rids_keep_rid_order() {
         store.search(q.clone()).await.unwrap(),
         store.search_by_scan(q).await.unwrap()
     );
+    store.close().await;
+}
+
+/// A record whose every field is excluded from search is still found by
+/// its RID, as a scan finds it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_record_of_excluded_fields_is_found_by_its_rid() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("x.db"))).unwrap();
+    let rid = Rid::mint();
+    let fields: Fields = [("categories/newznab/2040".to_string(), "true".to_string())].into();
+    store
+        .replace(Target::Rid(rid), CheckedFields::check(fields).unwrap())
+        .await
+        .unwrap();
+    let q = SearchQuery {
+        query: rid.to_string()[14..24].to_lowercase(),
+        filters: Vec::new(),
+        limit: 10,
+    };
+    let indexed = store.search(q.clone()).await.unwrap();
+    assert_eq!(indexed, store.search_by_scan(q).await.unwrap());
+    assert_eq!(indexed.results.len(), 1);
+    assert!(
+        indexed.results[0].fields.is_empty(),
+        "the excluded field is not shown"
+    );
+    store.close().await;
+}
+
+/// A rescan that shares its group with other writes counts each value
+/// once: the counters after are what a rescan on its own gives.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_rescan_among_writes_counts_each_value_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("r.db"))).unwrap();
+    let mut rids = Vec::new();
+    for i in 0..40 {
+        let rid = Rid::mint();
+        let fields: Fields = [
+            ("year".to_string(), (1990 + i).to_string()),
+            ("rating".to_string(), "7.5".to_string()),
+        ]
+        .into();
+        store
+            .replace(Target::Rid(rid), CheckedFields::check(fields).unwrap())
+            .await
+            .unwrap();
+        rids.push(rid);
+    }
+    for (i, rid) in rids.iter().enumerate() {
+        let fields: Fields = [("year".to_string(), format!("unknown {i}"))].into();
+        let (a, b, c, d) = tokio::join!(
+            store.merge(
+                Target::Rid(Rid::mint()),
+                CheckedFields::check(fields.clone()).unwrap()
+            ),
+            store.delete_field(Target::Rid(*rid), FieldName::new("rating").unwrap()),
+            store.rescan_schema(),
+            store.merge(Target::Rid(*rid), CheckedFields::check(fields).unwrap()),
+        );
+        a.unwrap();
+        b.unwrap();
+        c.unwrap();
+        d.unwrap();
+        let kept = store.schema().await.unwrap().fields;
+        let alone = store.rescan_schema().await.unwrap().fields;
+        assert_eq!(kept, alone, "round {i}");
+    }
     store.close().await;
 }

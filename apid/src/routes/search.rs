@@ -17,35 +17,49 @@ use crate::state::State;
 const DEFAULT_LIMIT: u32 = 100;
 /// `limit` at most.
 pub(crate) const MAX_LIMIT: u32 = 10_000;
-/// Filters in one request at most, and values in one filter.
+/// Filters in one request at most (the legacy pair included), values in
+/// one filter, and values in all of them.
 const MAX_FILTERS: usize = 32;
 const MAX_VALUES: usize = 256;
+const MAX_ALL_VALUES: usize = 1024;
+/// Bytes and words of `query` at most.
+const MAX_QUERY_BYTES: usize = 4096;
+const MAX_QUERY_WORDS: usize = 64;
+
+/// A member sent as JSON `null` reads as absent, as Go's decoder read it.
+fn null_as_default<'de, D, T>(d: D) -> Result<T, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Default + Deserialize<'de>,
+{
+    Ok(Option::<T>::deserialize(d)?.unwrap_or_default())
+}
 
 /// The request, as the original read it: every member optional, members it
 /// does not know ignored (its Go decoder did the same).
 #[derive(Debug, Default, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct SearchRequest {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub query: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub hash_id: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub property: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub property_value: String,
     pub limit: Option<i64>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub filters: Vec<FilterRequest>,
 }
 
 #[derive(Debug, Default, Deserialize)]
 pub(crate) struct FilterRequest {
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub property: String,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub values: Vec<String>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "null_as_default")]
     pub exact: bool,
 }
 
@@ -98,6 +112,16 @@ fn storaged_query(req: SearchRequest) -> Result<SearchQuery, ApiError> {
     if filters.iter().any(|f| f.values.len() > MAX_VALUES) {
         return Err(ApiError::schema(format!(
             "at most {MAX_VALUES} values in one filter"
+        )));
+    }
+    if filters.iter().map(|f| f.values.len()).sum::<usize>() > MAX_ALL_VALUES {
+        return Err(ApiError::schema(format!(
+            "at most {MAX_ALL_VALUES} values in all filters"
+        )));
+    }
+    if req.query.len() > MAX_QUERY_BYTES || req.query.split_whitespace().count() > MAX_QUERY_WORDS {
+        return Err(ApiError::schema(format!(
+            "query is at most {MAX_QUERY_BYTES} bytes and {MAX_QUERY_WORDS} words"
         )));
     }
     Ok(SearchQuery {

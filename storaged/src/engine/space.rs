@@ -51,6 +51,8 @@ pub(crate) struct Space {
     reserved: AtomicBool,
     /// The filesystem refused to allocate it: not tried again.
     unsupported: AtomicBool,
+    /// Held while the reserve is made or released (two threads do).
+    reserve_turn: std::sync::Mutex<()>,
     low: AtomicBool,
     stuck: AtomicBool,
 }
@@ -70,6 +72,7 @@ impl Space {
             reserve_bytes,
             reserved: AtomicBool::new(false),
             unsupported: AtomicBool::new(false),
+            reserve_turn: std::sync::Mutex::new(()),
             low: AtomicBool::new(false),
             stuck: AtomicBool::new(false),
         };
@@ -85,6 +88,8 @@ impl Space {
     /// room for it besides [`LOW_SPACE_BYTES`] (the checkpointer calls
     /// this every tick).
     pub(crate) fn keep_reserve(&self) {
+        // The writer may release the reserve meanwhile (`checkpoint`).
+        let _turn = self.reserve_turn.lock().unwrap_or_else(|p| p.into_inner());
         if self.reserve_bytes == 0
             || self.reserved.load(Ordering::Relaxed)
             || self.unsupported.load(Ordering::Relaxed)
@@ -110,11 +115,17 @@ impl Space {
                     tracing::info!(path = %self.reserve.display(), bytes = self.reserve_bytes, "made the reserve for a full volume's checkpoint");
                 }
             }
-            Err(e) => {
+            Err(e) if matches!(e, rustix::io::Errno::OPNOTSUPP | rustix::io::Errno::NOSYS) => {
                 // A filesystem without fallocate: no reserve, said once.
                 let _ = std::fs::remove_file(&self.reserve);
-                tracing::warn!(error = %e, path = %self.reserve.display(), "cannot make the reserve for a full volume's checkpoint; going without");
+                tracing::warn!(error = %e, path = %self.reserve.display(), "cannot make the reserve for a full volume's checkpoint on this filesystem; going without");
                 self.unsupported.store(true, Ordering::Relaxed);
+            }
+            Err(e) => {
+                // No room after all, or another passing failure: tried
+                // again on a later tick.
+                let _ = std::fs::remove_file(&self.reserve);
+                tracing::debug!(error = %e, "cannot make the reserve yet");
             }
         }
     }
@@ -122,6 +133,7 @@ impl Space {
     /// Removes the reserve so that a checkpoint can use its room; true
     /// when there was one.
     fn release_reserve(&self) -> bool {
+        let _turn = self.reserve_turn.lock().unwrap_or_else(|p| p.into_inner());
         self.reserved.store(false, Ordering::Relaxed);
         let released = self.reserve_bytes > 0 && std::fs::remove_file(&self.reserve).is_ok();
         if released {
@@ -178,7 +190,7 @@ impl Space {
 
     /// Takes note of a checkpoint's outcome: a failure for want of space
     /// sets [`Self::is_stuck`] (and `/health` degraded), one that copied
-    /// the whole WAL clears it.
+    /// what it could without failing clears it.
     fn after_checkpoint(&self, result: &Checkpoint) {
         match result {
             Err(e) if crate::error::is_disk_full(e) => {
@@ -189,7 +201,9 @@ impl Space {
                 }
                 crate::error::DISK_FULL.store(true, Ordering::Relaxed);
             }
-            Ok((false, log, copied)) if log == copied => {
+            // Copied all it could (up to what readers still see) without
+            // running out of room: the volume has room again.
+            Ok((false, _, _)) => {
                 if self.stuck.swap(false, Ordering::Relaxed) {
                     tracing::info!("the WAL is copied back; writes are accepted again");
                 }
@@ -216,19 +230,22 @@ mod tests {
     }
 
     #[test]
-    fn a_failure_for_space_sticks_until_a_whole_copy() {
+    fn a_failure_for_space_sticks_until_a_checkpoint_has_room() {
         let dir = tempfile::tempdir().unwrap();
         let s = Space::new(&dir.path().join("db"), 0);
         assert!(!s.is_stuck());
         s.after_checkpoint(&full());
         assert!(s.is_stuck());
-        // Busy, or a partial copy, leaves it stuck.
+        // Busy (another checkpoint runs) leaves it stuck.
         s.after_checkpoint(&Ok((true, 10, 10)));
-        s.after_checkpoint(&Ok((false, 10, 4)));
         assert!(s.is_stuck());
         // Another error is not a full volume.
         s.after_checkpoint(&Err(rusqlite::Error::InvalidQuery));
         assert!(s.is_stuck());
+        // A copy of all that readers allowed, without running out of room.
+        s.after_checkpoint(&Ok((false, 10, 4)));
+        assert!(!s.is_stuck());
+        s.after_checkpoint(&full());
         s.after_checkpoint(&Ok((false, 10, 10)));
         assert!(!s.is_stuck());
     }

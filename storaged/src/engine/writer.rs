@@ -369,7 +369,14 @@ fn derive(conn: &Connection, touched: BTreeMap<Rid, Fields>, exclude: &[String])
     for (rid, before) in touched {
         let after = crate::records::fields(conn, rid)?;
         crate::schema::counts::changes(&before, &after, &mut deltas);
-        crate::search::index::refresh(conn, rid, crate::search::visible(after, exclude), exclude)?;
+        let exists = !after.is_empty();
+        crate::search::index::refresh(
+            conn,
+            rid,
+            crate::search::visible(after, exclude),
+            exists,
+            exclude,
+        )?;
     }
     crate::schema::counts::apply(conn, &deltas)
 }

@@ -42,11 +42,13 @@ pub(crate) fn changes(before: &Fields, after: &Fields, deltas: &mut BTreeMap<Str
     }
 }
 
-/// Writes the group's counter changes; a counter that reaches 0 goes.
+/// Writes the group's counter changes; a counter that reaches 0 goes. A
+/// count never goes below 0 (only a bug could take it there, and a
+/// negative count would make the schema unreadable): it stops at 0.
 pub(crate) fn apply(conn: &Connection, deltas: &BTreeMap<String, i64>) -> Result<()> {
     let mut add = conn.prepare_cached(
-        "INSERT INTO kv(k, v) VALUES (?1, CAST(?2 AS TEXT)) \
-         ON CONFLICT(k) DO UPDATE SET v = CAST(CAST(v AS INTEGER) + ?2 AS TEXT)",
+        "INSERT INTO kv(k, v) VALUES (?1, CAST(MAX(0, ?2) AS TEXT)) \
+         ON CONFLICT(k) DO UPDATE SET v = CAST(MAX(0, CAST(v AS INTEGER) + ?2) AS TEXT)",
     )?;
     let mut drop_zero = conn.prepare_cached("DELETE FROM kv WHERE k = ?1 AND v = '0'")?;
     for (key, d) in deltas.iter().filter(|(_, d)| **d != 0) {
@@ -111,6 +113,19 @@ pub(crate) fn rebuild(conn: &Connection) -> Result<u64> {
         "INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
         params![BUILT_KEY, BUILT],
     )?;
+    Ok(values)
+}
+
+/// `POST /schema/rescan` as a write: counts every value again, and takes
+/// the records the group changed before this job as they are now, so
+/// that their changes are not counted a second time before COMMIT.
+pub(crate) fn rescan(tx: &mut crate::engine::tx::Tx<'_>) -> Result<u64> {
+    let values = rebuild(tx.conn)?;
+    if let Some(touched) = tx.touched.as_deref_mut() {
+        for (rid, before) in touched.iter_mut() {
+            *before = records::fields(tx.conn, *rid)?;
+        }
+    }
     Ok(values)
 }
 

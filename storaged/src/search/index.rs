@@ -98,12 +98,9 @@ fn rebuild(conn: &Connection, exclude: &[String]) -> Result<u64> {
     loop {
         let page = records::list_roots(conn, from, 1000)?;
         for rid in &page.rids {
-            refresh(
-                conn,
-                *rid,
-                visible(records::fields(conn, *rid)?, exclude),
-                exclude,
-            )?;
+            let fields = records::fields(conn, *rid)?;
+            let exists = !fields.is_empty();
+            refresh(conn, *rid, visible(fields, exclude), exists, exclude)?;
             n += 1;
         }
         match page.next {
@@ -143,12 +140,14 @@ pub(crate) fn rid_of(conn: &Connection, label: i64) -> Result<Option<Rid>> {
 
 /// Brings the record's row up to date with `fields`, its fields as
 /// search sees them (inside the caller's transaction): written again, or
-/// removed with the record. `exclude` is for the neighbours' rows should
-/// they be relabelled.
+/// removed with the record when it no longer `exists` (a record whose
+/// every field is excluded keeps a row: its RID can still be searched).
+/// `exclude` is for the neighbours' rows should they be relabelled.
 pub(crate) fn refresh(
     conn: &Connection,
     rid: Rid,
     fields: Fields,
+    exists: bool,
     exclude: &[String],
 ) -> Result<()> {
     let old = label(conn, rid)?;
@@ -156,7 +155,7 @@ pub(crate) fn refresh(
         conn.prepare_cached("DELETE FROM search_fts WHERE rowid = ?1")?
             .execute([l])?;
     }
-    if fields.is_empty() {
+    if !exists {
         if let Some(l) = old {
             set(conn, &label_key(rid), None)?;
             set(conn, &row_key(l), None)?;
@@ -164,7 +163,11 @@ pub(crate) fn refresh(
         return Ok(());
     }
     let l = match old {
-        Some(l) => l,
+        Some(l) => {
+            // Written again each time, so that a lost row key heals.
+            set(conn, &row_key(l), Some(&rid.to_string()))?;
+            l
+        }
         None => place(conn, rid, exclude)?,
     };
     insert_row(conn, rid, l, &fields)
@@ -278,12 +281,16 @@ fn relabel(conn: &Connection, rid: Rid, exclude: &[String]) -> Result<()> {
         let room = hi - lo;
         if room / slots >= 2 {
             let step = room / slots;
-            for (i, r) in window.iter().enumerate() {
+            // Every old row and row key goes first: a new label may be
+            // another window record's old one.
+            for r in &window {
                 if let Some(old) = label(conn, *r)? {
                     conn.prepare_cached("DELETE FROM search_fts WHERE rowid = ?1")?
                         .execute([old])?;
                     set(conn, &row_key(old), None)?;
                 }
+            }
+            for (i, r) in window.iter().enumerate() {
                 let l = lo + step * (i as i64 + 1);
                 set(conn, &label_key(*r), Some(&l.to_string()))?;
                 set(conn, &row_key(l), Some(&r.to_string()))?;

@@ -93,7 +93,11 @@ fn filter_expr(f: &SearchFilter) -> tokens::Expr {
         .flat_map(|v| {
             [
                 tokens::has_field(&format!("{}/{v}", f.property)),
-                tokens::field_contains(&f.property, v),
+                if f.exact {
+                    tokens::field_equals(&f.property, v)
+                } else {
+                    tokens::field_contains(&f.property, v)
+                },
             ]
         })
         .collect();
@@ -105,6 +109,8 @@ fn filter_expr(f: &SearchFilter) -> tokens::Expr {
 /// when that cannot be narrowed.
 fn query_expr(query: &str) -> tokens::Expr {
     let words: Vec<String> = matchers::tokens(query)
+        .into_iter()
+        .collect::<std::collections::BTreeSet<_>>()
         .into_iter()
         .filter(|t| t.chars().count() >= 3)
         // The free-text fields share one scope in the index.

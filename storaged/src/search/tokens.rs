@@ -7,6 +7,10 @@
 //!   (in its first [`MAX_INDEXED_CHARS`] characters for the free-text
 //!   fields, [`MAX_INDEXED_CHARS_OTHER`] for the others);
 //! - `L(f)`: the value of `f` is longer than that, so only `P(f)` bounds it;
+//! - `C(f)`: the value of `f` is a CID, and `E(f, v)` its lowercased
+//!   value: a CID's trigrams are nearly all unique (about a sixth of a
+//!   record's tokens, and the dearest to write), while what is asked of a
+//!   CID field is the whole CID;
 //! - `R(g)`: the lowercased RID contains the trigram `g`.
 //!
 //! Scoping each trigram to its field is what makes "field `tmdbid`
@@ -28,7 +32,7 @@ use metacore::record::Fields;
 use super::matchers::HAYSTACK_FIELDS;
 
 /// Version of the token scheme (bump on any change to what is indexed).
-pub(crate) const SCHEME: u32 = 3;
+pub(crate) const SCHEME: u32 = 4;
 
 /// Characters of a value whose trigrams are indexed: more for the fields
 /// free text is searched in (`matchers::HAYSTACK_FIELDS`), whose whole
@@ -60,6 +64,8 @@ enum Kind {
     Presence = b'p' as isize,
     Trigram = b't' as isize,
     Long = b'l' as isize,
+    Cid = b'c' as isize,
+    Exact = b'e' as isize,
     Rid = b'r' as isize,
 }
 
@@ -123,6 +129,11 @@ pub(crate) fn document(rid: &str, fields: &Fields) -> String {
         let f = f.to_lowercase();
         all.push(hash(Kind::Presence, &[&f]));
         let scope = scope(&f);
+        if is_cid(v) {
+            all.push(hash(Kind::Cid, &[scope]));
+            all.push(hash(Kind::Exact, &[scope, &v.to_lowercase()]));
+            continue;
+        }
         let max = if scope == HAY {
             MAX_INDEXED_CHARS
         } else {
@@ -167,9 +178,9 @@ pub(crate) fn has_field(field: &str) -> String {
 }
 
 /// Records whose field `field` may contain `needle` (both compared
-/// lowercased): all of the needle's trigrams in that field, or a value too
-/// long to be indexed whole; a needle under three characters only asks
-/// that the field be there.
+/// lowercased): all of the needle's trigrams in that field, a value too
+/// long to be indexed whole, or a CID value; a needle under three
+/// characters only asks that the field be there.
 pub(crate) fn field_contains(field: &str, needle: &str) -> String {
     let field = field.to_lowercase();
     let f = scope(&field);
@@ -178,12 +189,60 @@ pub(crate) fn field_contains(field: &str, needle: &str) -> String {
     if grams.is_empty() {
         return has_field(&field);
     }
+    // A CID value could contain any needle: its field is all the index
+    // can say.
+    format!(
+        "({} OR {})",
+        indexed_contains(f, grams),
+        word(hash(Kind::Cid, &[f]))
+    )
+}
+
+/// A CID as the schema's classification sees one: `ba` and 14 or more
+/// base32 letters, or `Qm` and 44 base58 characters.
+fn is_cid(v: &str) -> bool {
+    let b = v.as_bytes();
+    match b {
+        [b'b', b'a', rest @ ..] => {
+            rest.len() >= 14 && rest.iter().all(|c| matches!(c, b'a'..=b'z' | b'2'..=b'7'))
+        }
+        [b'Q', b'm', rest @ ..] => {
+            rest.len() == 44
+                && rest
+                    .iter()
+                    .all(|c| c.is_ascii_alphanumeric() && !matches!(c, b'0' | b'O' | b'I' | b'l'))
+        }
+        _ => false,
+    }
+}
+
+/// Records whose field `field` may hold a piece equal to `needle` (both
+/// compared lowercased): as [`field_contains`], but a CID value only when
+/// it is the needle.
+pub(crate) fn field_equals(field: &str, needle: &str) -> String {
+    let field = field.to_lowercase();
+    let needle = needle.to_lowercase();
+    let f = scope(&field);
+    let grams: BTreeSet<&str> = trigrams(&needle).into_iter().collect();
+    if grams.is_empty() {
+        return has_field(&field);
+    }
+    format!(
+        "({} OR {})",
+        indexed_contains(f, grams),
+        word(hash(Kind::Exact, &[f, &needle]))
+    )
+}
+
+/// The part of a contains test answered by trigrams: all of them, or a
+/// value too long to be indexed whole.
+fn indexed_contains(f: &str, grams: BTreeSet<&str>) -> String {
     let all: Vec<String> = spread(grams.into_iter().collect())
         .into_iter()
         .map(|g| word(hash(Kind::Trigram, &[f, g])))
         .collect();
     format!(
-        "(({}) OR {})",
+        "({}) OR {}",
         all.join(" AND "),
         word(hash(Kind::Long, &[f]))
     )
@@ -256,6 +315,25 @@ mod tests {
         for g in trigrams("01abcdef") {
             assert!(have.contains(word(hash(Kind::Rid, &[g])).as_str()));
         }
+    }
+
+    #[test]
+    fn a_cid_value_is_kept_whole() {
+        let cid = "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy";
+        let fields: Fields = [("poster".to_string(), cid.to_string())].into();
+        let doc = document("01ABCDEF", &fields);
+        let have = tokens_of(&doc);
+        assert!(have.contains(word(hash(Kind::Exact, &["poster", cid])).as_str()));
+        assert!(have.contains(word(hash(Kind::Cid, &["poster"])).as_str()));
+        assert!(!have.contains(word(hash(Kind::Trigram, &["poster", "baf"])).as_str()));
+        assert!(field_contains("poster", "kreigh").contains(&word(hash(Kind::Cid, &["poster"]))));
+        assert!(
+            field_equals("Poster", &cid.to_uppercase())
+                .contains(&word(hash(Kind::Exact, &["poster", cid])))
+        );
+        assert!(is_cid("QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG"));
+        assert!(!is_cid("bafk-not-a-cid-at-all"));
+        assert!(!is_cid("bafkshort"));
     }
 
     #[test]

@@ -34,7 +34,7 @@ impl Store {
     pub async fn rescan_schema(&self) -> Result<SchemaRescanned> {
         self.writer
             .write(|tx| {
-                let values = crate::schema::counts::rebuild(tx.conn)?;
+                let values = crate::schema::counts::rescan(tx)?;
                 Ok(SchemaRescanned {
                     values,
                     fields: crate::schema::counts::schema(tx.conn)?,

@@ -300,8 +300,15 @@ async fn kv_browser_reads_keys_tree_search_find_and_values() {
         "the cursor continues: {next}"
     );
 
+    // The field's key, and its schema counter (`idx:schema/fileinfo/codec…`).
     let found = a.get_ok("/api/kv/search?contains=codec").await;
-    assert_eq!(found["keys"], json!([format!("file:{r1}/fileinfo/codec")]));
+    assert_eq!(
+        found["keys"],
+        json!([
+            format!("file:{r1}/fileinfo/codec"),
+            "idx:schema/fileinfo/codec\u{1f}\u{1f}string\u{1f}"
+        ])
+    );
     let f = a
         .get_ok("/api/kv/find?contains=river&fields=title,fileinfo/codec")
         .await;

@@ -212,6 +212,33 @@ async fn bad_searches_are_400s_and_unknown_members_are_ignored() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
+    // null reads as absent, as a Go client's nil slice is sent.
+    let r = a
+        .send_json(
+            "POST",
+            "/api/metadata/search",
+            &json!({"query": null, "hashId": null, "filters": [{"property": "x", "values": null, "exact": null}], "limit": null}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = a
+        .send_json("POST", "/api/metadata/search", &json!({"filters": null}))
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // What a search may cost is bounded.
+    let long = "word ".repeat(65);
+    a.send_json("POST", "/api/metadata/search", &json!({"query": long}))
+        .await
+        .assert_error(400, "schema_violation");
+    let values: Vec<String> = (0..200).map(|i| format!("v{i}")).collect();
+    let filters: Vec<Value> = (0..6)
+        .map(|i| json!({"property": format!("p{i}"), "values": values}))
+        .collect();
+    let r = a
+        .send_json("POST", "/api/metadata/search", &json!({"filters": filters}))
+        .await;
+    r.assert_error(400, "schema_violation");
+    assert!(r.text().contains("1024"), "{}", r.text());
 }
 
 /// `GET /api/schema` from the counters kept on every write: the kinds of

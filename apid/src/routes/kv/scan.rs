@@ -37,9 +37,10 @@ pub(crate) struct TreeQuery {
 
 /// `GET /api/kv/tree?prefix=&delimiter=&cursor=&max=`: one level of the
 /// key space under `prefix`, S3 style: `branches` are `prefix + segment +
-/// delimiter`, `leaves` full keys, both sorted. The cursor is the key to
-/// continue after (empty when done). storaged walks it with one index
-/// seek per entry (`KvTreePage`).
+/// delimiter`, `leaves` full keys, both sorted. The cursor is where the
+/// next page starts (past a leaf, the leaf and U+0001; past a branch, the
+/// first string after its keys), empty when done. storaged walks it with
+/// one index seek per entry (`KvTreePage`).
 pub(crate) async fn tree(st: State, QueryParams(q): QueryParams<TreeQuery>) -> JsonReply<KvTree> {
     let delimiter = q.delimiter.unwrap_or_else(|| "/".into());
     let max = page_size("max", q.max, 500, MAX_TREE)?;
@@ -70,7 +71,7 @@ pub(crate) struct KvTree {
     pub delimiter: String,
     pub branches: Vec<String>,
     pub leaves: Vec<String>,
-    /// The key to continue after; empty when done.
+    /// Where the next page starts; empty when done.
     pub cursor: String,
     pub has_more: bool,
 }
