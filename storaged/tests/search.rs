@@ -403,3 +403,89 @@ async fn a_rescan_among_writes_counts_each_value_once() {
     }
     store.close().await;
 }
+
+/// Records written while the index was not kept (a standby on an older
+/// build) are found once a store that keeps it opens the file again: it
+/// sees the index short of rows and rebuilds it, and the counters.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn records_written_without_the_index_are_found_after_reopening() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("o.db");
+    let write = |store: Store, title: &'static str| async move {
+        let fields: Fields = [("title".to_string(), title.to_string())].into();
+        store
+            .replace(
+                Target::Rid(Rid::mint()),
+                CheckedFields::check(fields).unwrap(),
+            )
+            .await
+            .unwrap();
+        store.close().await;
+    };
+    write(
+        Store::open(&Options::for_path(&path)).unwrap(),
+        "kept river",
+    )
+    .await;
+    let mut without = Options::for_path(&path);
+    without.search_index = false;
+    write(Store::open(&without).unwrap(), "unkept river").await;
+    let store = Store::open(&Options::for_path(&path)).unwrap();
+    let q = SearchQuery {
+        query: "river".into(),
+        filters: Vec::new(),
+        limit: 10,
+    };
+    let indexed = store.search(q.clone()).await.unwrap();
+    assert_eq!(indexed.results.len(), 2, "{indexed:?}");
+    assert_eq!(indexed, store.search_by_scan(q).await.unwrap());
+    assert_eq!(
+        store.schema().await.unwrap().fields["title"].breakdown["string"],
+        2
+    );
+    store.close().await;
+}
+
+/// An index row that cannot be updated (here a corrupt label) does not
+/// fail the write: it commits, search answers by scanning meanwhile, and
+/// the next open rebuilds the index.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_broken_index_row_fails_no_write() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("b.db");
+    let rid = Rid::mint();
+    let title =
+        |t: &str| CheckedFields::check([("title".to_string(), t.to_string())].into()).unwrap();
+    let store = Store::open(&Options::for_path(&path)).unwrap();
+    store
+        .replace(Target::Rid(rid), title("alpha river"))
+        .await
+        .unwrap();
+    store.close().await;
+    drop(store);
+    let conn = rusqlite::Connection::open(&path).unwrap();
+    conn.execute(
+        "UPDATE kv SET v = 'junk' WHERE k = ?1",
+        [format!("idx:fts/{rid}")],
+    )
+    .unwrap();
+    drop(conn);
+    let q = SearchQuery {
+        query: "beta".into(),
+        filters: Vec::new(),
+        limit: 10,
+    };
+    let store = Store::open(&Options::for_path(&path)).unwrap();
+    store
+        .merge(Target::Rid(rid), title("beta river"))
+        .await
+        .unwrap();
+    assert_eq!(store.search(q.clone()).await.unwrap().results.len(), 1);
+    store.close().await;
+    drop(store);
+    let store = Store::open(&Options::for_path(&path)).unwrap();
+    let indexed = store.search(q.clone()).await.unwrap();
+    assert_eq!(indexed.results.len(), 1);
+    assert_eq!(indexed, store.search_by_scan(q).await.unwrap());
+    store.close().await;
+}

@@ -478,9 +478,35 @@ impl<'c> Group<'c> {
         counters.largest_batch.fetch_max(size, Ordering::Relaxed);
         if self.failure.is_none()
             && let Some(exclude) = index
-            && let Err(e) = derive(self.conn, std::mem::take(&mut self.touched), exclude)
         {
-            self.failure = Some(format!("cannot update the search index: {e}"));
+            let touched = std::mem::take(&mut self.touched);
+            let derived = exec(self.conn, "SAVEPOINT derive")
+                .map_err(StoreError::from)
+                .and_then(|()| derive(self.conn, touched, exclude));
+            match derived {
+                Ok(()) => {
+                    if let Err(e) = exec(self.conn, "RELEASE derive") {
+                        self.failure = Some(format!("cannot update the search index: {e}"));
+                    }
+                }
+                // No room: nothing can be written, the group fails (507).
+                Err(StoreError::Sqlite(e)) if crate::error::is_disk_full(&e) => {
+                    self.failure = Some(format!("cannot update the search index: {e}"));
+                }
+                // Anything else is the index's own fault: the writes
+                // commit, and search scans until the next start rebuilds.
+                Err(e) => {
+                    let undone = exec(self.conn, "ROLLBACK TO derive")
+                        .and_then(|()| exec(self.conn, "RELEASE derive"));
+                    if let Err(u) = undone {
+                        self.failure = Some(format!("cannot undo a failed index update: {u}"));
+                    } else if let Err(m) = crate::search::index::mark_stale(self.conn) {
+                        self.failure = Some(format!("cannot mark the search index stale: {m}"));
+                    } else {
+                        tracing::error!(error = %e, "cannot update the search index; search scans until storaged restarts and rebuilds it");
+                    }
+                }
+            }
         }
         if self.failure.is_none()
             && let Err(e) = add_to_root_count(self.conn, self.roots_delta)

@@ -130,9 +130,11 @@ pub(crate) fn rescan(tx: &mut crate::engine::tx::Tx<'_>) -> Result<u64> {
 }
 
 /// At open: builds the counters of a store that has none yet (one made
-/// before they existed), in one transaction.
-pub(crate) fn ensure(conn: &Connection) -> Result<()> {
-    if crate::kv::get(conn, BUILT_KEY)?.as_deref() == Some(BUILT) {
+/// before they existed), or again when `stale` (the search index found
+/// records written without it, so the counters missed them too), in one
+/// transaction.
+pub(crate) fn ensure(conn: &Connection, stale: bool) -> Result<()> {
+    if !stale && crate::kv::get(conn, BUILT_KEY)?.as_deref() == Some(BUILT) {
         return Ok(());
     }
     let started = std::time::Instant::now();

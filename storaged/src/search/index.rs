@@ -44,9 +44,11 @@ fn built_under(exclude: &[String]) -> String {
 }
 
 /// Creates the table and rebuilds the index when it was built under
-/// another scheme or other excluded prefixes (or never). Runs before the
-/// writer starts, in one transaction.
-pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<()> {
+/// another scheme or other excluded prefixes (or never), or when it does
+/// not hold one row per record (records written by a build that does not
+/// keep it, such as a standby on an older image). Runs before the writer
+/// starts, in one transaction. True when it rebuilt.
+pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<bool> {
     conn.execute_batch(
         "CREATE VIRTUAL TABLE IF NOT EXISTS search_fts USING fts5(\
          doc, content='', contentless_delete=1, detail=none, tokenize='ascii')",
@@ -59,7 +61,16 @@ pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<()> {
     )?;
     let want = built_under(exclude);
     if crate::kv::get(conn, BUILT_KEY)?.as_deref() == Some(want.as_str()) {
-        return Ok(());
+        let rows = count_in(conn, LABEL_PREFIX)?;
+        let roots = count_in(conn, "idx:roots/")?;
+        if rows == roots {
+            return Ok(false);
+        }
+        tracing::warn!(
+            rows,
+            roots,
+            "the search index does not hold one row per record (written by another build?); rebuilding it"
+        );
     }
     let started = std::time::Instant::now();
     conn.execute_batch("BEGIN IMMEDIATE")?;
@@ -73,14 +84,37 @@ pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<()> {
     match built {
         Ok(n) => {
             conn.execute_batch("COMMIT")?;
+            STALE.store(false, std::sync::atomic::Ordering::Relaxed);
             tracing::info!(records = n, took = ?started.elapsed(), "built the search index");
-            Ok(())
+            Ok(true)
         }
         Err(e) => {
             let _ = conn.execute_batch("ROLLBACK");
             Err(e)
         }
     }
+}
+
+/// Set when an update of the index failed (see `writer`): search scans
+/// until the next open rebuilds it.
+pub(crate) static STALE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
+
+/// Marks the index for a rebuild at the next open (inside the caller's
+/// transaction), and makes search scan meanwhile.
+pub(crate) fn mark_stale(conn: &Connection) -> Result<()> {
+    conn.prepare_cached("DELETE FROM kv WHERE k = ?1")?
+        .execute([BUILT_KEY])?;
+    STALE.store(true, std::sync::atomic::Ordering::Relaxed);
+    Ok(())
+}
+
+/// Keys under `prefix` (an index-only count).
+fn count_in(conn: &Connection, prefix: &str) -> Result<u64> {
+    let end = prefix_end(prefix).expect("a prefix");
+    let n: i64 = conn
+        .prepare_cached("SELECT count(*) FROM kv WHERE k >= ?1 AND k < ?2")?
+        .query_row(params![prefix, end], |r| r.get(0))?;
+    Ok(n as u64)
 }
 
 /// Empties the index and indexes every record again; returns how many.

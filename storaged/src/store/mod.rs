@@ -101,8 +101,8 @@ impl Store {
             tracing::info!("built idx:count/roots from the root index");
         }
         if opts.search_index {
-            crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
-            crate::schema::counts::ensure(&conn)?;
+            let rebuilt = crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
+            crate::schema::counts::ensure(&conn, rebuilt)?;
         }
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
