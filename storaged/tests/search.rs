@@ -489,3 +489,47 @@ async fn a_broken_index_row_fails_no_write() {
     assert_eq!(indexed, store.search_by_scan(q).await.unwrap());
     store.close().await;
 }
+
+/// An answer stops at its byte bound and says so, the first result kept.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_answer_stops_at_its_byte_bound() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = Store::open(&Options::for_path(dir.path().join("t.db"))).unwrap();
+    let big = "x".repeat(7 << 20);
+    for _ in 0..3 {
+        let fields: Fields = [
+            ("title".to_string(), "big river".to_string()),
+            ("plot".to_string(), big.clone()),
+        ]
+        .into();
+        store
+            .replace(
+                Target::Rid(Rid::mint()),
+                CheckedFields::check(fields).unwrap(),
+            )
+            .await
+            .unwrap();
+    }
+    let q = SearchQuery {
+        query: "river".into(),
+        filters: Vec::new(),
+        limit: 10,
+    };
+    for page in [
+        store.search(q.clone()).await.unwrap(),
+        store.search_by_scan(q).await.unwrap(),
+    ] {
+        assert_eq!(page.results.len(), 2, "16 MiB hold two of 7 MiB");
+        assert!(page.truncated);
+    }
+    let one = SearchQuery {
+        query: "river".into(),
+        filters: Vec::new(),
+        limit: 1,
+    };
+    assert!(
+        !store.search(one).await.unwrap().truncated,
+        "the limit came first"
+    );
+    store.close().await;
+}

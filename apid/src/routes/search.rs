@@ -75,6 +75,10 @@ pub(crate) struct SearchAnswer {
     pub results: Vec<SearchHit>,
     pub count: usize,
     pub total: u64,
+    /// Sent (as true) only when the answer stopped before `limit` at its
+    /// byte bound.
+    #[serde(skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// What storaged is asked: the legacy `property` + `propertyValue` pair
@@ -144,6 +148,7 @@ pub(crate) async fn search(
                 results: Vec::new(),
                 count: 0,
                 total: 0,
+                truncated: false,
             }));
         };
         let results = match st.store.get_record(&Target::Rid(rid)).await {
@@ -159,6 +164,7 @@ pub(crate) async fn search(
             results,
             count: n,
             total: n as u64,
+            truncated: false,
         }));
     }
     let page = st.store.search(&storaged_query(req)?).await?;
@@ -174,6 +180,7 @@ pub(crate) async fn search(
         count: results.len(),
         results,
         total: page.total,
+        truncated: page.truncated,
     }))
 }
 

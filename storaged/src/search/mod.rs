@@ -37,6 +37,56 @@ pub(crate) fn visible(mut fields: Fields, exclude: &[String]) -> Fields {
     fields
 }
 
+/// Bytes of field names and values in one answer at most (past them the
+/// answer stops early and says `truncated`): 10,000 whole records could
+/// be hundreds of MiB, held by storaged and apid both.
+pub(crate) const MAX_ANSWER_BYTES: usize = 16 << 20;
+
+/// The results of a search as they are found, within `limit` and
+/// [`MAX_ANSWER_BYTES`].
+struct Answer {
+    results: Vec<RecordFields>,
+    bytes: usize,
+    limit: usize,
+    truncated: bool,
+}
+
+impl Answer {
+    fn new(limit: u32) -> Self {
+        Self {
+            results: Vec::new(),
+            bytes: 0,
+            limit: limit as usize,
+            truncated: false,
+        }
+    }
+
+    /// Whether more results are wanted.
+    fn open(&self) -> bool {
+        self.results.len() < self.limit && !self.truncated
+    }
+
+    /// Adds a result unless it would pass the byte bound (the first is
+    /// always kept).
+    fn push(&mut self, r: RecordFields) {
+        let size: usize = r.fields.iter().map(|(k, v)| k.len() + v.len()).sum();
+        if !self.results.is_empty() && self.bytes + size > MAX_ANSWER_BYTES {
+            self.truncated = true;
+            return;
+        }
+        self.bytes += size;
+        self.results.push(r);
+    }
+
+    fn page(self, conn: &Connection) -> Result<SearchPage> {
+        Ok(SearchPage {
+            results: self.results,
+            total: total(conn)?,
+            truncated: self.truncated,
+        })
+    }
+}
+
 /// The number of records, search's `total`.
 pub(crate) fn total(conn: &Connection) -> Result<u64> {
     let v = crate::kv::get(conn, COUNT_ROOTS_KEY)?.unwrap_or_default();
@@ -48,16 +98,15 @@ pub(crate) fn total(conn: &Connection) -> Result<u64> {
 
 /// Every record in RID order through the matchers, until `q.limit`.
 pub(crate) fn scan(conn: &Connection, q: &SearchQuery, exclude: &[String]) -> Result<SearchPage> {
-    let limit = q.limit as usize;
-    let mut results = Vec::new();
+    let mut answer = Answer::new(q.limit);
     let mut from = PageStart::default();
-    'walk: while results.len() < limit {
+    'walk: while answer.open() {
         let page = records::list_roots(conn, from, SCAN_PAGE)?;
         for rid in page.rids {
             let fields = visible(records::fields(conn, rid)?, exclude);
             if matchers::matches(&rid.to_string(), &fields, &q.query, &q.filters) {
-                results.push(RecordFields { rid, fields });
-                if results.len() == limit {
+                answer.push(RecordFields { rid, fields });
+                if !answer.open() {
                     break 'walk;
                 }
             }
@@ -72,10 +121,7 @@ pub(crate) fn scan(conn: &Connection, q: &SearchQuery, exclude: &[String]) -> Re
             None => break,
         }
     }
-    Ok(SearchPage {
-        results,
-        total: total(conn)?,
-    })
+    answer.page(conn)
 }
 
 /// Characters a lowercased RID is made of (Crockford base32).
@@ -152,23 +198,19 @@ pub(crate) fn search(conn: &Connection, q: &SearchQuery, exclude: &[String]) -> 
     let Some(expr) = fts_query(q) else {
         return scan(conn, q, exclude);
     };
-    let limit = q.limit as usize;
-    let mut results = Vec::new();
+    let mut answer = Answer::new(q.limit);
     let mut stmt = conn
         .prepare_cached("SELECT rowid FROM search_fts WHERE search_fts MATCH ?1 ORDER BY rowid")?;
     let mut rows = stmt.query([&expr])?;
-    while results.len() < limit {
+    while answer.open() {
         let Some(row) = rows.next()? else { break };
         let Some(rid) = index::rid_of(conn, row.get(0)?)? else {
             continue;
         };
         let fields = visible(records::fields(conn, rid)?, exclude);
         if matchers::matches(&rid.to_string(), &fields, &q.query, &q.filters) {
-            results.push(RecordFields { rid, fields });
+            answer.push(RecordFields { rid, fields });
         }
     }
-    Ok(SearchPage {
-        results,
-        total: total(conn)?,
-    })
+    answer.page(conn)
 }

@@ -327,6 +327,10 @@ pub struct SearchQuery {
 pub struct SearchPage {
     pub results: Vec<RecordFields>,
     pub total: u64,
+    /// The answer stopped before `limit` at its byte bound (16 MiB of
+    /// field names and values).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub truncated: bool,
 }
 
 /// What `GET /schema` says about one field path (the original's
