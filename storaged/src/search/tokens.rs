@@ -182,19 +182,26 @@ pub(crate) fn has_field(field: &str) -> String {
 /// long to be indexed whole, or a CID value; a needle under three
 /// characters only asks that the field be there.
 pub(crate) fn field_contains(field: &str, needle: &str) -> String {
+    // A CID value could contain any needle: its field is all the index
+    // can say.
+    in_field(field, needle, |f, _| hash(Kind::Cid, &[f]))
+}
+
+/// What [`field_contains`] and [`field_equals`] share: the needle's
+/// trigrams in the field's scope, or a long value, or what `cid` says of
+/// a CID value (a token's hash, from the scope and the lowered needle).
+fn in_field(field: &str, needle: &str, cid: impl FnOnce(&str, &str) -> u64) -> String {
     let field = field.to_lowercase();
-    let f = scope(&field);
     let needle = needle.to_lowercase();
+    let f = scope(&field);
     let grams: BTreeSet<&str> = trigrams(&needle).into_iter().collect();
     if grams.is_empty() {
         return has_field(&field);
     }
-    // A CID value could contain any needle: its field is all the index
-    // can say.
     format!(
         "({} OR {})",
         indexed_contains(f, grams),
-        word(hash(Kind::Cid, &[f]))
+        word(cid(f, &needle))
     )
 }
 
@@ -220,18 +227,7 @@ fn is_cid(v: &str) -> bool {
 /// compared lowercased): as [`field_contains`], but a CID value only when
 /// it is the needle.
 pub(crate) fn field_equals(field: &str, needle: &str) -> String {
-    let field = field.to_lowercase();
-    let needle = needle.to_lowercase();
-    let f = scope(&field);
-    let grams: BTreeSet<&str> = trigrams(&needle).into_iter().collect();
-    if grams.is_empty() {
-        return has_field(&field);
-    }
-    format!(
-        "({} OR {})",
-        indexed_contains(f, grams),
-        word(hash(Kind::Exact, &[f, &needle]))
-    )
+    in_field(field, needle, |f, n| hash(Kind::Exact, &[f, n]))
 }
 
 /// The part of a contains test answered by trigrams: all of them, or a

@@ -11,6 +11,7 @@ use http::Method;
 use http_body_util::BodyExt;
 use serde::Serialize;
 
+use super::search::*;
 use super::watch::*;
 use super::wire::*;
 use crate::checked::{CheckedEntry, CheckedField, CheckedFields, FieldName, FilePath, SetMember};
