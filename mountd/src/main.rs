@@ -1,6 +1,6 @@
-//! `mountd`: not built yet; see the issue that introduces it.
+//! `mountd`: parse the configuration, set up tracing, run.
 
-fn main() {
-    eprintln!("mountd is not part of this build yet");
-    std::process::exit(2);
+#[tokio::main]
+async fn main() -> std::process::ExitCode {
+    metacore::daemon::main("mountd", mountd::run).await
 }

@@ -19,6 +19,7 @@ mod body_memory;
 mod daemon_args;
 mod disk_full;
 mod file_modes;
+mod mountd;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;

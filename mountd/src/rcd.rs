@@ -1,0 +1,345 @@
+//! `rclone rcd`, mountd's child: started on a free loopback port with a
+//! user and password made for this start, restarted with backoff when it
+//! dies, stopped with mountd.
+//!
+//! - The credentials go to rclone in its environment (`RCLONE_RC_USER`,
+//!   `RCLONE_RC_PASS`): a command line is readable by every user of the
+//!   host, an environment only by the process's own user and root.
+//! - rclone is bound to mountd's life: through `setpriv --pdeathsig KILL`
+//!   when the host has it, so a mountd killed with SIGKILL takes rclone
+//!   with it; in any case its pid is kept in `mountd-rclone.pid` in the
+//!   run directory, and the next mountd kills what the last one left.
+//! - Without `rclone` on the PATH, mountd stays up and its status says
+//!   `not-installed`; it looks again every [`LOOK_AGAIN`].
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use bytes::Bytes;
+use http_body_util::{BodyExt, Full};
+use hyper_util::client::legacy::Client;
+use hyper_util::rt::TokioExecutor;
+use metacore::shutdown::Shutdown;
+use serde::Serialize;
+use tokio::process::Command;
+
+/// How often mountd looks for rclone again when it is not installed.
+const LOOK_AGAIN: Duration = Duration::from_secs(10);
+/// How long rclone may take to answer its first request.
+const READY_WITHIN: Duration = Duration::from_secs(10);
+/// Between SIGTERM and SIGKILL when rclone is stopped (it ends at once on
+/// SIGTERM; the supervisor gives mountd half a second in all).
+const STOP_GRACE: Duration = Duration::from_millis(300);
+/// First restart delay; it doubles up to [`MAX_BACKOFF`], and starts over
+/// after rclone has run [`STABLE_AFTER`].
+const FIRST_BACKOFF: Duration = Duration::from_millis(200);
+const MAX_BACKOFF: Duration = Duration::from_secs(30);
+const STABLE_AFTER: Duration = Duration::from_secs(60);
+
+/// rclone as mountd's status shows it.
+#[derive(Debug, Clone, Default, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RcdStatus {
+    /// `starting`, `running`, `restarting`, `not-installed`, `stopped`.
+    pub state: String,
+    /// What is wrong when it is not running.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub reason: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub pid: Option<u32>,
+    /// Its remote-control address (credentials needed).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub url: Option<String>,
+    /// Times it was started again after it ended.
+    pub restarts: u64,
+}
+
+/// Where to reach the running rclone.
+#[derive(Debug, Clone)]
+pub struct Rc {
+    pub url: String,
+    user: String,
+    pass: String,
+}
+
+/// The child and what is known of it.
+#[derive(Debug)]
+pub struct Rcd {
+    pidfile: PathBuf,
+    status: Mutex<RcdStatus>,
+    rc: Mutex<Option<Rc>>,
+}
+
+impl Rcd {
+    pub fn new(pidfile: PathBuf) -> Self {
+        Self {
+            pidfile,
+            status: Mutex::new(RcdStatus {
+                state: "starting".into(),
+                ..Default::default()
+            }),
+            rc: Mutex::new(None),
+        }
+    }
+
+    pub fn status(&self) -> RcdStatus {
+        self.status.lock().expect("status lock").clone()
+    }
+
+    /// The running rclone's address and credentials, if it runs.
+    pub fn rc(&self) -> Option<Rc> {
+        self.rc.lock().expect("rc lock").clone()
+    }
+
+    fn set(&self, state: &str, reason: Option<String>, pid: Option<u32>, url: Option<String>) {
+        let mut s = self.status.lock().expect("status lock");
+        s.state = state.into();
+        s.reason = reason;
+        s.pid = pid;
+        s.url = url;
+    }
+
+    /// Runs rclone until shutdown, starting it again whenever it ends.
+    pub async fn keep_running(self: Arc<Self>, shutdown: Shutdown) {
+        kill_leftover(&self.pidfile);
+        let mut backoff = FIRST_BACKOFF;
+        while !shutdown.is_triggered() {
+            let Some(rclone) = on_path("rclone") else {
+                self.set(
+                    "not-installed",
+                    Some("rclone is not installed (not found on the PATH)".into()),
+                    None,
+                    None,
+                );
+                pause(LOOK_AGAIN, &shutdown).await;
+                continue;
+            };
+            let started = Instant::now();
+            match self.run_once(&rclone, &shutdown).await {
+                Ok(()) => return,
+                Err(why) => {
+                    tracing::warn!(reason = %why, "rclone rcd ended; starting it again");
+                    let mut s = self.status.lock().expect("status lock");
+                    s.restarts += 1;
+                    drop(s);
+                    self.set("restarting", Some(why), None, None);
+                }
+            }
+            *self.rc.lock().expect("rc lock") = None;
+            backoff = if started.elapsed() >= STABLE_AFTER {
+                FIRST_BACKOFF
+            } else {
+                (backoff * 2).min(MAX_BACKOFF)
+            };
+            pause(backoff, &shutdown).await;
+        }
+        self.set("stopped", None, None, None);
+    }
+
+    /// One life of rclone: `Ok` when it was stopped for shutdown, the
+    /// reason it ended otherwise.
+    async fn run_once(&self, rclone: &Path, shutdown: &Shutdown) -> Result<(), String> {
+        let port = free_port().map_err(|e| format!("no free loopback port: {e}"))?;
+        let addr = format!("127.0.0.1:{port}");
+        let rc = Rc {
+            url: format!("http://{addr}"),
+            user: "mountd".into(),
+            pass: format!("{:032x}", rand::random::<u128>()),
+        };
+        let mut cmd = match on_path("setpriv") {
+            Some(setpriv) => {
+                let mut c = Command::new(setpriv);
+                c.args(["--pdeathsig", "KILL", "--"]).arg(rclone);
+                c
+            }
+            None => Command::new(rclone),
+        };
+        cmd.args(["rcd", "--rc-addr", &addr])
+            .env("RCLONE_RC_USER", &rc.user)
+            .env("RCLONE_RC_PASS", &rc.pass)
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .kill_on_drop(true);
+        let mut child = cmd
+            .spawn()
+            .map_err(|e| format!("cannot start rclone: {e}"))?;
+        let pid = child.id();
+        if let Some(pid) = pid {
+            let _ = std::fs::write(&self.pidfile, pid.to_string());
+        }
+        self.set("starting", None, pid, Some(rc.url.clone()));
+        tracing::info!(pid, url = %rc.url, "started rclone rcd");
+        let ready_by = Instant::now() + READY_WITHIN;
+        let mut ready = false;
+        loop {
+            tokio::select! {
+                ended = child.wait() => {
+                    let _ = std::fs::remove_file(&self.pidfile);
+                    return Err(match ended {
+                        Ok(status) => format!("rclone rcd exited ({status})"),
+                        Err(e) => format!("cannot wait for rclone rcd: {e}"),
+                    });
+                }
+                () = shutdown.wait() => {
+                    stop(&mut child).await;
+                    let _ = std::fs::remove_file(&self.pidfile);
+                    return Ok(());
+                }
+                () = tokio::time::sleep(Duration::from_millis(50)), if !ready => {
+                    if call(&rc, "rc/noop", "{}").await.is_ok() {
+                        ready = true;
+                        *self.rc.lock().expect("rc lock") = Some(rc.clone());
+                        self.set("running", None, pid, Some(rc.url.clone()));
+                        tracing::info!(pid, "rclone rcd answers");
+                    } else if Instant::now() > ready_by {
+                        stop(&mut child).await;
+                        let _ = std::fs::remove_file(&self.pidfile);
+                        return Err(format!("rclone rcd did not answer within {READY_WITHIN:?}"));
+                    }
+                }
+            }
+        }
+    }
+}
+
+/// SIGTERM, then SIGKILL after [`STOP_GRACE`].
+async fn stop(child: &mut tokio::process::Child) {
+    if let Some(pid) = child
+        .id()
+        .and_then(|p| rustix::process::Pid::from_raw(p as i32))
+    {
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::TERM);
+    }
+    if tokio::time::timeout(STOP_GRACE, child.wait())
+        .await
+        .is_err()
+    {
+        let _ = child.kill().await;
+    }
+}
+
+/// Kills the rclone a previous mountd left running (one killed with
+/// SIGKILL on a host without `setpriv`), if the pid in the file is still
+/// an rclone.
+fn kill_leftover(pidfile: &Path) {
+    let Ok(text) = std::fs::read_to_string(pidfile) else {
+        return;
+    };
+    let _ = std::fs::remove_file(pidfile);
+    let Some(pid) = text
+        .trim()
+        .parse::<i32>()
+        .ok()
+        .and_then(rustix::process::Pid::from_raw)
+    else {
+        return;
+    };
+    let comm =
+        std::fs::read_to_string(format!("/proc/{}/comm", pid.as_raw_nonzero())).unwrap_or_default();
+    if comm.trim() == "rclone" {
+        tracing::warn!(
+            pid = pid.as_raw_nonzero().get(),
+            "killing the rclone a previous mountd left"
+        );
+        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    }
+}
+
+/// The first executable `name` on the PATH.
+fn on_path(name: &str) -> Option<PathBuf> {
+    let path = std::env::var_os("PATH")?;
+    std::env::split_paths(&path)
+        .map(|d| d.join(name))
+        .find(|p| {
+            std::fs::metadata(p).is_ok_and(|m| {
+                use std::os::unix::fs::PermissionsExt;
+                m.is_file() && m.permissions().mode() & 0o111 != 0
+            })
+        })
+}
+
+fn free_port() -> std::io::Result<u16> {
+    Ok(std::net::TcpListener::bind("127.0.0.1:0")?
+        .local_addr()?
+        .port())
+}
+
+/// Waits `d`, or less when shutdown comes.
+async fn pause(d: Duration, shutdown: &Shutdown) {
+    tokio::select! {
+        () = tokio::time::sleep(d) => {}
+        () = shutdown.wait() => {}
+    }
+}
+
+/// A remote-control call: POST `<url>/<method>` with a JSON body and the
+/// credentials; the JSON answer, or why it failed.
+pub async fn call(rc: &Rc, method: &str, body: &str) -> Result<serde_json::Value, String> {
+    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
+    let auth = format!(
+        "Basic {}",
+        base64(format!("{}:{}", rc.user, rc.pass).as_bytes())
+    );
+    let req = hyper::Request::post(format!("{}/{method}", rc.url))
+        .header("authorization", auth)
+        .header("content-type", "application/json")
+        .body(Full::new(Bytes::from(body.to_owned())))
+        .map_err(|e| e.to_string())?;
+    let resp = tokio::time::timeout(Duration::from_secs(30), client.request(req))
+        .await
+        .map_err(|_| format!("{method}: no answer within 30 s"))?
+        .map_err(|e| format!("{method}: {e}"))?;
+    let status = resp.status();
+    let bytes = resp
+        .into_body()
+        .collect()
+        .await
+        .map_err(|e| format!("{method}: {e}"))?
+        .to_bytes();
+    if !status.is_success() {
+        return Err(format!(
+            "{method}: {status}: {}",
+            String::from_utf8_lossy(&bytes)
+        ));
+    }
+    serde_json::from_slice(&bytes).map_err(|e| format!("{method}: not JSON: {e}"))
+}
+
+/// Standard base64 with padding (for the Basic credentials).
+fn base64(input: &[u8]) -> String {
+    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
+    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
+    for chunk in input.chunks(3) {
+        let b = [
+            chunk[0],
+            *chunk.get(1).unwrap_or(&0),
+            *chunk.get(2).unwrap_or(&0),
+        ];
+        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
+        for i in 0..4 {
+            if i <= chunk.len() {
+                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
+            } else {
+                out.push('=');
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn base64_is_rfc_4648() {
+        assert_eq!(base64(b""), "");
+        assert_eq!(base64(b"f"), "Zg==");
+        assert_eq!(base64(b"fo"), "Zm8=");
+        assert_eq!(base64(b"foo"), "Zm9v");
+        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
+        assert_eq!(base64(b"mountd:secret"), "bW91bnRkOnNlY3JldA==");
+    }
+}

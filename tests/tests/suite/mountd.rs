@@ -1,0 +1,179 @@
+//! mountd on its own, with the real `rclone` (issue 15, first part): it
+//! runs `rclone rcd` as its child on loopback with credentials made at
+//! start, which refuses requests without them; a killed rclone is started
+//! again; rclone ends with mountd, even with a SIGKILL; without rclone on
+//! the PATH mountd stays up and says so. Skipped where rclone is not
+//! installed (CI installs it).
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use e2e::process::{Process, command};
+use e2e::wait::until;
+use metacore::socket::client::SocketClient;
+use serde_json::Value;
+
+fn have_rclone() -> bool {
+    std::process::Command::new("rclone")
+        .arg("version")
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
+
+fn spawn(dir: &Path, path_env: Option<&str>) -> (Process, SocketClient) {
+    let mut cmd = command("mountd");
+    cmd.env("META_CORE_PATH", dir.join("meta-core"))
+        .env("META_CORE_RUN_DIR", dir.join("run"))
+        .env("FILES_PATH", dir.join("files"))
+        .env("RUST_LOG", "info");
+    if let Some(p) = path_env {
+        cmd.env("PATH", p);
+    }
+    let p = Process::spawn("mountd", dir, cmd);
+    let client = SocketClient::new("mountd", &dir.join("run/mountd.sock"));
+    (p, client)
+}
+
+async fn status(c: &SocketClient) -> Option<Value> {
+    c.get::<Value>("/status").await.ok()
+}
+
+/// Waits until rclone's state is `want`; its status then.
+async fn rclone_in(c: &SocketClient, want: &str) -> Value {
+    until(
+        &format!("rclone {want}"),
+        Duration::from_secs(20),
+        || async {
+            status(c)
+                .await
+                .filter(|s| s["rclone"]["state"] == want)
+                .map(|s| s["rclone"].clone())
+        },
+    )
+    .await
+}
+
+fn alive(pid: u64) -> bool {
+    // A zombie is gone for our purpose.
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// The credentials rclone was given, read from its environment (root
+/// reads it, as it reads any process's).
+fn credentials(pid: u64) -> (String, String) {
+    let env = std::fs::read(format!("/proc/{pid}/environ")).unwrap();
+    let get = |k: &str| {
+        env.split(|b| *b == 0)
+            .filter_map(|kv| std::str::from_utf8(kv).ok())
+            .find_map(|kv| kv.strip_prefix(&format!("{k}=")).map(str::to_owned))
+            .unwrap_or_else(|| panic!("{k} in rclone's environment"))
+    };
+    (get("RCLONE_RC_USER"), get("RCLONE_RC_PASS"))
+}
+
+fn rc_status(url: &str, auth: Option<(&str, &str)>) -> u16 {
+    let mut cmd = std::process::Command::new("curl");
+    cmd.args(["-s", "-o", "/dev/null", "-w", "%{http_code}", "-X", "POST"]);
+    if let Some((u, p)) = auth {
+        cmd.args(["-u", &format!("{u}:{p}")]);
+    }
+    let out = cmd.arg(format!("{url}/rc/noop")).output().unwrap();
+    String::from_utf8_lossy(&out.stdout).parse().unwrap_or(0)
+}
+
+#[tokio::test]
+async fn rclone_rcd_runs_as_a_child_with_its_own_credentials_and_comes_back() {
+    if !have_rclone() {
+        eprintln!("rclone is not installed: skipped");
+        return;
+    }
+    let dir = e2e::daemon::test_dir();
+    let (mut mountd, c) = spawn(dir.path(), None);
+    let r = rclone_in(&c, "running").await;
+    let pid = r["pid"].as_u64().unwrap();
+    let url = r["url"].as_str().unwrap().to_owned();
+    assert!(url.starts_with("http://127.0.0.1:"), "{url}");
+    // Nothing without the credentials; the credentials are not on its
+    // command line, and not in mountd's log.
+    assert_eq!(rc_status(&url, None), 401);
+    assert_eq!(rc_status(&url, Some(("mountd", "guess"))), 401);
+    let (user, pass) = credentials(pid);
+    assert_eq!(rc_status(&url, Some((&user, &pass))), 200);
+    let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
+    assert!(!cmdline.contains(&pass), "{cmdline}");
+    assert!(!mountd.stderr().contains(&pass));
+
+    // Killed: started again, with new credentials.
+    let killed = rustix::process::Pid::from_raw(pid as i32).unwrap();
+    rustix::process::kill_process(killed, rustix::process::Signal::KILL).unwrap();
+    let again = until("a new rclone", Duration::from_secs(20), || async {
+        status(&c).await.map(|s| s["rclone"].clone()).filter(|r| {
+            r["state"] == "running" && r["pid"].as_u64() != Some(pid) && r["restarts"] == 1
+        })
+    })
+    .await;
+    let pid2 = again["pid"].as_u64().unwrap();
+    let (_, pass2) = credentials(pid2);
+    assert_ne!(pass, pass2, "new credentials at each start");
+
+    // SIGTERM of mountd: rclone stops with it.
+    mountd.sigterm();
+    mountd.wait_exit().await;
+    until(
+        "rclone to end with mountd",
+        Duration::from_secs(5),
+        || async { (!alive(pid2)).then_some(()) },
+    )
+    .await;
+    assert!(!dir.path().join("run/mountd-rclone.pid").exists());
+}
+
+#[tokio::test]
+async fn rclone_dies_with_a_killed_mountd_and_the_next_one_starts_clean() {
+    if !have_rclone() {
+        eprintln!("rclone is not installed: skipped");
+        return;
+    }
+    let dir = e2e::daemon::test_dir();
+    let (mut mountd, c) = spawn(dir.path(), None);
+    let pid = rclone_in(&c, "running").await["pid"].as_u64().unwrap();
+    mountd.kill9();
+    until(
+        "rclone to end with mountd",
+        Duration::from_secs(5),
+        || async { (!alive(pid)).then_some(()) },
+    )
+    .await;
+    // A leftover pid file (what a SIGKILL leaves) names no rclone now: the
+    // next mountd starts its own and runs.
+    let (mut next, c) = spawn(dir.path(), None);
+    let r = rclone_in(&c, "running").await;
+    assert_ne!(r["pid"].as_u64(), Some(pid));
+    next.sigterm();
+    next.wait_exit().await;
+}
+
+/// Without rclone on the PATH, mountd serves and says why.
+#[tokio::test]
+async fn without_rclone_mountd_stays_up_and_says_so() {
+    let dir = e2e::daemon::test_dir();
+    let empty = dir.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let path = format!("{}", PathBuf::from(&empty).display());
+    let (mut mountd, c) = spawn(dir.path(), Some(&path));
+    let r = rclone_in(&c, "not-installed").await;
+    assert!(
+        r["reason"]
+            .as_str()
+            .unwrap()
+            .contains("rclone is not installed"),
+        "{r}"
+    );
+    let h: Value = c.get("/health").await.unwrap();
+    assert_eq!(h["status"], "ok");
+    mountd.sigterm();
+    mountd.wait_exit().await;
+}
