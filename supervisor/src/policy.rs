@@ -47,8 +47,7 @@ pub(crate) const MISSED_HEALTH_CHECKS: u32 = 3;
 /// The longest a health check may take.
 pub(crate) const HEALTH_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The table, in start order (stop order is the reverse). watcherd and
-/// mountd join it when they are built.
+/// The table, in start order (stop order is the reverse).
 pub(crate) const TABLE: &[Policy] = &[
     Policy {
         daemon: Daemon::Storaged,
@@ -84,6 +83,21 @@ pub(crate) const TABLE: &[Policy] = &[
         // Nothing to flush: what it had not sent is found again by the
         // scan of its next start.
         stop_grace: Duration::from_secs(1),
+        first_backoff: Duration::from_millis(10),
+        max_backoff: Duration::from_secs(10),
+        stable_after: Duration::from_secs(30),
+        crash_loop_after: 5,
+        on_crash_loop: OnCrashLoop::KeepRetrying,
+    },
+    Policy {
+        daemon: Daemon::Mountd,
+        after: &[],
+        // Ready once its socket is bound; rclone starts after that.
+        ready_timeout: Duration::from_secs(30),
+        // It stops rclone rcd, which ends at once on SIGTERM (and is bound
+        // to mountd's life besides). The graces of the table add up to
+        // under 10 s.
+        stop_grace: Duration::from_millis(500),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),

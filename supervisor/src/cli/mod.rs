@@ -345,11 +345,11 @@ mod tests {
                 "{bad:?} must be refused"
             );
         }
-        for unknown in ["logs nope", "restart nope", "logs mountd"] {
+        for unknown in ["logs nope", "restart nope", "logs redis"] {
             let Err(BadArgs::UnknownDaemon(why)) = Cli::parse(&args(unknown)) else {
                 panic!("{unknown:?} names no daemon of the tree");
             };
-            assert!(why.contains("storaged, apid, watcherd"), "{why}");
+            assert!(why.contains("storaged, apid, watcherd, mountd"), "{why}");
         }
     }
 }

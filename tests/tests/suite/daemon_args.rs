@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use e2e::apid::free_port;
 
-const DAEMONS: [&str; 3] = ["storaged", "apid", "watcherd"];
+const DAEMONS: [&str; 4] = ["storaged", "apid", "watcherd", "mountd"];
 
 /// Runs `name args` with its paths and port in a fresh folder; its exit
 /// code, stdout and stderr, and whether the folder is still empty.

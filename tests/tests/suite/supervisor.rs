@@ -71,7 +71,7 @@ fn storaged_leaving(dir: &std::path::Path, shell: &str) -> std::path::PathBuf {
         std::os::unix::fs::PermissionsExt::from_mode(0o755),
     )
     .unwrap();
-    for daemon in ["apid", "watcherd"] {
+    for daemon in ["apid", "watcherd", "mountd"] {
         std::os::unix::fs::symlink(e2e::daemon::binary(daemon), bin.join(daemon)).unwrap();
     }
     bin
@@ -96,7 +96,15 @@ async fn starts_in_order_reports_status_and_stops_in_reverse() {
     let status = mc.status().await;
     assert_eq!(status.role, Role::Leader);
     let names: Vec<Daemon> = status.daemons.iter().map(|d| d.name).collect();
-    assert_eq!(names, [Daemon::Storaged, Daemon::Apid, Daemon::Watcherd]);
+    assert_eq!(
+        names,
+        [
+            Daemon::Storaged,
+            Daemon::Apid,
+            Daemon::Watcherd,
+            Daemon::Mountd
+        ]
+    );
     assert!(
         status
             .daemons
@@ -128,7 +136,7 @@ async fn starts_in_order_reports_status_and_stops_in_reverse() {
     assert!(out.status.success(), "{}", text(&out));
     let table = String::from_utf8_lossy(&out.stdout).to_string();
     assert!(table.starts_with("meta-core leader"), "{table}");
-    for (name, pid) in ["storaged", "apid", "watcherd"].iter().zip(&pids) {
+    for (name, pid) in ["storaged", "apid", "watcherd", "mountd"].iter().zip(&pids) {
         let line = table
             .lines()
             .find(|l| l.starts_with(name))
@@ -197,9 +205,14 @@ async fn kill_9_of_each_daemon_restarts_it_and_keeps_the_data() {
     let mut mc = Launch::in_dir(dir.path(), "run").start().await;
     let rid = write_record(&mc, "before the kills").await;
 
-    for (i, name) in [Daemon::Storaged, Daemon::Apid, Daemon::Watcherd]
-        .into_iter()
-        .enumerate()
+    for (i, name) in [
+        Daemon::Storaged,
+        Daemon::Apid,
+        Daemon::Watcherd,
+        Daemon::Mountd,
+    ]
+    .into_iter()
+    .enumerate()
     {
         let old = mc.daemon(name).await.pid.expect("running");
         signal(old, Signal::KILL);
@@ -346,7 +359,7 @@ async fn operator_commands_and_their_errors() {
     for args in [
         &["logs", "nope"][..],
         &["restart", "nope"],
-        &["logs", "mountd"],
+        &["logs", "redis"],
         &["frobnicate"],
         &["logs"],
     ] {
