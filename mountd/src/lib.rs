@@ -8,6 +8,7 @@
 //! The mounts themselves (`mounts.json`, the mount API) come next
 //! (issue 15).
 
+pub mod config;
 pub mod rcd;
 
 use std::sync::Arc;
@@ -29,6 +30,8 @@ pub enum RunError {
     Bind(#[source] metacore::socket::server::BindError),
     #[error("the socket server failed")]
     Serve(#[source] std::io::Error),
+    #[error("cannot open the mounts file")]
+    Mounts(#[source] config::OpenError),
 }
 
 /// `GET /status` on mountd's socket.
@@ -39,10 +42,21 @@ pub struct MountdStatus {
     pub version: &'static str,
     pub pid: u32,
     pub rclone: RcdStatus,
+    /// Mounts in `mounts.json`.
+    pub mounts: usize,
 }
 
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let layout = config.layout();
+    let (mounts, aside) = config::Mounts::open(&layout.mounts_file(), metacore::clock::unix_ms())
+        .map_err(RunError::Mounts)?;
+    if let Some((kept, why)) = aside {
+        tracing::warn!(
+            kept = %kept.display(),
+            "mounts.json could not be read ({why}); it was set aside and mountd starts with no mounts"
+        );
+    }
+    let count = mounts.mounts.len();
     let socket = layout.socket(Daemon::Mountd);
     let rcd = Arc::new(Rcd::new(socket.with_file_name("mountd-rclone.pid")));
     let keeper = tokio::spawn(rcd.clone().keep_running(shutdown.clone()));
@@ -67,6 +81,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
                         version: env!("CARGO_PKG_VERSION"),
                         pid: std::process::id(),
                         rclone: rcd.status(),
+                        mounts: count,
                     })
                 }
             }),

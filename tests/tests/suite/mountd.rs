@@ -177,3 +177,47 @@ async fn without_rclone_mountd_stays_up_and_says_so() {
     mountd.sigterm();
     mountd.wait_exit().await;
 }
+
+/// An unreadable `mounts.json` is set aside, kept as it was, and mountd
+/// starts with no mounts; a readable one is read.
+#[tokio::test]
+async fn an_unreadable_mounts_file_is_set_aside_and_a_readable_one_read() {
+    let dir = e2e::daemon::test_dir();
+    let mounts = dir.path().join("meta-core/mounts");
+    std::fs::create_dir_all(&mounts).unwrap();
+    std::fs::write(mounts.join("mounts.json"), "{not json").unwrap();
+    let empty = dir.path().join("empty-bin");
+    std::fs::create_dir_all(&empty).unwrap();
+    let (mut mountd, c) = spawn(dir.path(), Some(&empty.display().to_string()));
+    let s: Value = until("mountd to answer", Duration::from_secs(20), || async {
+        status(&c).await
+    })
+    .await;
+    assert_eq!(s["mounts"], 0);
+    let kept: Vec<_> = std::fs::read_dir(&mounts)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .filter(|n| n.starts_with("mounts.json.unreadable-"))
+        .collect();
+    assert_eq!(kept.len(), 1, "{kept:?}");
+    assert_eq!(
+        std::fs::read_to_string(mounts.join(&kept[0])).unwrap(),
+        "{not json"
+    );
+    mountd.sigterm();
+    mountd.wait_exit().await;
+
+    std::fs::write(
+        mounts.join("mounts.json"),
+        r#"{"version":1,"mounts":[{"id":"0b9a5a4e-2f3c-4e0a-9d55-3f1c2b7a8e10","name":"films","type":"rclone","enabled":true,"desiredMounted":false,"mountPath":"/files/corn/films","rcloneRemote":"local","rclonePath":"/srv"}]}"#,
+    )
+    .unwrap();
+    let (mut mountd, c) = spawn(dir.path(), Some(&empty.display().to_string()));
+    let s: Value = until("mountd to answer", Duration::from_secs(20), || async {
+        status(&c).await
+    })
+    .await;
+    assert_eq!(s["mounts"], 1, "{s}");
+    mountd.sigterm();
+    mountd.wait_exit().await;
+}
