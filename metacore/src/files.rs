@@ -81,6 +81,45 @@ pub fn set_aside(path: &Path, now_ms: u64) -> io::Result<PathBuf> {
     Ok(aside)
 }
 
+/// A JSON state file as read at start.
+#[derive(Debug, PartialEq, Eq)]
+pub enum StateFile<T> {
+    Missing,
+    Read(T),
+    /// It could not be read as the format: moved to `kept`.
+    SetAside {
+        kept: PathBuf,
+        why: String,
+    },
+}
+
+/// Reads the JSON state file at `path` (`watchers.json`, `mounts.json`):
+/// missing, read, or, when it does not parse as `T` or `check` refuses
+/// it (another version), moved aside by [`set_aside`] and reported, never
+/// overwritten in place.
+pub fn read_state<T: serde::de::DeserializeOwned>(
+    path: &Path,
+    now_ms: u64,
+    check: impl FnOnce(&T) -> Result<(), String>,
+) -> io::Result<StateFile<T>> {
+    let bytes = match std::fs::read(path) {
+        Ok(b) => b,
+        Err(e) if e.kind() == io::ErrorKind::NotFound => return Ok(StateFile::Missing),
+        Err(e) => return Err(e),
+    };
+    let why = match serde_json::from_slice::<T>(&bytes) {
+        Ok(v) => match check(&v) {
+            Ok(()) => return Ok(StateFile::Read(v)),
+            Err(why) => why,
+        },
+        Err(e) => e.to_string(),
+    };
+    Ok(StateFile::SetAside {
+        kept: set_aside(path, now_ms)?,
+        why,
+    })
+}
+
 #[cfg(test)]
 mod tests {
     use std::os::unix::fs::PermissionsExt;

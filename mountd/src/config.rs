@@ -10,6 +10,7 @@
 
 use std::path::{Path, PathBuf};
 
+use metacore::files::{StateFile, read_state};
 use serde::{Deserialize, Serialize};
 
 /// The version this build reads and writes.
@@ -104,23 +105,16 @@ impl Mounts {
             path: file.to_owned(),
             source,
         };
-        let mut aside = None;
-        let mounts = match std::fs::read(file) {
-            Ok(bytes) => match serde_json::from_slice::<MountsFile>(&bytes) {
-                Ok(f) if f.version == VERSION => f.mounts,
-                Ok(f) => {
-                    let why = format!("version {} (this meta-core reads {VERSION})", f.version);
-                    aside = Some((metacore::files::set_aside(file, now_ms).map_err(err)?, why));
-                    Vec::new()
-                }
-                Err(e) => {
-                    let why = e.to_string();
-                    aside = Some((metacore::files::set_aside(file, now_ms).map_err(err)?, why));
-                    Vec::new()
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(err(e)),
+        let read = read_state::<MountsFile>(file, now_ms, |f| {
+            (f.version == VERSION)
+                .then_some(())
+                .ok_or_else(|| format!("version {} (this meta-core reads {VERSION})", f.version))
+        })
+        .map_err(err)?;
+        let (mounts, aside) = match read {
+            StateFile::Read(f) => (f.mounts, None),
+            StateFile::Missing => (Vec::new(), None),
+            StateFile::SetAside { kept, why } => (Vec::new(), Some((kept, why))),
         };
         Ok((
             Self {

@@ -20,6 +20,7 @@
 use std::path::{Component, Path, PathBuf};
 
 use metacore::error::ApiError;
+use metacore::files::{StateFile, read_state};
 use serde::{Deserialize, Serialize};
 
 /// The file's name under `META_CORE_PATH`.
@@ -122,21 +123,19 @@ impl Watchers {
             source,
         };
         let mut opened = Opened::default();
-        let watchers = match std::fs::read(&file) {
-            Ok(bytes) => match serde_json::from_slice::<WatchersFile>(&bytes) {
-                Ok(f) if f.version == VERSION => f.watchers,
-                Ok(f) => {
-                    let why = format!("version {} (this meta-core reads {VERSION})", f.version);
-                    opened.set_aside = Some((set_aside(&file, now_ms)?, why));
-                    Vec::new()
-                }
-                Err(e) => {
-                    opened.set_aside = Some((set_aside(&file, now_ms)?, e.to_string()));
-                    Vec::new()
-                }
-            },
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => Vec::new(),
-            Err(e) => return Err(io(e, &file)),
+        let read = read_state::<WatchersFile>(&file, now_ms, |f| {
+            (f.version == VERSION)
+                .then_some(())
+                .ok_or_else(|| format!("version {} (this meta-core reads {VERSION})", f.version))
+        })
+        .map_err(|e| io(e, &file))?;
+        let watchers = match read {
+            StateFile::Read(f) => f.watchers,
+            StateFile::Missing => Vec::new(),
+            StateFile::SetAside { kept, why } => {
+                opened.set_aside = Some((kept, why));
+                Vec::new()
+            }
         };
         let mut w = Self {
             file,
@@ -277,13 +276,6 @@ impl Watchers {
 
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("watcher not found: {id}"))
-}
-
-fn set_aside(file: &Path, now_ms: u64) -> Result<PathBuf, OpenError> {
-    metacore::files::set_aside(file, now_ms).map_err(|source| OpenError::Io {
-        path: file.to_owned(),
-        source,
-    })
 }
 
 /// 8 lower-case hex characters no other watcher has.

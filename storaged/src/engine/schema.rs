@@ -77,6 +77,31 @@ pub(crate) fn gate(conn: &Connection) -> Result<()> {
 
 /// Builds `idx:count/roots` once, when `idx:count/ready` is absent.
 /// Returns whether it had to.
+/// The number of records (`idx:count/roots`).
+pub(crate) fn root_count(conn: &Connection) -> Result<u64> {
+    let v = crate::kv::get(conn, COUNT_ROOTS_KEY)?.unwrap_or_default();
+    v.parse::<u64>().map_err(|e| StoreError::Corrupt {
+        key: COUNT_ROOTS_KEY.into(),
+        detail: e.to_string(),
+    })
+}
+
+/// Runs `f` in one `BEGIN IMMEDIATE` transaction on `conn` (outside the
+/// writer, at open): committed when it succeeds, rolled back when not.
+pub(crate) fn in_transaction<T>(conn: &Connection, f: impl FnOnce() -> Result<T>) -> Result<T> {
+    conn.execute_batch("BEGIN IMMEDIATE")?;
+    match f() {
+        Ok(v) => {
+            conn.execute_batch("COMMIT")?;
+            Ok(v)
+        }
+        Err(e) => {
+            let _ = conn.execute_batch("ROLLBACK");
+            Err(e)
+        }
+    }
+}
+
 pub(crate) fn build_counters(conn: &Connection) -> Result<bool> {
     let ready: Option<String> = conn
         .query_row("SELECT v FROM kv WHERE k = ?1", [COUNT_READY_KEY], |r| {

@@ -138,18 +138,9 @@ pub(crate) fn ensure(conn: &Connection, stale: bool) -> Result<()> {
         return Ok(());
     }
     let started = std::time::Instant::now();
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    match rebuild(conn) {
-        Ok(n) => {
-            conn.execute_batch("COMMIT")?;
-            tracing::info!(values = n, took = ?started.elapsed(), "built the schema counters");
-            Ok(())
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    let n = crate::engine::schema::in_transaction(conn, || rebuild(conn))?;
+    tracing::info!(values = n, took = ?started.elapsed(), "built the schema counters");
+    Ok(())
 }
 
 #[cfg(test)]

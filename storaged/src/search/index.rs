@@ -62,7 +62,7 @@ pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<bool> {
     let want = built_under(exclude);
     if crate::kv::get(conn, BUILT_KEY)?.as_deref() == Some(want.as_str()) {
         let rows = count_in(conn, LABEL_PREFIX)?;
-        let roots = count_in(conn, "idx:roots/")?;
+        let roots = crate::engine::schema::root_count(conn)?;
         if rows == roots {
             return Ok(false);
         }
@@ -73,26 +73,14 @@ pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<bool> {
         );
     }
     let started = std::time::Instant::now();
-    conn.execute_batch("BEGIN IMMEDIATE")?;
-    let built = rebuild(conn, exclude).and_then(|n| {
-        conn.execute(
-            "INSERT INTO kv(k, v) VALUES (?1, ?2) ON CONFLICT(k) DO UPDATE SET v = excluded.v",
-            params![BUILT_KEY, want],
-        )?;
+    let n = crate::engine::schema::in_transaction(conn, || {
+        let n = rebuild(conn, exclude)?;
+        set(conn, BUILT_KEY, Some(&want))?;
         Ok(n)
-    });
-    match built {
-        Ok(n) => {
-            conn.execute_batch("COMMIT")?;
-            STALE.store(false, std::sync::atomic::Ordering::Relaxed);
-            tracing::info!(records = n, took = ?started.elapsed(), "built the search index");
-            Ok(true)
-        }
-        Err(e) => {
-            let _ = conn.execute_batch("ROLLBACK");
-            Err(e)
-        }
-    }
+    })?;
+    STALE.store(false, std::sync::atomic::Ordering::Relaxed);
+    tracing::info!(records = n, took = ?started.elapsed(), "built the search index");
+    Ok(true)
 }
 
 /// Set when an update of the index failed (see `writer`): search scans

@@ -18,8 +18,8 @@ use metacore::api::storaged::{RecordFields, SearchFilter, SearchPage, SearchQuer
 use metacore::record::Fields;
 use rusqlite::Connection;
 
-use crate::engine::schema::COUNT_ROOTS_KEY;
-use crate::error::{Result, StoreError};
+use crate::engine::schema::root_count;
+use crate::error::Result;
 use crate::records::{self, PageStart};
 
 /// Default of `META_CORE_INDEX_EXCLUDE_PREFIXES`: fields search does not
@@ -81,19 +81,10 @@ impl Answer {
     fn page(self, conn: &Connection) -> Result<SearchPage> {
         Ok(SearchPage {
             results: self.results,
-            total: total(conn)?,
+            total: root_count(conn)?,
             truncated: self.truncated,
         })
     }
-}
-
-/// The number of records, search's `total`.
-pub(crate) fn total(conn: &Connection) -> Result<u64> {
-    let v = crate::kv::get(conn, COUNT_ROOTS_KEY)?.unwrap_or_default();
-    v.parse::<u64>().map_err(|e| StoreError::Corrupt {
-        key: COUNT_ROOTS_KEY.into(),
-        detail: e.to_string(),
-    })
 }
 
 /// Every record in RID order through the matchers, until `q.limit`.

@@ -27,7 +27,7 @@ use crate::engine::Options;
 use crate::engine::checkpointer::{Checkpointer, GapFlag};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
-use crate::engine::schema::{self, COUNT_ROOTS_KEY};
+use crate::engine::schema;
 use crate::engine::space::Space;
 use crate::engine::writer::Writer;
 use crate::error::{Result, StoreError};
@@ -148,15 +148,7 @@ impl Store {
     }
 
     pub async fn roots(&self) -> Result<u64> {
-        self.readers
-            .read(|c| {
-                let v = crate::kv::get(c, COUNT_ROOTS_KEY)?.unwrap_or_default();
-                v.parse::<u64>().map_err(|e| StoreError::Corrupt {
-                    key: COUNT_ROOTS_KEY.into(),
-                    detail: e.to_string(),
-                })
-            })
-            .await
+        self.readers.read(schema::root_count).await
     }
 
     /// Bytes of the database file and its WAL.
