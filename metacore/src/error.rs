@@ -53,6 +53,8 @@ pub enum ErrorCode {
     ReadOnly,
     /// The volume has no room for what the request would write.
     InsufficientStorage,
+    /// rclone could not mount or unmount; the message is its own.
+    MountFailed,
 }
 
 /// One row of the error table.
@@ -165,6 +167,12 @@ const TABLE: &[Row] = &[
         code: ErrorCode::InsufficientStorage,
         status: 507,
         slug: "insufficient_storage",
+        retryable: true,
+    },
+    Row {
+        code: ErrorCode::MountFailed,
+        status: 502,
+        slug: "mount_failed",
         retryable: true,
     },
 ];
@@ -303,7 +311,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 17] = [
+    const ALL: [ErrorCode; 18] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -321,6 +329,7 @@ mod tests {
         ErrorCode::Disabled,
         ErrorCode::ReadOnly,
         ErrorCode::InsufficientStorage,
+        ErrorCode::MountFailed,
     ];
 
     #[test]

@@ -147,6 +147,11 @@ impl SocketClient {
         &self.path
     }
 
+    /// The daemon's name, as errors show it.
+    pub fn daemon(&self) -> &str {
+        &self.daemon
+    }
+
     /// Sends a request and returns the raw response when its status is a
     /// success; an error status is decoded into [`ClientError::Api`].
     pub async fn send(
