@@ -57,6 +57,7 @@ pub fn router(state: Arc<AppState>) -> Router {
         .route("/watchers/{id}", get(get_one).put(update).delete(delete))
         .route("/watchers/{id}/scan", post(scan))
         .route("/watchers/{id}/reset", post(reset))
+        .route("/scan", post(scan_path))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
@@ -263,6 +264,24 @@ async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
 
 async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
     let dir = PathBuf::from(st.config(&id)?.path);
+    let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
+    Ok(Json(Done {
+        file_count: Some(n),
+        ..Done::new("Scan triggered")
+    }))
+}
+
+/// `POST /scan` `{path}`: one walk of a folder under `FILES_PATH` that is
+/// not a watcher's (mountd's scans of its mounts), answered when the walk
+/// is done.
+#[derive(Debug, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+struct ScanPath {
+    path: String,
+}
+
+async fn scan_path(st: State, JsonBody(body): JsonBody<ScanPath>) -> JsonReply<Done> {
+    let dir = PathBuf::from(crate::watchers::check_path(&st.files, &body.path)?);
     let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
     Ok(Json(Done {
         file_count: Some(n),
