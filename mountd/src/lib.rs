@@ -1,27 +1,34 @@
-//! mountd: the rclone mounts of meta-core. It runs `rclone rcd` as its own
-//! child, on a loopback port with a user and password made at each start
-//! (given to rclone in its environment, never on its command line or in a
-//! log), restarts it when it dies, and serves its figures on
-//! `$META_CORE_RUN_DIR/mountd.sock`. Without `rclone` on the PATH it stays
-//! up and says so.
+//! mountd: the rclone mounts of meta-core, under `FILES_PATH/corn/`.
 //!
-//! The mounts themselves (`mounts.json`, the mount API) come next
-//! (issue 15).
+//! - It runs `rclone rcd` as its own child ([`rcd`]), on a loopback port
+//!   with a user and password made at each start, and restarts it when it
+//!   dies.
+//! - It keeps the mounts of `mounts.json` ([`config`]) mounted through
+//!   rclone's remote control, mounts again what is lost, and scans the
+//!   mounts through watcherd ([`manager`]).
+//! - It serves the mounts API on `$META_CORE_RUN_DIR/mountd.sock` ([`api`]),
+//!   which apid exposes under `/api/mounts`.
+//! - On SIGTERM it unmounts everything, then stops rclone. A mountd killed
+//!   outright takes rclone with it, and the next one detaches the stale
+//!   mounts it left before mounting again.
+//! - Without `rclone` on the PATH it stays up and says so.
 
+pub mod api;
 pub mod config;
+pub mod manager;
 pub mod rcd;
+pub mod request;
+pub mod system;
 
 use std::sync::Arc;
 
-use axum::routing::get;
-use axum::{Json, Router};
 use metacore::Config;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
-use metacore::socket::Health;
-use metacore::socket::body::{no_method, no_route};
+use metacore::socket::client::SocketClient;
 
-use crate::rcd::{Rcd, RcdStatus};
+use crate::manager::Manager;
+use crate::rcd::Rcd;
 
 /// Why mountd stopped with an error.
 #[derive(Debug, thiserror::Error)]
@@ -34,18 +41,6 @@ pub enum RunError {
     Mounts(#[source] config::OpenError),
 }
 
-/// `GET /status` on mountd's socket.
-#[derive(Debug, serde::Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MountdStatus {
-    pub daemon: &'static str,
-    pub version: &'static str,
-    pub pid: u32,
-    pub rclone: RcdStatus,
-    /// Mounts in `mounts.json`.
-    pub mounts: usize,
-}
-
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let layout = config.layout();
     let (mounts, aside) = config::Mounts::open(&layout.mounts_file(), metacore::clock::unix_ms())
@@ -56,42 +51,39 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             "mounts.json could not be read ({why}); it was set aside and mountd starts with no mounts"
         );
     }
-    let count = mounts.mounts.len();
     let socket = layout.socket(Daemon::Mountd);
     let rcd = Arc::new(Rcd::new(socket.with_file_name("mountd-rclone.pid")));
-    let keeper = tokio::spawn(rcd.clone().keep_running(shutdown.clone()));
+    let manager = Arc::new(Manager::new(
+        config.files_path.clone(),
+        layout.mount_errors_dir(),
+        mounts,
+        rcd.clone(),
+        SocketClient::new(Daemon::Watcherd.name(), &layout.socket(Daemon::Watcherd)),
+    ));
+    // What a mountd killed outright left: its rclone is gone, its mounts
+    // answer "Transport endpoint is not connected".
+    manager.detach_leftovers().await;
+    // rclone outlives the socket server: it is stopped once everything is
+    // unmounted.
+    let (rclone_stop, rclone_shutdown) = metacore::shutdown::channel();
+    let rclone = tokio::spawn(rcd.clone().keep_running(rclone_shutdown));
+    let keeper = tokio::spawn(manager.clone().keep(shutdown.clone()));
     let listener = metacore::socket::server::bind(&socket)
         .await
         .map_err(RunError::Bind)?;
     tracing::info!(socket = %socket.display(), "mountd ready");
     metacore::daemon::notify_ready();
-    let state = rcd.clone();
-    let router = Router::new()
-        .route(
-            "/health",
-            get(|| async { Json(Health::ok(Daemon::Mountd)) }),
-        )
-        .route(
-            "/status",
-            get(move || {
-                let rcd = state.clone();
-                async move {
-                    Json(MountdStatus {
-                        daemon: "mountd",
-                        version: env!("CARGO_PKG_VERSION"),
-                        pid: std::process::id(),
-                        rclone: rcd.status(),
-                        mounts: count,
-                    })
-                }
-            }),
-        )
-        .fallback(no_route)
-        .method_not_allowed_fallback(no_method);
-    let served = metacore::socket::server::serve(listener, &socket, router, shutdown.clone())
-        .await
-        .map_err(RunError::Serve);
-    // rclone is stopped before mountd exits.
+    let served = metacore::socket::server::serve(
+        listener,
+        &socket,
+        api::router(manager.clone()),
+        shutdown.clone(),
+    )
+    .await
+    .map_err(RunError::Serve);
     let _ = keeper.await;
+    manager.unmount_all().await;
+    rclone_stop.fire();
+    let _ = rclone.await;
     served
 }

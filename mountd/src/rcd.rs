@@ -21,8 +21,8 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
+pub use metacore::api::mountd::RcdStatus;
 use metacore::shutdown::Shutdown;
-use serde::Serialize;
 use tokio::process::Command;
 
 /// How often mountd looks for rclone again when it is not installed.
@@ -38,30 +38,15 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
-/// rclone as mountd's status shows it.
-#[derive(Debug, Clone, Default, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct RcdStatus {
-    /// `starting`, `running`, `restarting`, `not-installed`, `stopped`.
-    pub state: String,
-    /// What is wrong when it is not running.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub reason: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub pid: Option<u32>,
-    /// Its remote-control address (credentials needed).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub url: Option<String>,
-    /// Times it was started again after it ended.
-    pub restarts: u64,
-}
-
 /// Where to reach the running rclone.
 #[derive(Debug, Clone)]
 pub struct Rc {
     pub url: String,
     user: String,
     pass: String,
+    /// Which start of rclone this is (1 for the first): a mount made by
+    /// an earlier one died with it.
+    pub generation: u64,
 }
 
 /// The child and what is known of it.
@@ -70,6 +55,9 @@ pub struct Rcd {
     pidfile: PathBuf,
     status: Mutex<RcdStatus>,
     rc: Mutex<Option<Rc>>,
+    starts: std::sync::atomic::AtomicU64,
+    /// Bumped at every change of state, so the mount keeper wakes.
+    changed: tokio::sync::watch::Sender<u64>,
 }
 
 impl Rcd {
@@ -81,7 +69,29 @@ impl Rcd {
                 ..Default::default()
             }),
             rc: Mutex::new(None),
+            starts: std::sync::atomic::AtomicU64::new(0),
+            changed: tokio::sync::watch::channel(0).0,
         }
+    }
+
+    /// Changes whenever rclone's state does.
+    pub fn subscribe(&self) -> tokio::sync::watch::Receiver<u64> {
+        self.changed.subscribe()
+    }
+
+    /// Why mounts cannot be made now, when they cannot: rclone is not
+    /// installed (`true`), or not running yet (`false`).
+    pub fn unavailable(&self) -> Option<(bool, String)> {
+        if self.rc().is_some() {
+            return None;
+        }
+        let s = self.status();
+        let why = match (s.state.as_str(), s.reason) {
+            ("not-installed", Some(r)) => return Some((true, r)),
+            (state, Some(r)) => format!("rclone rcd is {state}: {r}"),
+            (state, None) => format!("rclone rcd is {state}"),
+        };
+        Some((false, why))
     }
 
     pub fn status(&self) -> RcdStatus {
@@ -99,6 +109,8 @@ impl Rcd {
         s.reason = reason;
         s.pid = pid;
         s.url = url;
+        drop(s);
+        self.changed.send_modify(|n| *n += 1);
     }
 
     /// Runs rclone until shutdown, starting it again whenever it ends.
@@ -117,8 +129,10 @@ impl Rcd {
                 continue;
             };
             let started = Instant::now();
-            match self.run_once(&rclone, &shutdown).await {
-                Ok(()) => return,
+            let ended = self.run_once(&rclone, &shutdown).await;
+            *self.rc.lock().expect("rc lock") = None;
+            match ended {
+                Ok(()) => break,
                 Err(why) => {
                     tracing::warn!(reason = %why, "rclone rcd ended; starting it again");
                     let mut s = self.status.lock().expect("status lock");
@@ -127,7 +141,6 @@ impl Rcd {
                     self.set("restarting", Some(why), None, None);
                 }
             }
-            *self.rc.lock().expect("rc lock") = None;
             backoff = if started.elapsed() >= STABLE_AFTER {
                 FIRST_BACKOFF
             } else {
@@ -147,6 +160,10 @@ impl Rcd {
             url: format!("http://{addr}"),
             user: "mountd".into(),
             pass: format!("{:032x}", rand::random::<u128>()),
+            generation: self
+                .starts
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
+                + 1,
         };
         let mut cmd = match on_path("setpriv") {
             Some(setpriv) => {
@@ -277,6 +294,17 @@ async fn pause(d: Duration, shutdown: &Shutdown) {
 /// A remote-control call: POST `<url>/<method>` with a JSON body and the
 /// credentials; the JSON answer, or why it failed.
 pub async fn call(rc: &Rc, method: &str, body: &str) -> Result<serde_json::Value, String> {
+    call_within(rc, method, body, Duration::from_secs(30)).await
+}
+
+/// [`call`], answered within `within`. A refusal reads as rclone's own
+/// `error` text.
+pub async fn call_within(
+    rc: &Rc,
+    method: &str,
+    body: &str,
+    within: Duration,
+) -> Result<serde_json::Value, String> {
     let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
     let auth = format!(
         "Basic {}",
@@ -287,9 +315,9 @@ pub async fn call(rc: &Rc, method: &str, body: &str) -> Result<serde_json::Value
         .header("content-type", "application/json")
         .body(Full::new(Bytes::from(body.to_owned())))
         .map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(Duration::from_secs(30), client.request(req))
+    let resp = tokio::time::timeout(within, client.request(req))
         .await
-        .map_err(|_| format!("{method}: no answer within 30 s"))?
+        .map_err(|_| format!("{method}: no answer within {within:?}"))?
         .map_err(|e| format!("{method}: {e}"))?;
     let status = resp.status();
     let bytes = resp
@@ -299,10 +327,11 @@ pub async fn call(rc: &Rc, method: &str, body: &str) -> Result<serde_json::Value
         .map_err(|e| format!("{method}: {e}"))?
         .to_bytes();
     if !status.is_success() {
-        return Err(format!(
-            "{method}: {status}: {}",
-            String::from_utf8_lossy(&bytes)
-        ));
+        let said = serde_json::from_slice::<serde_json::Value>(&bytes)
+            .ok()
+            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
+            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
+        return Err(format!("{method}: {said}"));
     }
     serde_json::from_slice(&bytes).map_err(|e| format!("{method}: not JSON: {e}"))
 }

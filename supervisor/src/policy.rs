@@ -56,7 +56,7 @@ pub(crate) const TABLE: &[Policy] = &[
         ready_timeout: Duration::from_secs(120),
         // Queued writes are committed before it exits (milliseconds). The
         // graces of the table add up to under Docker's default 10 s.
-        stop_grace: Duration::from_secs(5),
+        stop_grace: Duration::from_millis(4_500),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),
@@ -94,10 +94,10 @@ pub(crate) const TABLE: &[Policy] = &[
         after: &[],
         // Ready once its socket is bound; rclone starts after that.
         ready_timeout: Duration::from_secs(30),
-        // It stops rclone rcd, which ends at once on SIGTERM (and is bound
-        // to mountd's life besides). The graces of the table add up to
-        // under 10 s.
-        stop_grace: Duration::from_millis(500),
+        // It unmounts every mount (through rclone for half a second, then
+        // detaching what is left), then stops rclone rcd, which ends at
+        // once on SIGTERM. The graces of the table add up to under 10 s.
+        stop_grace: Duration::from_secs(1),
         first_backoff: Duration::from_millis(10),
         max_backoff: Duration::from_secs(10),
         stable_after: Duration::from_secs(30),

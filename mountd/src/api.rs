@@ -1,0 +1,352 @@
+//! mountd's socket: `/health`, `/status` and the mounts API, which apid
+//! exposes under `/api/mounts` (the original's routes and shapes).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State as AxState};
+use axum::http::StatusCode;
+use axum::routing::{get, post};
+use axum::{Json, Router};
+use metacore::error::{ApiError, ErrorCode};
+use metacore::layout::Daemon;
+use metacore::socket::Health;
+use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
+use serde::{Deserialize, Serialize};
+
+use crate::manager::{Manager, MountStatus};
+use crate::rcd::call;
+use crate::request::{MountUpdate, NewMount};
+
+/// Largest body the mounts API takes.
+pub const MAX_BODY: usize = 16 * 1024;
+/// `safe-unmount`'s wait when no `timeout` is given, and the longest one
+/// taken (apid waits a little longer for the answer).
+pub const DEFAULT_SAFE_WAIT_MS: u64 = 60_000;
+pub const MAX_SAFE_WAIT_MS: u64 = 120_000;
+
+type State = AxState<Arc<Manager>>;
+
+pub fn router(m: Arc<Manager>) -> Router {
+    Router::new()
+        .route(
+            "/health",
+            get(|| async { Json(Health::ok(Daemon::Mountd)) }),
+        )
+        .route("/status", get(status))
+        .route("/mounts", get(list).post(create))
+        .route("/mounts/rclone/remotes", get(remotes))
+        .route(
+            "/mounts/{id}",
+            get(get_one).put(update).patch(update).delete(delete),
+        )
+        .route("/mounts/{id}/mount", post(mount))
+        .route("/mounts/{id}/unmount", post(unmount))
+        .route("/mounts/{id}/safe-unmount", post(safe_unmount))
+        .route("/mounts/{id}/scan", post(scan))
+        .fallback(no_route)
+        .method_not_allowed_fallback(no_method)
+        .layer(DefaultBodyLimit::max(MAX_BODY))
+        .with_state(m)
+}
+
+async fn status(st: State) -> Json<metacore::api::mountd::MountdStatus> {
+    Json(metacore::api::mountd::MountdStatus {
+        daemon: Daemon::Mountd,
+        version: env!("CARGO_PKG_VERSION").into(),
+        pid: std::process::id(),
+        rclone: st.rcd().status(),
+        mounts: st.list().len(),
+    })
+}
+
+#[derive(Debug, Serialize)]
+struct List {
+    mounts: Vec<MountStatus>,
+}
+
+#[derive(Debug, Serialize)]
+struct One {
+    mount: MountStatus,
+}
+
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct Done {
+    status: &'static str,
+    message: String,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mount_id: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    mount_path: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    file_count: Option<usize>,
+}
+
+fn done(status: &'static str, message: impl Into<String>) -> Json<Done> {
+    Json(Done {
+        status,
+        message: message.into(),
+        mount_id: None,
+        mount_path: None,
+        file_count: None,
+    })
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("mount not found: {id}"))
+}
+
+fn failed(why: String) -> ApiError {
+    ApiError::new(ErrorCode::MountFailed, why)
+}
+
+fn io_failed(e: std::io::Error) -> ApiError {
+    ApiError::internal(format!("cannot write mounts.json: {e}"))
+}
+
+/// How long a request waits for an rclone that is starting.
+const RCLONE_WAIT: Duration = Duration::from_secs(5);
+
+/// The running rclone. While it is starting or restarting the request
+/// waits for it, up to [`RCLONE_WAIT`] (then 503); 409 `disabled` when it
+/// is not installed (nothing mounts without it).
+async fn need_rclone(m: &Manager) -> Result<crate::rcd::Rc, ApiError> {
+    let mut changed = m.rcd().subscribe();
+    let until = tokio::time::Instant::now() + RCLONE_WAIT;
+    loop {
+        match m.rcd().unavailable() {
+            None => {
+                if let Some(rc) = m.rcd().rc() {
+                    return Ok(rc);
+                }
+            }
+            Some((true, why)) => {
+                return Err(ApiError::new(
+                    ErrorCode::Disabled,
+                    format!("{why}: mounts need rclone on the machine"),
+                ));
+            }
+            Some((false, why)) => {
+                if tokio::time::timeout_at(until, changed.changed())
+                    .await
+                    .is_err()
+                {
+                    return Err(ApiError::unavailable(format!("{why}; retry shortly")));
+                }
+            }
+        }
+    }
+}
+
+async fn list(st: State) -> Json<List> {
+    Json(List { mounts: st.list() })
+}
+
+async fn create(
+    st: State,
+    JsonBody(new): JsonBody<NewMount>,
+) -> Result<(StatusCode, Json<One>), ApiError> {
+    let checked = new.check()?;
+    let rc = need_rclone(&st).await?;
+    let mut c = checked.config;
+    if let Some(clear) = checked.smb_password {
+        let body = serde_json::json!({ "clear": clear }).to_string();
+        let v = call(&rc, "core/obscure", &body)
+            .await
+            .map_err(|e| ApiError::unavailable(format!("rclone could not obscure: {e}")))?;
+        c.smb_password_obscured = v["obscured"]
+            .as_str()
+            .ok_or_else(|| ApiError::internal("rclone's core/obscure answered no `obscured`"))?
+            .to_owned();
+    }
+    c.id = uuid::Builder::from_random_bytes(rand::random())
+        .into_uuid()
+        .to_string();
+    c.mount_path = crate::config::mount_path(st.files(), &c.name)
+        .ok_or_else(|| ApiError::bad_request("name: needs a letter or digit"))?
+        .display()
+        .to_string();
+    let id = c.id.clone();
+    let mount_now = c.enabled && c.desired_mounted;
+    st.add(c)?;
+    if mount_now {
+        // A failure is in the mount's status and error file; the keeper
+        // tries again.
+        let _ = st.mount(&id).await;
+    }
+    let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
+    Ok((StatusCode::CREATED, Json(One { mount })))
+}
+
+async fn get_one(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<One> {
+    let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
+    Ok(Json(One { mount }))
+}
+
+/// `PUT`/`PATCH`: the cache and polling settings, and `enabled` (off
+/// unmounts, on mounts).
+#[derive(Debug, Deserialize)]
+#[serde(rename_all = "camelCase")]
+struct Update {
+    enabled: Option<bool>,
+    #[serde(flatten)]
+    tuning: MountUpdate,
+}
+
+async fn update(
+    st: State,
+    UrlPath(id): UrlPath<String>,
+    JsonBody(u): JsonBody<Update>,
+) -> JsonReply<One> {
+    let mut c = st.config(&id).ok_or_else(|| not_found(&id))?;
+    u.tuning.apply(&mut c)?;
+    let was = c.enabled && c.desired_mounted;
+    if let Some(on) = u.enabled {
+        c.enabled = on;
+        if on {
+            c.desired_mounted = true;
+        }
+    }
+    let now = c.enabled && c.desired_mounted;
+    st.edit(&id, |m| *m = c)
+        .map_err(io_failed)?
+        .ok_or_else(|| not_found(&id))?;
+    if was && !now {
+        st.unmount(&id).await.map_err(failed)?;
+    } else if now && !was {
+        let _ = st.mount(&id).await;
+    }
+    let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
+    Ok(Json(One { mount }))
+}
+
+async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    st.edit(&id, |m| m.desired_mounted = false)
+        .map_err(io_failed)?
+        .ok_or_else(|| not_found(&id))?;
+    st.unmount(&id).await.map_err(failed)?;
+    st.remove(&id).map_err(io_failed)?;
+    Ok(done("ok", "Mount deleted"))
+}
+
+async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    st.config(&id).ok_or_else(|| not_found(&id))?;
+    need_rclone(&st).await?;
+    let c = st
+        .edit(&id, |m| {
+            m.enabled = true;
+            m.desired_mounted = true;
+        })
+        .map_err(io_failed)?
+        .ok_or_else(|| not_found(&id))?;
+    st.mount(&id).await.map_err(failed)?;
+    Ok(done("ok", format!("Mounted at {}", c.mount_path)))
+}
+
+async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    st.edit(&id, |m| m.desired_mounted = false)
+        .map_err(io_failed)?
+        .ok_or_else(|| not_found(&id))?;
+    st.unmount(&id).await.map_err(failed)?;
+    Ok(done("ok", "Unmounted"))
+}
+
+#[derive(Debug, Deserialize)]
+struct SafeQuery {
+    timeout: Option<String>,
+}
+
+async fn safe_unmount(
+    st: State,
+    UrlPath(id): UrlPath<String>,
+    Query(q): Query<SafeQuery>,
+) -> JsonReply<Done> {
+    let c = st.config(&id).ok_or_else(|| not_found(&id))?;
+    let wait_ms = match q.timeout.as_deref() {
+        None | Some("") => DEFAULT_SAFE_WAIT_MS,
+        Some(t) => t
+            .parse::<u64>()
+            .ok()
+            .filter(|ms| *ms <= MAX_SAFE_WAIT_MS)
+            .ok_or_else(|| {
+                ApiError::bad_request(format!("timeout: milliseconds, at most {MAX_SAFE_WAIT_MS}"))
+            })?,
+    };
+    let open = st
+        .safe_unmount(&id, Duration::from_millis(wait_ms), || {
+            st.edit(&id, |m| m.desired_mounted = false)
+                .map(|_| ())
+                .map_err(|e| format!("cannot write mounts.json: {e}"))
+        })
+        .await
+        .map_err(failed)?;
+    if open.is_empty() {
+        return Ok(done("ok", "Unmounted: nothing under it was open"));
+    }
+    let first = open[0]
+        .strip_prefix(st.files())
+        .map(|p| p.display().to_string())
+        .unwrap_or_default();
+    Ok(done(
+        "warning",
+        format!(
+            "{} still open under {} after {wait_ms} ms (first: {first}); left mounted",
+            match open.len() {
+                1 => "1 file".to_owned(),
+                n if n >= 20 => "20 or more files".to_owned(),
+                n => format!("{n} files"),
+            },
+            c.mount_path
+        ),
+    ))
+}
+
+async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+    let s = st.status(&id).ok_or_else(|| not_found(&id))?;
+    if !s.mounted {
+        return Err(ApiError::bad_request(format!(
+            "mount {id} is not mounted: nothing to scan"
+        )));
+    }
+    let n = st.scan(&id, false).await?;
+    Ok(Json(Done {
+        status: "ok",
+        message: "Scan triggered".into(),
+        mount_id: Some(id),
+        mount_path: Some(s.config.mount_path),
+        file_count: Some(n),
+    }))
+}
+
+#[derive(Debug, Serialize)]
+struct Remote {
+    name: String,
+    #[serde(rename = "type")]
+    kind: String,
+}
+
+#[derive(Debug, Serialize)]
+struct Remotes {
+    remotes: Vec<Remote>,
+}
+
+/// The remotes of rclone's configuration, by name, with their type (and
+/// nothing else of their configuration).
+async fn remotes(st: State) -> JsonReply<Remotes> {
+    let rc = need_rclone(&st).await?;
+    let dump = call(&rc, "config/dump", "{}")
+        .await
+        .map_err(|e| ApiError::unavailable(format!("rclone could not list its remotes: {e}")))?;
+    let mut remotes: Vec<Remote> = dump
+        .as_object()
+        .into_iter()
+        .flatten()
+        .map(|(name, conf)| Remote {
+            name: name.clone(),
+            kind: conf["type"].as_str().unwrap_or_default().to_owned(),
+        })
+        .collect();
+    remotes.sort_by(|a, b| a.name.cmp(&b.name));
+    Ok(Json(Remotes { remotes }))
+}
