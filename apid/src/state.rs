@@ -22,6 +22,8 @@ pub struct AppState {
     pub store: StoragedClient,
     /// watcherd's socket: the watchers API is relayed to it.
     pub watcherd: metacore::api::watcherd::WatcherdClient,
+    /// mountd's socket: the mounts API is relayed to it.
+    pub mountd: metacore::api::mountd::MountdClient,
     /// The supervisor's control socket, for the daemon table in `/status`.
     pub supervisor: SupervisorClient,
     pub urls: Urls,
@@ -44,9 +46,12 @@ impl AppState {
         let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
         let watcherd =
             metacore::api::watcherd::WatcherdClient::new(&config.layout().socket(Daemon::Watcherd));
+        let mountd =
+            metacore::api::mountd::MountdClient::new(&config.layout().socket(Daemon::Mountd));
         let urls = Urls::from_config(&config);
         Self {
             watcherd,
+            mountd,
             registry: std::sync::Arc::new(crate::registry::Registry::new(&config, &urls)),
             events: Events::new(&config, shutdown),
             urls,

@@ -7,7 +7,9 @@ pub(crate) mod files;
 pub(crate) mod kv;
 pub(crate) mod listing;
 pub(crate) mod meta;
+pub(crate) mod mounts;
 pub(crate) mod openapi;
+pub(crate) mod relay;
 pub(crate) mod search;
 pub mod snapshot;
 pub(crate) mod stats;
@@ -125,6 +127,7 @@ fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/schema/rescan", post(search::rescan))
         .route("/api/kv/value", put(kv::put_value).delete(kv::delete_value))
         .merge(watchers::routes())
+        .merge(mounts::routes())
         .route_layer(from_fn_with_state(state, admin_only))
 }
 

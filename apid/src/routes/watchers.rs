@@ -56,20 +56,7 @@ fn checked_id(id: &str) -> Result<&str, ApiError> {
 
 /// Calls watcherd and relays its answer.
 async fn relay(st: &AppState, method: Method, path: &str, body: Option<Bytes>) -> Response {
-    let call = st.watcherd.socket().send(method, path, body);
-    let Ok(answer) = tokio::time::timeout(RELAY_TIMEOUT, call).await else {
-        return ApiError::unavailable("watcherd did not answer in time, retry shortly")
-            .into_response();
-    };
-    match answer {
-        Ok(resp) => (
-            resp.status(),
-            [(header::CONTENT_TYPE, "application/json")],
-            axum::body::Body::new(resp.into_body()),
-        )
-            .into_response(),
-        Err(e) => ApiError::from(e).into_response(),
-    }
+    super::relay::relay(st.watcherd.socket(), RELAY_TIMEOUT, method, path, body).await
 }
 
 async fn list(st: State) -> Response {
