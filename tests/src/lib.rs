@@ -31,12 +31,15 @@
 //! - [`fixtures`]: field maps, random CIDs and RIDs, the golden CID vectors.
 //! - [`unchecked`]: writes sent to storaged as given, without the checks
 //!   of the typed client's inputs, to see storaged's own refusals.
+//! - [`mountd`]: [`mountd::Mountd`], one real mountd beside the real
+//!   rclone, and the kernel's mount table.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
 pub mod apid;
 pub mod daemon;
 pub mod fixtures;
 pub mod mount;
+pub mod mountd;
 pub mod openapi;
 pub mod process;
 pub mod raw_http;

@@ -20,6 +20,8 @@ mod daemon_args;
 mod disk_full;
 mod file_modes;
 mod mountd;
+mod mountd_mounts;
+mod mountd_tree;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;

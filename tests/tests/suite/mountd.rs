@@ -2,64 +2,14 @@
 //! runs `rclone rcd` as its child on loopback with credentials made at
 //! start, which refuses requests without them; a killed rclone is started
 //! again; rclone ends with mountd, even with a SIGKILL; without rclone on
-//! the PATH mountd stays up and says so. Skipped where rclone is not
-//! installed (CI installs it).
+//! the PATH mountd stays up and says so. Compiled as ignored where rclone
+//! is not installed (`tests/build.rs`; CI installs it).
 
-use std::path::{Path, PathBuf};
 use std::time::Duration;
 
-use e2e::process::{Process, command};
+use e2e::mountd::{Mountd, alive};
 use e2e::wait::until;
-use metacore::socket::client::SocketClient;
 use serde_json::Value;
-
-fn have_rclone() -> bool {
-    std::process::Command::new("rclone")
-        .arg("version")
-        .output()
-        .is_ok_and(|o| o.status.success())
-}
-
-fn spawn(dir: &Path, path_env: Option<&str>) -> (Process, SocketClient) {
-    let mut cmd = command("mountd");
-    cmd.env("META_CORE_PATH", dir.join("meta-core"))
-        .env("META_CORE_RUN_DIR", dir.join("run"))
-        .env("FILES_PATH", dir.join("files"))
-        .env("RUST_LOG", "info");
-    if let Some(p) = path_env {
-        cmd.env("PATH", p);
-    }
-    let p = Process::spawn("mountd", dir, cmd);
-    let client = SocketClient::new("mountd", &dir.join("run/mountd.sock"));
-    (p, client)
-}
-
-async fn status(c: &SocketClient) -> Option<Value> {
-    c.get::<Value>("/status").await.ok()
-}
-
-/// Waits until rclone's state is `want`; its status then.
-async fn rclone_in(c: &SocketClient, want: &str) -> Value {
-    until(
-        &format!("rclone {want}"),
-        Duration::from_secs(20),
-        || async {
-            status(c)
-                .await
-                .filter(|s| s["rclone"]["state"] == want)
-                .map(|s| s["rclone"].clone())
-        },
-    )
-    .await
-}
-
-fn alive(pid: u64) -> bool {
-    // A zombie is gone for our purpose.
-    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
-        !s.rsplit_once(')')
-            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
-    })
-}
 
 /// The credentials rclone was given, read from its environment (root
 /// reads it, as it reads any process's).
@@ -85,14 +35,11 @@ fn rc_status(url: &str, auth: Option<(&str, &str)>) -> u16 {
 }
 
 #[tokio::test]
+#[cfg_attr(no_rclone, ignore = "no rclone on this machine")]
 async fn rclone_rcd_runs_as_a_child_with_its_own_credentials_and_comes_back() {
-    if !have_rclone() {
-        eprintln!("rclone is not installed: skipped");
-        return;
-    }
     let dir = e2e::daemon::test_dir();
-    let (mut mountd, c) = spawn(dir.path(), None);
-    let r = rclone_in(&c, "running").await;
+    let mountd = Mountd::spawn(dir.path(), None);
+    let r = mountd.rclone_in("running").await;
     let pid = r["pid"].as_u64().unwrap();
     let url = r["url"].as_str().unwrap().to_owned();
     assert!(url.starts_with("http://127.0.0.1:"), "{url}");
@@ -104,15 +51,19 @@ async fn rclone_rcd_runs_as_a_child_with_its_own_credentials_and_comes_back() {
     assert_eq!(rc_status(&url, Some((&user, &pass))), 200);
     let cmdline = std::fs::read_to_string(format!("/proc/{pid}/cmdline")).unwrap();
     assert!(!cmdline.contains(&pass), "{cmdline}");
-    assert!(!mountd.stderr().contains(&pass));
+    assert!(!mountd.process.stderr().contains(&pass));
 
     // Killed: started again, with new credentials.
     let killed = rustix::process::Pid::from_raw(pid as i32).unwrap();
     rustix::process::kill_process(killed, rustix::process::Signal::KILL).unwrap();
     let again = until("a new rclone", Duration::from_secs(20), || async {
-        status(&c).await.map(|s| s["rclone"].clone()).filter(|r| {
-            r["state"] == "running" && r["pid"].as_u64() != Some(pid) && r["restarts"] == 1
-        })
+        mountd
+            .status()
+            .await
+            .map(|s| s["rclone"].clone())
+            .filter(|r| {
+                r["state"] == "running" && r["pid"].as_u64() != Some(pid) && r["restarts"] == 1
+            })
     })
     .await;
     let pid2 = again["pid"].as_u64().unwrap();
@@ -120,8 +71,9 @@ async fn rclone_rcd_runs_as_a_child_with_its_own_credentials_and_comes_back() {
     assert_ne!(pass, pass2, "new credentials at each start");
 
     // SIGTERM of mountd: rclone stops with it.
-    mountd.sigterm();
-    mountd.wait_exit().await;
+    let mut mountd = mountd;
+    mountd.process.sigterm();
+    mountd.process.wait_exit().await;
     until(
         "rclone to end with mountd",
         Duration::from_secs(5),
@@ -132,15 +84,12 @@ async fn rclone_rcd_runs_as_a_child_with_its_own_credentials_and_comes_back() {
 }
 
 #[tokio::test]
+#[cfg_attr(no_rclone, ignore = "no rclone on this machine")]
 async fn rclone_dies_with_a_killed_mountd_and_the_next_one_starts_clean() {
-    if !have_rclone() {
-        eprintln!("rclone is not installed: skipped");
-        return;
-    }
     let dir = e2e::daemon::test_dir();
-    let (mut mountd, c) = spawn(dir.path(), None);
-    let pid = rclone_in(&c, "running").await["pid"].as_u64().unwrap();
-    mountd.kill9();
+    let mut mountd = Mountd::spawn(dir.path(), None);
+    let pid = mountd.rclone_in("running").await["pid"].as_u64().unwrap();
+    mountd.process.kill9();
     until(
         "rclone to end with mountd",
         Duration::from_secs(5),
@@ -149,11 +98,11 @@ async fn rclone_dies_with_a_killed_mountd_and_the_next_one_starts_clean() {
     .await;
     // A leftover pid file (what a SIGKILL leaves) names no rclone now: the
     // next mountd starts its own and runs.
-    let (mut next, c) = spawn(dir.path(), None);
-    let r = rclone_in(&c, "running").await;
+    let mut next = Mountd::spawn(dir.path(), None);
+    let r = next.rclone_in("running").await;
     assert_ne!(r["pid"].as_u64(), Some(pid));
-    next.sigterm();
-    next.wait_exit().await;
+    next.process.sigterm();
+    next.process.wait_exit().await;
 }
 
 /// Without rclone on the PATH, mountd serves and says why.
@@ -162,9 +111,8 @@ async fn without_rclone_mountd_stays_up_and_says_so() {
     let dir = e2e::daemon::test_dir();
     let empty = dir.path().join("empty-bin");
     std::fs::create_dir_all(&empty).unwrap();
-    let path = format!("{}", PathBuf::from(&empty).display());
-    let (mut mountd, c) = spawn(dir.path(), Some(&path));
-    let r = rclone_in(&c, "not-installed").await;
+    let mut mountd = Mountd::spawn(dir.path(), Some(&empty.display().to_string()));
+    let r = mountd.rclone_in("not-installed").await;
     assert!(
         r["reason"]
             .as_str()
@@ -172,10 +120,10 @@ async fn without_rclone_mountd_stays_up_and_says_so() {
             .contains("rclone is not installed"),
         "{r}"
     );
-    let h: Value = c.get("/health").await.unwrap();
+    let h: Value = mountd.client.get("/health").await.unwrap();
     assert_eq!(h["status"], "ok");
-    mountd.sigterm();
-    mountd.wait_exit().await;
+    mountd.process.sigterm();
+    mountd.process.wait_exit().await;
 }
 
 /// An unreadable `mounts.json` is set aside, kept as it was, and mountd
@@ -188,9 +136,9 @@ async fn an_unreadable_mounts_file_is_set_aside_and_a_readable_one_read() {
     std::fs::write(mounts.join("mounts.json"), "{not json").unwrap();
     let empty = dir.path().join("empty-bin");
     std::fs::create_dir_all(&empty).unwrap();
-    let (mut mountd, c) = spawn(dir.path(), Some(&empty.display().to_string()));
+    let mut mountd = Mountd::spawn(dir.path(), Some(&empty.display().to_string()));
     let s: Value = until("mountd to answer", Duration::from_secs(20), || async {
-        status(&c).await
+        mountd.status().await
     })
     .await;
     assert_eq!(s["mounts"], 0);
@@ -204,20 +152,21 @@ async fn an_unreadable_mounts_file_is_set_aside_and_a_readable_one_read() {
         std::fs::read_to_string(mounts.join(&kept[0])).unwrap(),
         "{not json"
     );
-    mountd.sigterm();
-    mountd.wait_exit().await;
+    mountd.process.sigterm();
+    mountd.process.wait_exit().await;
+    drop(mountd);
 
     std::fs::write(
         mounts.join("mounts.json"),
         r#"{"version":1,"mounts":[{"id":"0b9a5a4e-2f3c-4e0a-9d55-3f1c2b7a8e10","name":"films","type":"rclone","enabled":true,"desiredMounted":false,"mountPath":"/files/corn/films","rcloneRemote":"local","rclonePath":"/srv"}]}"#,
     )
     .unwrap();
-    let (mut mountd, c) = spawn(dir.path(), Some(&empty.display().to_string()));
+    let mut mountd = Mountd::spawn(dir.path(), Some(&empty.display().to_string()));
     let s: Value = until("mountd to answer", Duration::from_secs(20), || async {
-        status(&c).await
+        mountd.status().await
     })
     .await;
     assert_eq!(s["mounts"], 1, "{s}");
-    mountd.sigterm();
-    mountd.wait_exit().await;
+    mountd.process.sigterm();
+    mountd.process.wait_exit().await;
 }

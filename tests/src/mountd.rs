@@ -1,0 +1,185 @@
+//! mountd on its own, beside the real `rclone`: [`Mountd`] spawns one with
+//! its own dirs, drives its socket, reads the kernel's mount table, and
+//! detaches what a failed test left mounted.
+
+use std::path::{Path, PathBuf};
+use std::time::Duration;
+
+use http::Method;
+use metacore::socket::client::{ClientError, SocketClient};
+use serde_json::Value;
+
+use crate::process::{Process, command};
+use crate::wait::until;
+
+/// One mountd process: `META_CORE_PATH=<dir>/meta-core`, run dir
+/// `<dir>/run`, `FILES_PATH=<dir>/files`, rclone's configuration
+/// `<dir>/rclone.conf` (see [`local_remote`]).
+#[derive(Debug)]
+pub struct Mountd {
+    pub process: Process,
+    pub client: SocketClient,
+    dir: PathBuf,
+}
+
+impl Mountd {
+    /// Spawns mountd; `path_env` replaces its `PATH` (to hide rclone).
+    pub fn spawn(dir: &Path, path_env: Option<&str>) -> Self {
+        let mut cmd = command("mountd");
+        cmd.env("META_CORE_PATH", dir.join("meta-core"))
+            .env("META_CORE_RUN_DIR", dir.join("run"))
+            .env("FILES_PATH", dir.join("files"))
+            .env("RCLONE_CONFIG", dir.join("rclone.conf"))
+            .env("RUST_LOG", "info");
+        if let Some(p) = path_env {
+            cmd.env("PATH", p);
+        }
+        Self {
+            process: Process::spawn("mountd", dir, cmd),
+            client: SocketClient::new("mountd", &dir.join("run/mountd.sock")),
+            dir: dir.to_owned(),
+        }
+    }
+
+    /// Spawns mountd and waits until its rclone runs.
+    pub async fn start(dir: &Path) -> Self {
+        let m = Self::spawn(dir, None);
+        m.rclone_in("running").await;
+        m
+    }
+
+    pub fn files(&self) -> PathBuf {
+        self.dir.join("files")
+    }
+
+    pub fn mounts_file(&self) -> PathBuf {
+        self.dir.join("meta-core/mounts/mounts.json")
+    }
+
+    pub fn error_file(&self, id: &str) -> PathBuf {
+        self.dir.join(format!("meta-core/mounts/errors/{id}.error"))
+    }
+
+    pub async fn status(&self) -> Option<Value> {
+        self.client.get::<Value>("/status").await.ok()
+    }
+
+    /// Waits until rclone's state is `want`; its part of the status then.
+    pub async fn rclone_in(&self, want: &str) -> Value {
+        until(
+            &format!("rclone {want}"),
+            Duration::from_secs(20),
+            || async {
+                self.status()
+                    .await
+                    .filter(|s| s["rclone"]["state"] == want)
+                    .map(|s| s["rclone"].clone())
+            },
+        )
+        .await
+    }
+
+    /// `method path` with an optional JSON body on the socket: the answer,
+    /// or the error envelope turned back into an error.
+    pub async fn call(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, ClientError> {
+        self.client.call(method, path, body.as_ref()).await
+    }
+
+    /// `POST /mounts` with `body`, which must be taken: the mount.
+    pub async fn create(&self, body: Value) -> Value {
+        let v = self
+            .call(Method::POST, "/mounts", Some(body.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("POST /mounts {body}: {e}"));
+        v["mount"].clone()
+    }
+
+    /// The mount `id` as `GET /mounts/{id}` shows it.
+    pub async fn mount(&self, id: &str) -> Value {
+        self.call(Method::GET, &format!("/mounts/{id}"), None)
+            .await
+            .unwrap_or_else(|e| panic!("GET /mounts/{id}: {e}"))["mount"]
+            .clone()
+    }
+}
+
+impl Drop for Mountd {
+    fn drop(&mut self) {
+        self.process.kill9();
+        detach_all_under(&self.dir);
+    }
+}
+
+/// Writes `<dir>/rclone.conf` with one remote of type `local` named
+/// `name`, and a folder `<dir>/remote-<name>` holding `files`
+/// (path, content); the folder.
+pub fn local_remote(dir: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
+    let conf = dir.join("rclone.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap_or_default();
+    text.push_str(&format!("[{name}]\ntype = local\n\n"));
+    std::fs::write(&conf, text).unwrap();
+    let root = dir.join(format!("remote-{name}"));
+    for (path, content) in files {
+        let p = root.join(path);
+        std::fs::create_dir_all(p.parent().unwrap()).unwrap();
+        std::fs::write(p, content).unwrap();
+    }
+    std::fs::create_dir_all(&root).unwrap();
+    root
+}
+
+/// The mount points under `dir` in the kernel's table, with their type.
+pub fn mounts_under(dir: &Path) -> Vec<(PathBuf, String)> {
+    std::fs::read_to_string("/proc/self/mountinfo")
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|line| {
+            let fields: Vec<&str> = line.split(' ').collect();
+            let point = PathBuf::from(fields.get(4)?.replace("\\040", " "));
+            let dash = fields.iter().position(|f| *f == "-")?;
+            let fstype = fields.get(dash + 1)?.to_string();
+            point.starts_with(dir).then_some((point, fstype))
+        })
+        .collect()
+}
+
+/// Whether an rclone FUSE mount is at `point`.
+pub fn is_mounted(point: &Path) -> bool {
+    mounts_under(point)
+        .iter()
+        .any(|(p, t)| p == point && t == "fuse.rclone")
+}
+
+/// Detaches every mount under `dir` (what a failed test left).
+pub fn detach_all_under(dir: &Path) {
+    for (point, _) in mounts_under(dir).into_iter().rev() {
+        let _ = std::process::Command::new("umount")
+            .arg("-l")
+            .arg(&point)
+            .status();
+    }
+}
+
+/// Whether `pid` runs (a zombie does not).
+pub fn alive(pid: u64) -> bool {
+    std::fs::read_to_string(format!("/proc/{pid}/stat")).is_ok_and(|s| {
+        !s.rsplit_once(')')
+            .is_some_and(|(_, r)| r.trim_start().starts_with('Z'))
+    })
+}
+
+/// The pids of the `rclone` processes whose parent is `parent`.
+pub fn rclone_children_of(parent: u32) -> Vec<u64> {
+    crate::supervisor::children_of(parent)
+        .into_iter()
+        .filter(|p| {
+            std::fs::read_to_string(format!("/proc/{p}/comm")).is_ok_and(|c| c.trim() == "rclone")
+        })
+        .map(u64::from)
+        .collect()
+}
