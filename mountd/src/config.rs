@@ -143,7 +143,7 @@ impl Mounts {
 
 /// A mount name as a folder name: letters, digits, `-`, `_` and `.` kept,
 /// every other run of characters one `_`, no leading `.` or `_` and no
-/// trailing `_`, at most 64 bytes; `None` when nothing is left.
+/// trailing `_`, at most 64 bytes; `None` without a letter or digit.
 pub fn sanitize_name(name: &str) -> Option<String> {
     let mut out = String::new();
     for c in name.trim().chars() {
@@ -158,7 +158,9 @@ pub fn sanitize_name(name: &str) -> Option<String> {
         .trim_end_matches('_')
         .to_owned();
     out.truncate(64);
-    (!out.is_empty() && out != "." && out != "..").then_some(out)
+    out.bytes()
+        .any(|b| b.is_ascii_alphanumeric())
+        .then_some(out)
 }
 
 /// Where a mount named `name` goes: `FILES_PATH/corn/<sanitized name>`.
@@ -291,6 +293,7 @@ mod tests {
         assert_eq!(sanitize_name("  "), None);
         assert_eq!(sanitize_name(".."), None);
         assert_eq!(sanitize_name("///"), None);
+        assert_eq!(sanitize_name("-.-"), None);
         assert_eq!(sanitize_name(&"x".repeat(100)).unwrap().len(), 64);
         assert_eq!(
             mount_path(Path::new("/files"), "nas share").unwrap(),

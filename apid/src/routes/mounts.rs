@@ -113,21 +113,19 @@ async fn action(
         Ok(id) => id,
         Err(e) => return e.into_response(),
     };
-    // Only the query safe-unmount takes is passed on, re-encoded.
+    // Only the query safe-unmount takes is passed on: a value that is not
+    // plain digits and letters goes as `invalid`, which mountd refuses.
     let timeout = query
         .as_deref()
-        .and_then(|q| {
-            q.split('&')
-                .find_map(|kv| kv.strip_prefix("timeout="))
-                .map(|v| {
-                    v.bytes()
-                        .filter(u8::is_ascii_alphanumeric)
-                        .take(24)
-                        .map(char::from)
-                        .collect::<String>()
-                })
-        })
-        .filter(|_| action == "safe-unmount");
+        .and_then(|q| q.split('&').find_map(|kv| kv.strip_prefix("timeout=")))
+        .filter(|_| action == "safe-unmount")
+        .map(|v| {
+            if !v.is_empty() && v.len() <= 24 && v.bytes().all(|b| b.is_ascii_alphanumeric()) {
+                v
+            } else {
+                "invalid"
+            }
+        });
     let path = match timeout {
         Some(t) => format!("/mounts/{id}/{action}?timeout={t}"),
         None => format!("/mounts/{id}/{action}"),

@@ -34,7 +34,7 @@ mod tests {
     ];
 
     /// The admin routes: the ones behind `META_CORE_ADMIN_TOKEN`.
-    const ADMIN: [(&str, &str); 17] = [
+    const ADMIN: [(&str, &str); 28] = [
         ("/api/kv/value", "put"),
         ("/api/kv/value", "delete"),
         ("/api/metadata/batch", "post"),
@@ -52,6 +52,17 @@ mod tests {
         ("/api/watchers/{id}/reset", "post"),
         ("/api/scan/trigger", "post"),
         ("/api/scan/status", "get"),
+        ("/api/mounts", "get"),
+        ("/api/mounts", "post"),
+        ("/api/mounts/rclone/remotes", "get"),
+        ("/api/mounts/{id}", "get"),
+        ("/api/mounts/{id}", "put"),
+        ("/api/mounts/{id}", "patch"),
+        ("/api/mounts/{id}", "delete"),
+        ("/api/mounts/{id}/mount", "post"),
+        ("/api/mounts/{id}/unmount", "post"),
+        ("/api/mounts/{id}/safe-unmount", "post"),
+        ("/api/mounts/{id}/scan", "post"),
     ];
 
     fn doc() -> Value {

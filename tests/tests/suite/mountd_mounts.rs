@@ -550,3 +550,22 @@ async fn without_rclone_every_mount_route_says_so() {
     let list = m.call(Method::GET, "/mounts", None).await.unwrap();
     assert_eq!(list["mounts"].as_array().unwrap().len(), 1);
 }
+
+/// rclone killed and mountd stopped before a new rclone is up: the stale
+/// mounts the dead one left are detached by mountd itself.
+#[tokio::test]
+#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
+async fn a_stop_while_rclone_is_down_detaches_the_stale_mounts() {
+    let dir = e2e::daemon::test_dir();
+    let mut m = Mountd::start(dir.path()).await;
+    m.create(json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}))
+        .await;
+    let point = m.files().join("corn/mem");
+    assert!(is_mounted(&point));
+    let rclone = rclone_children_of(m.process.pid());
+    let pid = rustix::process::Pid::from_raw(rclone[0] as i32).unwrap();
+    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
+    m.process.sigterm();
+    m.process.wait_exit().await;
+    assert_eq!(mounts_under(dir.path()), vec![], "no stale mount left");
+}
