@@ -507,8 +507,16 @@ impl Manager {
             if generation.is_none() {
                 // Tried again as soon as rclone runs (its state change
                 // wakes the keeper); not a failure of the mount's own.
-                let (_, why) = self.rcd.unavailable().unwrap_or_default();
-                self.note_error(&c.id, &format!("cannot mount: {why}"));
+                // A mount just lost keeps the text of its loss.
+                let noted = self
+                    .lock()
+                    .live
+                    .get(&c.id)
+                    .is_some_and(|l| l.error.is_some());
+                if !noted {
+                    let (_, why) = self.rcd.unavailable().unwrap_or_default();
+                    self.note_error(&c.id, &format!("cannot mount: {why}"));
+                }
                 continue;
             }
             let _ = self.mount_locked(&c.id).await;
@@ -516,8 +524,9 @@ impl Manager {
     }
 
     /// A mount found gone or stale: recorded, and mounted again at once
-    /// when its rclone was restarted, after a backoff otherwise and
-    /// whenever it had been up for less than [`STABLE_AFTER`].
+    /// when its rclone was restarted (rclone's restarts have their own
+    /// backoff), after a backoff otherwise, which keeps growing while the
+    /// mount is lost again within [`STABLE_AFTER`] of being made.
     fn lost(&self, id: &str, why: &str, rclone_ended: bool) {
         let text = format!("mount lost: {why}; mounting it again");
         tracing::warn!(mount = id, "{text}");
@@ -525,16 +534,16 @@ impl Manager {
         self.live(id, |l| {
             l.mounted = false;
             l.remounts += 1;
-            let flapping = l.since.is_some_and(|t| t.elapsed() < STABLE_AFTER);
-            if !flapping {
+            if rclone_ended {
+                // rclone's own restarts are paced by its backoff.
+                l.retry_at = None;
+                return;
+            }
+            if l.since.is_none_or(|t| t.elapsed() >= STABLE_AFTER) {
                 l.failures = 0;
             }
-            l.retry_at = if rclone_ended && !flapping {
-                None
-            } else {
-                l.failures = l.failures.saturating_add(1);
-                Some(Instant::now() + backoff(l.failures))
-            };
+            l.failures = l.failures.saturating_add(1);
+            l.retry_at = Some(Instant::now() + backoff(l.failures));
         });
     }
 

@@ -141,12 +141,13 @@ impl Rcd {
                     self.set("restarting", Some(why), None, None);
                 }
             }
-            backoff = if started.elapsed() >= STABLE_AFTER {
+            let wait = if started.elapsed() >= STABLE_AFTER {
                 FIRST_BACKOFF
             } else {
-                (backoff * 2).min(MAX_BACKOFF)
+                backoff
             };
-            pause(backoff, &shutdown).await;
+            backoff = (wait * 2).min(MAX_BACKOFF);
+            pause(wait, &shutdown).await;
         }
         self.set("stopped", None, None, None);
     }

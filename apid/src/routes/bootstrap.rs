@@ -44,6 +44,9 @@ pub(crate) struct PublicStatus {
     /// watcherd's figures (watched folders against the inotify limit,
     /// files known and pending); null when it does not answer.
     pub watcher: Option<WatcherdStatus>,
+    /// mountd's figures (its rclone's state, the mounts configured); null
+    /// when it does not answer.
+    pub mounts: Option<metacore::api::mountd::MountdStatus>,
 }
 
 pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
@@ -76,14 +79,17 @@ pub(super) async fn health(st: State) -> Json<PublicHealth> {
 }
 
 pub(super) async fn status(st: State) -> Json<PublicStatus> {
-    let (stats, supervisor, watcher) = tokio::join!(
+    let bonus = std::time::Duration::from_secs(2);
+    let (stats, supervisor, watcher, mounts) = tokio::join!(
         st.store.stats(),
         st.supervisor.status(),
-        // watcherd's figures are a bonus: a busy or restarting watcherd
-        // does not hold up the status.
-        tokio::time::timeout(std::time::Duration::from_secs(2), st.watcherd.status())
+        // watcherd's and mountd's figures are a bonus: a busy or
+        // restarting daemon does not hold up the status.
+        tokio::time::timeout(bonus, st.watcherd.status()),
+        tokio::time::timeout(bonus, st.mountd.status()),
     );
     let watcher = watcher.ok().and_then(Result::ok);
+    let mounts = mounts.ok().and_then(Result::ok);
     Json(PublicStatus {
         status: status_word(stats.is_ok()),
         redis: stats.is_ok(),
@@ -94,6 +100,7 @@ pub(super) async fn status(st: State) -> Json<PublicStatus> {
         leader: leader_info(&st.urls),
         supervisor: supervisor.ok(),
         watcher,
+        mounts,
     })
 }
 

@@ -1,7 +1,8 @@
 //! What meta-core creates is private (files 0600, folders 0700) whatever
 //! the umask it is started with; what the other services of the mesh read
 //! is not: `kv-leader.info` and the registry's file 0644, and the folders
-//! on their way (`META_CORE_PATH`, `locks/`, `services/`) 0755.
+//! on their way (`META_CORE_PATH`, `locks/`, `services/`) 0755, and the
+//! mounts' folders under `FILES_PATH/corn/` 0755.
 
 use std::os::unix::fs::PermissionsExt;
 use std::path::Path;
@@ -61,6 +62,38 @@ async fn files_are_private_but_what_others_read() {
         assert!(!own.is_empty(), "the registry file is there");
         for f in own {
             assert_eq!(mode(&f), 0o644, "umask {mask}: {}", f.display());
+        }
+        #[cfg(not(no_fuse))]
+        {
+            // A mount that cannot be made: mounts.json, the errors folder
+            // and the error file are private; corn/ and the mount's folder
+            // are read by the other services.
+            let nowhere = dir.path().join("nowhere").display().to_string();
+            let r = mc
+                .send_json(
+                    "POST",
+                    "/api/mounts",
+                    &json!({"name": "gone", "type": "rclone", "rcloneRemote": ":local", "rclonePath": nowhere}),
+                )
+                .await;
+            assert_eq!(r.status, 201, "{}", r.text());
+            let made = r.json();
+            assert!(made["mount"]["error"].is_string(), "{made}");
+            let id = made["mount"]["id"].as_str().unwrap();
+            let mounts = root.join("mounts");
+            for d in [mounts.clone(), mounts.join("errors")] {
+                assert_eq!(mode(&d), 0o700, "umask {mask}: {}", d.display());
+            }
+            for f in [
+                mounts.join("mounts.json"),
+                mounts.join(format!("errors/{id}.error")),
+            ] {
+                assert_eq!(mode(&f), 0o600, "umask {mask}: {}", f.display());
+            }
+            let corn = dir.path().join("files/corn");
+            for d in [corn.clone(), corn.join("gone")] {
+                assert_eq!(mode(&d), 0o755, "umask {mask}: {}", d.display());
+            }
         }
         mc.process.sigterm();
         mc.process.wait_exit().await;
