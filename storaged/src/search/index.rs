@@ -78,22 +78,24 @@ pub(crate) fn ensure(conn: &Connection, exclude: &[String]) -> Result<bool> {
         set(conn, BUILT_KEY, Some(&want))?;
         Ok(n)
     })?;
-    STALE.store(false, std::sync::atomic::Ordering::Relaxed);
     tracing::info!(records = n, took = ?started.elapsed(), "built the search index");
     Ok(true)
 }
 
-/// Set when an update of the index failed (see `writer`): search scans
-/// until the next open rebuilds it.
-pub(crate) static STALE: std::sync::atomic::AtomicBool = std::sync::atomic::AtomicBool::new(false);
-
 /// Marks the index for a rebuild at the next open (inside the caller's
-/// transaction), and makes search scan meanwhile.
+/// transaction): its build mark is removed, and search scans while it is
+/// (the state is the database's own, so each store, and every reader of
+/// it, sees its own).
 pub(crate) fn mark_stale(conn: &Connection) -> Result<()> {
     conn.prepare_cached("DELETE FROM kv WHERE k = ?1")?
         .execute([BUILT_KEY])?;
-    STALE.store(true, std::sync::atomic::Ordering::Relaxed);
     Ok(())
+}
+
+/// Whether the index cannot be trusted until the next open rebuilds it
+/// (one index seek, in the reader's transaction).
+pub(crate) fn is_stale(conn: &Connection) -> Result<bool> {
+    Ok(crate::kv::get(conn, BUILT_KEY)?.is_none())
 }
 
 /// Keys under `prefix` (an index-only count).

@@ -183,7 +183,7 @@ pub(crate) fn fts_query(q: &SearchQuery) -> tokens::Expr {
 /// Records passing `q` in RID order, at most `q.limit`: the index's
 /// candidates judged one by one, or a scan.
 pub(crate) fn search(conn: &Connection, q: &SearchQuery, exclude: &[String]) -> Result<SearchPage> {
-    if index::STALE.load(std::sync::atomic::Ordering::Relaxed) {
+    if index::is_stale(conn)? {
         return scan(conn, q, exclude);
     }
     let Some(expr) = fts_query(q) else {
