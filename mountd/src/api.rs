@@ -14,7 +14,7 @@ use metacore::socket::Health;
 use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
 use serde::{Deserialize, Serialize};
 
-use crate::manager::{Manager, MountStatus};
+use crate::manager::{Manager, MountStatus, mount_failed};
 use crate::rcd::call;
 use crate::request::{MountUpdate, NewMount};
 
@@ -57,6 +57,7 @@ async fn status(st: State) -> Json<metacore::api::mountd::MountdStatus> {
         pid: std::process::id(),
         rclone: st.rcd().status(),
         mounts: st.list().len(),
+        looks: st.looks(),
     })
 }
 
@@ -95,14 +96,6 @@ fn done(status: &'static str, message: impl Into<String>) -> Json<Done> {
 
 fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("mount not found: {id}"))
-}
-
-fn failed(why: String) -> ApiError {
-    ApiError::new(ErrorCode::MountFailed, why)
-}
-
-fn io_failed(e: std::io::Error) -> ApiError {
-    ApiError::internal(format!("cannot write mounts.json: {e}"))
 }
 
 /// How long a request waits for an rclone that is starting.
@@ -199,22 +192,23 @@ async fn update(
     UrlPath(id): UrlPath<String>,
     JsonBody(u): JsonBody<Update>,
 ) -> JsonReply<One> {
-    let mut c = st.config(&id).ok_or_else(|| not_found(&id))?;
-    u.tuning.apply(&mut c)?;
-    let was = c.enabled && c.desired_mounted;
-    if let Some(on) = u.enabled {
-        c.enabled = on;
-        if on {
-            c.desired_mounted = true;
+    let (mut was, mut now) = (false, false);
+    st.edit(&id, |c| {
+        u.tuning.apply(c)?;
+        was = c.enabled && c.desired_mounted;
+        if let Some(on) = u.enabled {
+            c.enabled = on;
+            if on {
+                c.desired_mounted = true;
+            }
         }
-    }
-    let now = c.enabled && c.desired_mounted;
-    st.edit(&id, |m| *m = c)
-        .map_err(io_failed)?
-        .ok_or_else(|| not_found(&id))?;
+        now = c.enabled && c.desired_mounted;
+        Ok(())
+    })?;
     if was && !now {
-        st.unmount(&id).await.map_err(failed)?;
+        st.unmount(&id).await.map_err(mount_failed)?;
     } else if now && !was {
+        // A failure is in the mount's status; the keeper tries again.
         let _ = st.mount(&id).await;
     }
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
@@ -222,33 +216,28 @@ async fn update(
 }
 
 async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
-    st.edit(&id, |m| m.desired_mounted = false)
-        .map_err(io_failed)?
-        .ok_or_else(|| not_found(&id))?;
-    st.unmount(&id).await.map_err(failed)?;
-    st.remove(&id).map_err(io_failed)?;
+    st.delete(&id).await?;
     Ok(done("ok", "Mount deleted"))
 }
 
 async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
     st.config(&id).ok_or_else(|| not_found(&id))?;
     need_rclone(&st).await?;
-    let c = st
-        .edit(&id, |m| {
-            m.enabled = true;
-            m.desired_mounted = true;
-        })
-        .map_err(io_failed)?
-        .ok_or_else(|| not_found(&id))?;
-    st.mount(&id).await.map_err(failed)?;
+    let c = st.edit(&id, |m| {
+        m.enabled = true;
+        m.desired_mounted = true;
+        Ok(())
+    })?;
+    st.mount(&id).await.map_err(mount_failed)?;
     Ok(done("ok", format!("Mounted at {}", c.mount_path)))
 }
 
 async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
-    st.edit(&id, |m| m.desired_mounted = false)
-        .map_err(io_failed)?
-        .ok_or_else(|| not_found(&id))?;
-    st.unmount(&id).await.map_err(failed)?;
+    st.edit(&id, |m| {
+        m.desired_mounted = false;
+        Ok(())
+    })?;
+    st.unmount(&id).await.map_err(mount_failed)?;
     Ok(done("ok", "Unmounted"))
 }
 
@@ -273,19 +262,17 @@ async fn safe_unmount(
                 ApiError::bad_request(format!("timeout: milliseconds, at most {MAX_SAFE_WAIT_MS}"))
             })?,
     };
-    let open = st
-        .safe_unmount(&id, Duration::from_millis(wait_ms), || {
-            st.edit(&id, |m| m.desired_mounted = false)
-                .map(|_| ())
-                .map_err(|e| format!("cannot write mounts.json: {e}"))
-        })
-        .await
-        .map_err(failed)?;
+    let open = st.wait_closed(&id, Duration::from_millis(wait_ms)).await;
     if open.is_empty() {
+        st.edit(&id, |m| {
+            m.desired_mounted = false;
+            Ok(())
+        })?;
+        st.unmount(&id).await.map_err(mount_failed)?;
         return Ok(done("ok", "Unmounted: nothing under it was open"));
     }
     let first = open[0]
-        .strip_prefix(st.files())
+        .strip_prefix(crate::system::resolved(st.files()))
         .map(|p| p.display().to_string())
         .unwrap_or_default();
     Ok(done(

@@ -19,6 +19,7 @@ pub mod manager;
 pub mod rcd;
 pub mod request;
 pub mod system;
+pub mod units;
 
 use std::sync::Arc;
 
@@ -73,17 +74,40 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         .map_err(RunError::Bind)?;
     tracing::info!(socket = %socket.display(), "mountd ready");
     metacore::daemon::notify_ready();
-    let served = metacore::socket::server::serve(
-        listener,
-        &socket,
-        api::router(manager.clone()),
-        shutdown.clone(),
-    )
-    .await
-    .map_err(RunError::Serve);
-    let _ = keeper.await;
+    let router = api::router(manager.clone());
+    let stop = shutdown.clone();
+    let mut server = tokio::spawn(async move {
+        metacore::socket::server::serve(listener, &socket, router, stop).await
+    });
+    let served = tokio::select! {
+        served = &mut server => Some(served),
+        () = shutdown.wait() => None,
+    };
+    // The stop must fit the supervisor's grace: the keeper's pass and the
+    // requests still running (a safe-unmount may wait two minutes) are
+    // not waited for.
+    keeper.abort();
     manager.unmount_all().await;
     rclone_stop.fire();
     let _ = rclone.await;
+    // What rclone's own stop left (it was killed, or it had mounted
+    // meanwhile).
+    manager.detach_leftovers().await;
+    let served = match served {
+        Some(s) => s,
+        None => match tokio::time::timeout(LAST_ANSWERS, &mut server).await {
+            Ok(s) => s,
+            Err(_) => {
+                server.abort();
+                return Ok(());
+            }
+        },
+    };
     served
+        .unwrap_or_else(|e| Err(std::io::Error::other(e)))
+        .map_err(RunError::Serve)
 }
+
+/// How long the requests still running at a stop get, once everything is
+/// unmounted, to finish their answers.
+const LAST_ANSWERS: std::time::Duration = std::time::Duration::from_millis(100);

@@ -30,7 +30,7 @@ const LOOK_AGAIN: Duration = Duration::from_secs(10);
 /// How long rclone may take to answer its first request.
 const READY_WITHIN: Duration = Duration::from_secs(10);
 /// Between SIGTERM and SIGKILL when rclone is stopped (it ends at once on
-/// SIGTERM; the supervisor gives mountd half a second in all).
+/// SIGTERM; the supervisor gives mountd 1 s in all, unmounts included).
 const STOP_GRACE: Duration = Duration::from_millis(300);
 /// First restart delay; it doubles up to [`MAX_BACKOFF`], and starts over
 /// after rclone has run [`STABLE_AFTER`].
@@ -38,8 +38,35 @@ const FIRST_BACKOFF: Duration = Duration::from_millis(200);
 const MAX_BACKOFF: Duration = Duration::from_secs(30);
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 
+/// How often a running rclone is asked whether it answers, how long it
+/// has, and how many misses in a row end it (it is then started again).
+const LIVENESS_EVERY: Duration = Duration::from_secs(10);
+const LIVENESS_TIMEOUT: Duration = Duration::from_secs(5);
+const LIVENESS_MISSES: u32 = 3;
+
+/// The variables of mountd's environment rclone is given (besides its
+/// credentials): what it needs to find things and reach remotes, and its
+/// own `RCLONE_*`. Nothing else of mountd's (the admin token) reaches it.
+const PASSED_ON: &[&str] = &[
+    "PATH",
+    "HOME",
+    "USER",
+    "LOGNAME",
+    "TMPDIR",
+    "LANG",
+    "TZ",
+    "HTTP_PROXY",
+    "HTTPS_PROXY",
+    "NO_PROXY",
+    "http_proxy",
+    "https_proxy",
+    "no_proxy",
+    "SSL_CERT_FILE",
+    "SSL_CERT_DIR",
+];
+
 /// Where to reach the running rclone.
-#[derive(Debug, Clone)]
+#[derive(Clone)]
 pub struct Rc {
     pub url: String,
     user: String,
@@ -47,6 +74,17 @@ pub struct Rc {
     /// Which start of rclone this is (1 for the first): a mount made by
     /// an earlier one died with it.
     pub generation: u64,
+}
+
+impl std::fmt::Debug for Rc {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Rc")
+            .field("url", &self.url)
+            .field("user", &self.user)
+            .field("pass", &"<redacted>")
+            .field("generation", &self.generation)
+            .finish()
+    }
 }
 
 /// The child and what is known of it.
@@ -175,6 +213,14 @@ impl Rcd {
             None => Command::new(rclone),
         };
         cmd.args(["rcd", "--rc-addr", &addr])
+            .env_clear()
+            .envs(std::env::vars_os().filter(|(k, _)| {
+                let k = k.to_string_lossy();
+                PASSED_ON.contains(&k.as_ref())
+                    || k.starts_with("RCLONE_")
+                    || k.starts_with("LC_")
+                    || k.starts_with("XDG_")
+            }))
             .env("RCLONE_RC_USER", &rc.user)
             .env("RCLONE_RC_PASS", &rc.pass)
             .stdin(Stdio::null())
@@ -191,6 +237,7 @@ impl Rcd {
         tracing::info!(pid, url = %rc.url, "started rclone rcd");
         let ready_by = Instant::now() + READY_WITHIN;
         let mut ready = false;
+        let mut misses = 0;
         loop {
             tokio::select! {
                 ended = child.wait() => {
@@ -205,8 +252,23 @@ impl Rcd {
                     let _ = std::fs::remove_file(&self.pidfile);
                     return Ok(());
                 }
+                () = tokio::time::sleep(LIVENESS_EVERY), if ready => {
+                    if call_within(&rc, "rc/noop", "{}", LIVENESS_TIMEOUT).await.is_ok() {
+                        misses = 0;
+                    } else {
+                        misses += 1;
+                        tracing::warn!(pid, misses, "rclone rcd did not answer");
+                        if misses >= LIVENESS_MISSES {
+                            stop(&mut child).await;
+                            let _ = std::fs::remove_file(&self.pidfile);
+                            return Err(format!(
+                                "rclone rcd stopped answering ({misses} checks in a row)"
+                            ));
+                        }
+                    }
+                }
                 () = tokio::time::sleep(Duration::from_millis(50)), if !ready => {
-                    if call(&rc, "rc/noop", "{}").await.is_ok() {
+                    if call_within(&rc, "rc/noop", "{}", Duration::from_secs(1)).await.is_ok() {
                         ready = true;
                         *self.rc.lock().expect("rc lock") = Some(rc.clone());
                         self.set("running", None, pid, Some(rc.url.clone()));
@@ -332,9 +394,48 @@ pub async fn call_within(
             .ok()
             .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
             .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-        return Err(format!("{method}: {said}"));
+        return Err(format!("{method}: {}", redact(&said)));
     }
     serde_json::from_slice(&bytes).map_err(|e| format!("{method}: not JSON: {e}"))
+}
+
+/// rclone's text with the value of every `pass=` (an SMB connection
+/// string's obscured password, which rclone may quote) hidden.
+fn redact(text: &str) -> String {
+    let mut out = String::with_capacity(text.len());
+    let mut rest = text;
+    while let Some(at) = rest.find("pass=") {
+        let (head, tail) = rest.split_at(at + "pass=".len());
+        out.push_str(head);
+        out.push_str("***");
+        // The value: quoted (a doubled quote inside), or up to `,` `:` or
+        // a space.
+        rest = match tail.chars().next() {
+            Some(q @ ('"' | '\'')) => {
+                let mut end = tail.len();
+                let mut i = 1;
+                let b = tail.as_bytes();
+                while i < b.len() {
+                    if b[i] == q as u8 {
+                        if b.get(i + 1) == Some(&(q as u8)) {
+                            i += 2;
+                            continue;
+                        }
+                        end = i + 1;
+                        break;
+                    }
+                    i += 1;
+                }
+                &tail[end..]
+            }
+            _ => {
+                let end = tail.find([',', ':', ' ', '\n']).unwrap_or(tail.len());
+                &tail[end..]
+            }
+        };
+    }
+    out.push_str(rest);
+    out
 }
 
 /// Standard base64 with padding (for the Basic credentials).
@@ -362,6 +463,16 @@ fn base64(input: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn passwords_in_rclone_text_are_hidden() {
+        assert_eq!(
+            redact(r#"couldn't connect ":smb,host="nas",pass="a""b,c",user="x":share""#),
+            r#"couldn't connect ":smb,host="nas",pass=***,user="x":share""#
+        );
+        assert_eq!(redact("pass=abc:share"), "pass=***:share");
+        assert_eq!(redact("nothing here"), "nothing here");
+    }
 
     #[test]
     fn base64_is_rfc_4648() {

@@ -11,6 +11,8 @@ use serde::Deserialize;
 use metacore::error::ApiError;
 
 use crate::config::MountConfig;
+pub use crate::units::go_duration_ns;
+use crate::units::{check_duration, check_size};
 
 /// Shortest polling interval; shorter ones are raised to it.
 pub const MIN_POLLING_MS: u64 = 5_000;
@@ -51,7 +53,7 @@ pub struct MountUpdate {
     pub polling_interval_ms: Option<u64>,
 }
 
-fn bad(member: &str, why: impl std::fmt::Display) -> ApiError {
+pub(crate) fn bad(member: &str, why: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!("{member}: {why}"))
 }
 
@@ -82,16 +84,34 @@ fn optional(member: &str, value: Option<&String>, max: usize) -> Result<String, 
     Ok(v.to_owned())
 }
 
-/// A configured remote's name (`gdrive`, `gdrive:`) or an on-the-fly
-/// backend (`:memory:`, `:local:`), without its trailing colon.
+/// On-the-fly backends a mount may name. The others (`:local`, `:sftp`,
+/// ...) would let whoever may call the API mount any path of the host, or
+/// any server, that the operator never configured: a local folder is
+/// mounted through a remote of rclone's configuration.
+const ON_THE_FLY: &[&str] = &["memory"];
+
+/// A configured remote's name (`gdrive`, `gdrive:`) or the on-the-fly
+/// `:memory:`, without its trailing colon.
 pub fn check_remote(raw: &str) -> Result<String, ApiError> {
     let name = raw.trim().strip_suffix(':').unwrap_or(raw.trim());
-    let body = name.strip_prefix(':').unwrap_or(name);
-    let ok = !body.is_empty()
-        && body.len() <= 64
-        && !body.starts_with(['-', ' '])
-        && !body.ends_with(' ')
-        && body
+    if let Some(backend) = name.strip_prefix(':') {
+        return if ON_THE_FLY.contains(&backend) {
+            Ok(name.to_owned())
+        } else {
+            Err(bad(
+                "rcloneRemote",
+                format!(
+                    "the on-the-fly backend {name:?} is not allowed (only :memory:): \
+                     configure a remote in rclone's configuration and name it"
+                ),
+            ))
+        };
+    }
+    let ok = !name.is_empty()
+        && name.len() <= 64
+        && !name.starts_with(['-', ' '])
+        && !name.ends_with(' ')
+        && name
             .bytes()
             .all(|b| b.is_ascii_alphanumeric() || b"_.-+@ ".contains(&b));
     if ok {
@@ -99,19 +119,19 @@ pub fn check_remote(raw: &str) -> Result<String, ApiError> {
     } else {
         Err(bad(
             "rcloneRemote",
-            "not a remote name (letters, digits, `_.-+@` and spaces, at most 64, \
-             or `:backend` for an on-the-fly one)",
+            "not a remote name (letters, digits, `_.-+@` and spaces, at most 64)",
         ))
     }
 }
 
 /// A path inside the remote: no `..`, no control characters.
 fn check_remote_path(raw: &str) -> Result<String, ApiError> {
-    plain("rclonePath", raw, 1024)?;
-    if raw.split('/').any(|part| part == "..") {
+    let path = raw.trim();
+    plain("rclonePath", path, 1024)?;
+    if path.split('/').any(|part| part == "..") {
         return Err(bad("rclonePath", "contains .."));
     }
-    Ok(raw.trim().to_owned())
+    Ok(path.to_owned())
 }
 
 fn check_host(raw: &str) -> Result<String, ApiError> {
@@ -132,81 +152,6 @@ fn check_share(raw: Option<&String>) -> Result<String, ApiError> {
         return Err(bad("smbShare", "one share name, without `/` or `\\`"));
     }
     Ok(share)
-}
-
-/// A Go duration (`24h`, `5m`, `1h30m`, `500ms`, `0`), in nanoseconds.
-pub fn go_duration_ns(text: &str) -> Option<u64> {
-    if text == "0" {
-        return Some(0);
-    }
-    let mut rest = text;
-    let mut total: u64 = 0;
-    if rest.is_empty() {
-        return None;
-    }
-    while !rest.is_empty() {
-        let digits = rest
-            .find(|c: char| !c.is_ascii_digit() && c != '.')
-            .unwrap_or(rest.len());
-        let (number, tail) = rest.split_at(digits);
-        let unit_len = tail
-            .find(|c: char| c.is_ascii_digit() || c == '.')
-            .unwrap_or(tail.len());
-        let (unit, tail) = tail.split_at(unit_len);
-        let scale: u64 = match unit {
-            "ns" => 1,
-            "us" | "µs" => 1_000,
-            "ms" => 1_000_000,
-            "s" => 1_000_000_000,
-            "m" => 60_000_000_000,
-            "h" => 3_600_000_000_000,
-            _ => return None,
-        };
-        let (whole, frac) = number.split_once('.').unwrap_or((number, ""));
-        if whole.is_empty() && frac.is_empty() {
-            return None;
-        }
-        let whole: u64 = if whole.is_empty() {
-            0
-        } else {
-            whole.parse().ok()?
-        };
-        let mut part = whole.checked_mul(scale)?;
-        if !frac.is_empty() {
-            let frac = &frac[..frac.len().min(9)];
-            let f: u64 = frac.parse().ok()?;
-            part = part.checked_add(f * scale / 10u64.pow(frac.len() as u32))?;
-        }
-        total = total.checked_add(part)?;
-        rest = tail;
-    }
-    Some(total)
-}
-
-fn check_duration(member: &str, raw: &str) -> Result<String, ApiError> {
-    let v = raw.trim();
-    go_duration_ns(v)
-        .map(|_| v.to_owned())
-        .ok_or_else(|| bad(member, "not a duration (`24h`, `5m`, `1h30m`, `90s`)"))
-}
-
-/// rclone's size form: `off`, or a number with an optional unit letter
-/// (`b k M G T P E`, either case), as `50G` or `1.5T`.
-fn check_size(raw: &str) -> Result<String, ApiError> {
-    let v = raw.trim();
-    let number = v.trim_end_matches(|c: char| "bBkKmMgGtTpPeE".contains(c));
-    let ok = v == "off"
-        || (!number.is_empty()
-            && v.len() - number.len() <= 1
-            && number.len() <= 20
-            && number.split('.').count() <= 2
-            && number.split('.').all(|p| !p.is_empty())
-            && number.bytes().all(|b| b.is_ascii_digit() || b == b'.'));
-    if ok {
-        Ok(v.to_owned())
-    } else {
-        Err(bad("cacheMaxSize", "not a size (`50G`, `500M`, `off`)"))
-    }
 }
 
 fn polling_ms(ms: u64) -> Result<u64, ApiError> {
@@ -341,6 +286,28 @@ impl NewMount {
     }
 }
 
+/// Checks a mount as `mounts.json` holds it (a hand-edited file is read
+/// as given) by the rules of a new one: why it will not be mounted.
+pub fn check_stored(m: &MountConfig) -> Result<(), String> {
+    let checked = match m.kind.as_str() {
+        "rclone" => check_remote(&m.rclone_remote)
+            .and_then(|_| check_remote_path(&m.rclone_path))
+            .map(|_| ()),
+        "smb" => check_host(&m.smb_server)
+            .and_then(|_| check_share(Some(&m.smb_share)))
+            .and_then(|_| optional("smbUsername", Some(&m.smb_username), 256))
+            .and_then(|_| optional("smbDomain", Some(&m.smb_domain), 256))
+            .and_then(|_| plain("smbPasswordObscured", &m.smb_password_obscured, 1024))
+            .map(|_| ()),
+        other => Err(bad("type", format!("{other:?} is not a mount type"))),
+    };
+    checked
+        .and_then(|()| check_size(&m.cache_max_size).map(|_| ()))
+        .and_then(|()| check_duration("cacheMaxAge", &m.cache_max_age).map(|_| ()))
+        .and_then(|()| check_duration("dirCacheTime", &m.dir_cache_time).map(|_| ()))
+        .map_err(|e| e.message)
+}
+
 /// A connection-string value, quoted as rclone reads it (`"` doubled).
 fn quoted(v: &str) -> String {
     format!("\"{}\"", v.replace('"', "\"\""))
@@ -372,20 +339,6 @@ mod tests {
 
     fn new(json: &str) -> Result<Checked, ApiError> {
         serde_json::from_str::<NewMount>(json).unwrap().check()
-    }
-
-    #[test]
-    fn go_durations_read_as_go_reads_them() {
-        let s = 1_000_000_000u64;
-        assert_eq!(go_duration_ns("24h"), Some(24 * 3600 * s));
-        assert_eq!(go_duration_ns("5m"), Some(300 * s));
-        assert_eq!(go_duration_ns("1h30m"), Some(5400 * s));
-        assert_eq!(go_duration_ns("1.5s"), Some(1_500_000_000));
-        assert_eq!(go_duration_ns("500ms"), Some(500_000_000));
-        assert_eq!(go_duration_ns("0"), Some(0));
-        for bad in ["", "5", "h", "5d", "-5m", "1..5s", "99999999999999999999h"] {
-            assert_eq!(go_duration_ns(bad), None, "{bad}");
-        }
     }
 
     #[test]

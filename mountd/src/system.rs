@@ -15,6 +15,8 @@ const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
 /// One line of `/proc/self/mountinfo`, the members mountd reads.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct MountEntry {
+    /// The kernel's id of the mount (a new one at every mount).
+    pub id: u64,
     pub point: PathBuf,
     /// `fuse.rclone` for rclone's mounts.
     pub fstype: String,
@@ -34,12 +36,14 @@ fn parse_mountinfo(text: &str) -> Vec<MountEntry> {
     text.lines()
         .filter_map(|line| {
             let mut fields = line.split(' ');
-            let point = fields.nth(4)?;
+            let id = fields.next()?.parse().ok()?;
+            let point = fields.nth(3)?;
             let mut rest = fields.skip_while(|f| *f != "-");
             rest.next()?;
             let fstype = rest.next()?;
             let source = rest.next().unwrap_or_default();
             Some(MountEntry {
+                id,
                 point: PathBuf::from(unescape(point)),
                 fstype: unescape(fstype),
                 source: unescape(source),
@@ -69,6 +73,11 @@ fn unescape(field: &str) -> String {
         }
     }
     String::from_utf8_lossy(&out).into_owned()
+}
+
+/// A local folder with every symlink resolved (as it is when missing).
+pub fn resolved(dir: &Path) -> PathBuf {
+    std::fs::canonicalize(dir).unwrap_or_else(|_| dir.to_owned())
 }
 
 /// `path` as the kernel's table names it: its folder's symlinks resolved
@@ -103,21 +112,22 @@ pub enum Probe {
     Stale(String),
 }
 
-/// Mount points whose last look has not come back (a hung FUSE server
-/// holds the thread that looks): looked at again only once it has.
-static LOOKING: Mutex<BTreeSet<PathBuf>> = Mutex::new(BTreeSet::new());
+/// Mounts (by the kernel's mount id) whose last look has not come back: a
+/// hung FUSE server holds the thread that looks, so a mount is looked at
+/// again only once it has. A new mount at the same folder has a new id.
+static LOOKING: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
 
-/// Looks at `point`: a `stat` of the mount's top, which rclone answers
-/// from its own cache (a slow remote does not make it stale; a gone or
-/// hung rclone does), on the blocking pool, at most [`PROBE_TIMEOUT`].
-pub async fn probe(point: &Path) -> Probe {
-    if !LOOKING.lock().expect("probe lock").insert(point.to_owned()) {
+/// Looks at the mount `at`: a `stat` of its top, which rclone answers from
+/// its own state (a slow remote does not make it stale; a gone or hung
+/// rclone does), on the blocking pool, at most [`PROBE_TIMEOUT`].
+pub async fn probe(at: &MountEntry) -> Probe {
+    if !LOOKING.lock().expect("probe lock").insert(at.id) {
         return Probe::Stale("the last look at the mount has not come back".into());
     }
-    let p = point.to_owned();
+    let (p, id) = (at.point.clone(), at.id);
     let look = tokio::task::spawn_blocking(move || {
         let seen = std::fs::metadata(&p).map(|_| ());
-        LOOKING.lock().expect("probe lock").remove(&p);
+        LOOKING.lock().expect("probe lock").remove(&id);
         seen
     });
     match tokio::time::timeout(PROBE_TIMEOUT, look).await {
@@ -217,6 +227,7 @@ mod tests {
         let m = parse_mountinfo(text);
         assert_eq!(m.len(), 3);
         assert_eq!(m[1].point, Path::new("/files/corn/My Drive"));
+        assert_eq!(m[1].id, 43);
         assert_eq!(m[1].fstype, "fuse.rclone");
         assert_eq!(m[1].source, "gdrive:media");
         assert_eq!(mounted_at(&m, Path::new("/tmp/x")).unwrap().fstype, "tmpfs");
@@ -239,9 +250,15 @@ mod tests {
     #[tokio::test]
     async fn a_plain_folder_answers_and_detaching_it_is_a_no_op() {
         let dir = tempfile::tempdir().unwrap();
-        assert_eq!(probe(dir.path()).await, Probe::Answers);
+        let at = |point: PathBuf, id| MountEntry {
+            id,
+            point,
+            fstype: "tmpfs".into(),
+            source: String::new(),
+        };
+        assert_eq!(probe(&at(dir.path().to_owned(), 1)).await, Probe::Answers);
         assert!(matches!(
-            probe(&dir.path().join("gone")).await,
+            probe(&at(dir.path().join("gone"), 2)).await,
             Probe::Stale(_)
         ));
         detach(dir.path()).await.unwrap();

@@ -20,24 +20,40 @@ pub struct Mountd {
     pub process: Process,
     pub client: SocketClient,
     dir: PathBuf,
+    files: PathBuf,
 }
 
 impl Mountd {
     /// Spawns mountd; `path_env` replaces its `PATH` (to hide rclone).
     pub fn spawn(dir: &Path, path_env: Option<&str>) -> Self {
+        let path: Vec<(&str, String)> = path_env
+            .map(|p| ("PATH", p.to_owned()))
+            .into_iter()
+            .collect();
+        Self::spawn_with(dir, &path)
+    }
+
+    /// Spawns mountd with `env` on top of the defaults.
+    pub fn spawn_with(dir: &Path, env: &[(&str, String)]) -> Self {
         let mut cmd = command("mountd");
         cmd.env("META_CORE_PATH", dir.join("meta-core"))
             .env("META_CORE_RUN_DIR", dir.join("run"))
             .env("FILES_PATH", dir.join("files"))
             .env("RCLONE_CONFIG", dir.join("rclone.conf"))
             .env("RUST_LOG", "info");
-        if let Some(p) = path_env {
-            cmd.env("PATH", p);
+        for (k, v) in env {
+            cmd.env(k, v);
         }
+        let files = env
+            .iter()
+            .find(|(k, _)| *k == "FILES_PATH")
+            .map(|(_, v)| PathBuf::from(v))
+            .unwrap_or_else(|| dir.join("files"));
         Self {
             process: Process::spawn("mountd", dir, cmd),
             client: SocketClient::new("mountd", &dir.join("run/mountd.sock")),
             dir: dir.to_owned(),
+            files,
         }
     }
 
@@ -48,8 +64,32 @@ impl Mountd {
         m
     }
 
+    /// Waits until the keeper has looked at every mount `n` more times.
+    pub async fn looks(&self, n: u64) {
+        let first = self.status().await.unwrap()["looks"].as_u64().unwrap();
+        until(
+            &format!("{n} more looks"),
+            Duration::from_secs(30),
+            || async {
+                let now = self.status().await?["looks"].as_u64()?;
+                (now >= first + n).then_some(())
+            },
+        )
+        .await;
+    }
+
+    /// Waits until mountd's log has a line containing `text`.
+    pub async fn logged(&self, text: &str) {
+        until(
+            &format!("the log line {text:?}"),
+            Duration::from_secs(30),
+            || async { self.process.stderr().contains(text).then_some(()) },
+        )
+        .await;
+    }
+
     pub fn files(&self) -> PathBuf {
-        self.dir.join("files")
+        self.files.clone()
     }
 
     pub fn mounts_file(&self) -> PathBuf {
@@ -182,4 +222,20 @@ pub fn rclone_children_of(parent: u32) -> Vec<u64> {
         })
         .map(u64::from)
         .collect()
+}
+
+/// The error code of an API error (panics on another error).
+pub fn api_code(e: &ClientError) -> metacore::error::ErrorCode {
+    match e {
+        ClientError::Api(a) => a.code,
+        other => panic!("not an API error: {other}"),
+    }
+}
+
+/// The message of an API error (panics on another error).
+pub fn api_message(e: &ClientError) -> String {
+    match e {
+        ClientError::Api(a) => a.message.clone(),
+        other => panic!("not an API error: {other}"),
+    }
 }

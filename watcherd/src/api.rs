@@ -281,7 +281,20 @@ struct ScanPath {
 }
 
 async fn scan_path(st: State, JsonBody(body): JsonBody<ScanPath>) -> JsonReply<Done> {
-    let dir = PathBuf::from(crate::watchers::check_path(&st.files, &body.path)?);
+    // The path is looked at on the blocking pool: it is a FUSE mount,
+    // which may hang.
+    let files = st.files.clone();
+    let checked =
+        tokio::task::spawn_blocking(move || crate::watchers::check_path(&files, &body.path));
+    let dir = match tokio::time::timeout(ASK_TIMEOUT, checked).await {
+        Ok(Ok(checked)) => PathBuf::from(checked?),
+        Ok(Err(e)) => return Err(ApiError::internal(format!("the path check failed: {e}"))),
+        Err(_) => {
+            return Err(ApiError::unavailable(
+                "the folder did not answer (a hung mount?); retry shortly",
+            ));
+        }
+    };
     let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
     Ok(Json(Done {
         file_count: Some(n),

@@ -37,6 +37,8 @@ pub struct MountdStatus {
     pub rclone: RcdStatus,
     /// Mounts in `mounts.json`.
     pub mounts: usize,
+    /// The keeper's passes over the mounts since mountd started.
+    pub looks: u64,
 }
 
 /// A client of mountd's socket.

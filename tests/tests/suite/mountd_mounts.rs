@@ -1,34 +1,20 @@
 //! mountd's mounts with the real rclone and a real FUSE mount (issue 15):
 //! a local-folder remote and `:memory:` mounted under `FILES_PATH/corn/`,
 //! read and written through the kernel; unmount, safe-unmount with a file
-//! held open, delete; a killed rclone's mounts written as an error then
-//! mounted again; SIGTERM leaving no mount, a SIGKILL's leftovers cleaned
-//! by the next mountd; bad requests changing nothing; SMB's password kept
-//! obscured; no rclone on the PATH. Compiled as ignored where this machine
-//! has no rclone or FUSE (`tests/build.rs`); CI has both.
+//! held open, delete; bad requests changing nothing; SMB's password kept
+//! obscured; no rclone on the PATH. What goes wrong (rclone killed, stops,
+//! lost mounts) is in `mountd_faults`. Compiled as ignored where this
+//! machine has no rclone or FUSE (`tests/build.rs`); CI has both.
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use e2e::mountd::{Mountd, alive, is_mounted, local_remote, mounts_under, rclone_children_of};
+use e2e::mountd::{Mountd, is_mounted, local_remote, mounts_under};
 use e2e::wait::until;
 use http::Method;
 use metacore::error::ErrorCode;
-use metacore::socket::client::ClientError;
 use serde_json::{Value, json};
 
-fn code(e: &ClientError) -> ErrorCode {
-    match e {
-        ClientError::Api(a) => a.code,
-        other => panic!("not an API error: {other}"),
-    }
-}
-
-fn message(e: &ClientError) -> String {
-    match e {
-        ClientError::Api(a) => a.message.clone(),
-        other => panic!("not an API error: {other}"),
-    }
-}
+use e2e::mountd::{api_code as code, api_message as message};
 
 #[tokio::test]
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
@@ -95,8 +81,8 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
         (s["mounted"].clone(), s["desiredMounted"].clone()),
         (json!(false), json!(false))
     );
-    // Still unmounted after the keeper's next look.
-    tokio::time::sleep(manager_look()).await;
+    // Still unmounted after the keeper's next looks.
+    m.looks(2).await;
     assert!(!is_mounted(&point));
 
     // Mount again.
@@ -137,12 +123,6 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
     );
 }
 
-/// A little more than the keeper's interval between looks
-/// (`mountd::manager::LOOK_EVERY`, 5 s).
-fn manager_look() -> Duration {
-    Duration::from_millis(5_500)
-}
-
 #[tokio::test]
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
 async fn a_memory_remote_takes_writes_and_safe_unmount_waits_for_open_files() {
@@ -162,7 +142,6 @@ async fn a_memory_remote_takes_writes_and_safe_unmount_waits_for_open_files() {
 
     // Held open: the wait runs out, the answer says so, it stays mounted.
     let held = std::fs::File::open(point.join("x.txt")).unwrap();
-    let asked = Instant::now();
     let done = m
         .call(
             Method::POST,
@@ -171,7 +150,6 @@ async fn a_memory_remote_takes_writes_and_safe_unmount_waits_for_open_files() {
         )
         .await
         .unwrap();
-    assert!(asked.elapsed() >= Duration::from_millis(700));
     assert_eq!(done["status"], "warning", "{done}");
     let msg = done["message"].as_str().unwrap();
     assert!(
@@ -181,149 +159,27 @@ async fn a_memory_remote_takes_writes_and_safe_unmount_waits_for_open_files() {
     assert!(is_mounted(&point));
     assert_eq!(m.mount(&id).await["desiredMounted"], true);
 
-    // Closed while it waits: unmounted then.
-    let closer = std::thread::spawn(move || {
-        std::thread::sleep(Duration::from_millis(400));
+    // Closed while it waits (mountd logs when it starts a wait; the first
+    // one above logged too, so the second line is this request's): it is
+    // unmounted then.
+    let path = format!("/mounts/{id}/safe-unmount?timeout=60000");
+    let asked = m.call(Method::POST, &path, None);
+    let close = async {
+        until("the second wait", Duration::from_secs(30), || async {
+            let log = m.process.stderr();
+            (log.matches("waiting for the files open under the mount")
+                .count()
+                >= 2)
+                .then_some(())
+        })
+        .await;
         drop(held);
-    });
-    let done = m
-        .call(
-            Method::POST,
-            &format!("/mounts/{id}/safe-unmount?timeout=20000"),
-            None,
-        )
-        .await
-        .unwrap();
-    closer.join().unwrap();
+    };
+    let (done, ()) = tokio::join!(asked, close);
+    let done = done.unwrap();
     assert_eq!(done["status"], "ok", "{done}");
     assert!(!is_mounted(&point));
     assert_eq!(m.mount(&id).await["desiredMounted"], false);
-}
-
-#[tokio::test]
-#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
-async fn a_killed_rclone_is_written_as_an_error_and_its_mounts_come_back() {
-    let dir = e2e::daemon::test_dir();
-    let src = local_remote(dir.path(), "src", &[("a.txt", "alpha")]);
-    let m = Mountd::start(dir.path()).await;
-    let id = m
-        .create(
-            json!({"name": "src", "type": "rclone", "rcloneRemote": "src",
-                       "rclonePath": src.display().to_string()}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let point = m.files().join("corn/src");
-    assert_eq!(
-        std::fs::read_to_string(point.join("a.txt")).unwrap(),
-        "alpha"
-    );
-    let rclone = m.status().await.unwrap()["rclone"]["pid"].as_u64().unwrap();
-    let pid = rustix::process::Pid::from_raw(rclone as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-
-    // The failure is written down while rclone is away...
-    let error_file = m.error_file(&id);
-    let text = until("the error file", Duration::from_secs(10), || {
-        let f = error_file.clone();
-        async move { std::fs::read_to_string(f).ok() }
-    })
-    .await;
-    assert!(text.contains("mount lost"), "{text}");
-    // ...and cleared once the mount is back, through a new rclone.
-    until("the mount back", Duration::from_secs(20), || async {
-        let s = m.mount(&id).await;
-        (s["mounted"] == true && s["error"].is_null() && !error_file.exists()).then_some(())
-    })
-    .await;
-    assert_eq!(
-        std::fs::read_to_string(point.join("a.txt")).unwrap(),
-        "alpha"
-    );
-    let s = m.mount(&id).await;
-    assert_eq!(s["remounts"], 1, "{s}");
-    assert_ne!(
-        m.status().await.unwrap()["rclone"]["pid"].as_u64(),
-        Some(rclone)
-    );
-}
-
-#[tokio::test]
-#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
-async fn sigterm_leaves_no_mount_and_a_killed_mountds_are_cleaned_by_the_next() {
-    let dir = e2e::daemon::test_dir();
-    let src = local_remote(dir.path(), "src", &[("a.txt", "alpha")]);
-    let mut m = Mountd::start(dir.path()).await;
-    for name in ["one", "two"] {
-        m.create(
-            json!({"name": name, "type": "rclone", "rcloneRemote": "src",
-                        "rclonePath": src.display().to_string()}),
-        )
-        .await;
-    }
-    let files = m.files();
-    assert!(is_mounted(&files.join("corn/one")) && is_mounted(&files.join("corn/two")));
-    let rclone = rclone_children_of(m.process.pid());
-    assert_eq!(rclone.len(), 1, "{rclone:?}");
-
-    m.process.sigterm();
-    m.process.wait_exit().await;
-    assert_eq!(
-        mounts_under(dir.path()),
-        vec![],
-        "no mount left after SIGTERM"
-    );
-    assert!(!alive(rclone[0]), "rclone stopped with mountd");
-    drop(m);
-
-    // The next mountd mounts both again (they are still wanted)...
-    let mut m = Mountd::start(dir.path()).await;
-    until("both mounted again", Duration::from_secs(20), || async {
-        (is_mounted(&files.join("corn/one")) && is_mounted(&files.join("corn/two"))).then_some(())
-    })
-    .await;
-    let rclone = rclone_children_of(m.process.pid());
-    // ...and a SIGKILL takes rclone with it, leaving stale mounts...
-    m.process.kill9();
-    until(
-        "rclone to end with mountd",
-        Duration::from_secs(5),
-        || async { rclone.iter().all(|p| !alive(*p)).then_some(()) },
-    )
-    .await;
-    // "Transport endpoint is not connected" (or, while the kernel tears
-    // the connection down, "Software caused connection abort").
-    let stale = std::fs::metadata(files.join("corn/one")).unwrap_err();
-    let gone = [rustix::io::Errno::NOTCONN, rustix::io::Errno::CONNABORTED];
-    assert!(
-        gone.iter()
-            .any(|e| stale.raw_os_error() == Some(e.raw_os_error())),
-        "{stale}"
-    );
-    std::mem::forget(m);
-
-    // ...which the next mountd detaches and mounts again.
-    let m = Mountd::start(dir.path()).await;
-    until(
-        "the stale mounts replaced",
-        Duration::from_secs(20),
-        || async {
-            ["one", "two"]
-                .iter()
-                .all(|n| std::fs::read_to_string(files.join(format!("corn/{n}/a.txt"))).is_ok())
-                .then_some(())
-        },
-    )
-    .await;
-    let points: Vec<_> = mounts_under(&files).into_iter().map(|(p, _)| p).collect();
-    assert_eq!(
-        points.len(),
-        2,
-        "one mount each, no stale one beneath: {points:?}"
-    );
-    drop(m);
 }
 
 #[tokio::test]
@@ -374,6 +230,11 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "already uses",
         ),
         (json!({"name": "n", "type": "nfs"}), bad, "nfs"),
+        (
+            json!({"name": "n", "type": "rclone", "rcloneRemote": ":local", "rclonePath": "/"}),
+            bad,
+            "rcloneRemote",
+        ),
         (
             json!({"name": "n", "type": "rclone", "rcloneRemote": "src,x"}),
             bad,
@@ -481,15 +342,9 @@ async fn an_smb_password_is_kept_obscured_and_an_unreachable_server_reported() {
     // Nothing listens on 445 here: not mounted, and why.
     assert_eq!(mount["mounted"], false, "{mount}");
     let why = mount["error"].as_str().unwrap();
-    assert!(
-        why.contains("couldn't connect SMB") || why.contains("connect"),
-        "{why}"
-    );
-    assert!(
-        std::fs::read_to_string(m.error_file(id))
-            .unwrap()
-            .contains("SMB")
-    );
+    assert!(why.contains("couldn't connect SMB"), "{why}");
+    let error_file = std::fs::read_to_string(m.error_file(id)).unwrap();
+    assert!(error_file.contains("couldn't connect SMB"), "{error_file}");
     assert!(
         mount.get("smbPasswordObscured").is_none(),
         "not shown: {mount}"
@@ -500,6 +355,16 @@ async fn an_smb_password_is_kept_obscured_and_an_unreachable_server_reported() {
     assert!(!text.contains("correct horse"));
     let file: Value = serde_json::from_str(&text).unwrap();
     let obscured = file["mounts"][0]["smbPasswordObscured"].as_str().unwrap();
+    for (what, text) in [
+        ("the error", why.to_owned()),
+        ("the error file", error_file),
+        ("the log", m.process.stderr()),
+    ] {
+        assert!(
+            !text.contains(obscured),
+            "{what} shows the obscured password: {text}"
+        );
+    }
     let out = std::process::Command::new("rclone")
         .args(["reveal", obscured])
         .output()
@@ -549,23 +414,23 @@ async fn without_rclone_every_mount_route_says_so() {
     }
     let list = m.call(Method::GET, "/mounts", None).await.unwrap();
     assert_eq!(list["mounts"].as_array().unwrap().len(), 1);
-}
-
-/// rclone killed and mountd stopped before a new rclone is up: the stale
-/// mounts the dead one left are detached by mountd itself.
-#[tokio::test]
-#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
-async fn a_stop_while_rclone_is_down_detaches_the_stale_mounts() {
-    let dir = e2e::daemon::test_dir();
-    let mut m = Mountd::start(dir.path()).await;
-    m.create(json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}))
-        .await;
-    let point = m.files().join("corn/mem");
-    assert!(is_mounted(&point));
-    let rclone = rclone_children_of(m.process.pid());
-    let pid = rustix::process::Pid::from_raw(rclone[0] as i32).unwrap();
-    rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
-    m.process.sigterm();
-    m.process.wait_exit().await;
-    assert_eq!(mounts_under(dir.path()), vec![], "no stale mount left");
+    // What needs no rclone works: nothing is mounted to scan, and an
+    // unmount and a delete have nothing to undo.
+    let e = m
+        .call(Method::POST, &format!("/mounts/{id}/scan"), None)
+        .await
+        .unwrap_err();
+    assert!(message(&e).contains("not mounted"), "{e}");
+    let done = m
+        .call(Method::POST, &format!("/mounts/{id}/unmount"), None)
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "ok");
+    let done = m
+        .call(Method::DELETE, &format!("/mounts/{id}"), None)
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "ok");
+    let list = m.call(Method::GET, "/mounts", None).await.unwrap();
+    assert_eq!(list["mounts"], json!([]));
 }

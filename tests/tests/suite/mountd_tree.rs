@@ -1,5 +1,6 @@
 //! The mounts through the whole tree (issue 15): apid's admin routes
-//! relayed to mountd, a mount's files walked by watcherd and announced, a
+//! relayed to mountd, a mount's files walked by watcherd and announced
+//! (asked for, and on the polling interval), a
 //! kill -9 of mountd under the supervisor (restarted, no orphan rclone,
 //! the mount back), and a stop of meta-core leaving no mount. Compiled as
 //! ignored where this machine has no rclone or FUSE (`tests/build.rs`).
@@ -129,6 +130,39 @@ async fn mounts_through_apid_survive_a_killed_mountd_and_end_with_meta_core() {
         },
     )
     .await;
+
+    // Polling: a second mount, never scanned by hand, is walked by
+    // watcherd on its own after it is mounted, and its file announced.
+    let polled = local_remote(dir.path(), "more", &[("film.mkv", "a film")]);
+    let (status, made) = admin(
+        &mc,
+        "POST",
+        "/api/mounts",
+        Some(
+            json!({"name": "films", "type": "rclone", "rcloneRemote": "more",
+                    "rclonePath": polled.display().to_string(), "pollingIntervalMs": 5000}),
+        ),
+    )
+    .await;
+    assert_eq!(status, 201, "{made}");
+    let films = made["mount"]["id"].as_str().unwrap().to_owned();
+    let wanted = dir
+        .path()
+        .join("files/corn/films/film.mkv")
+        .display()
+        .to_string();
+    until(
+        "the polled mount's file on file:events",
+        Duration::from_secs(30),
+        || async {
+            let tuples = mc.get_ok("/api/files/tuples").await;
+            tuples.to_string().contains(&wanted).then_some(())
+        },
+    )
+    .await;
+    let (_, s) = admin(&mc, "GET", &format!("/api/mounts/{films}"), None).await;
+    assert!(s["mount"]["lastPolledScan"].is_u64(), "{s}");
+    assert_eq!(s["mount"]["pollingActive"], true);
 
     // kill -9 of mountd: the supervisor starts it again, its rclone died
     // with it, and the mount comes back through the new one.

@@ -1,0 +1,407 @@
+//! The mounts kept: each mount of `mounts.json` that is enabled and
+//! wanted mounted is mounted through rclone's remote control, looked at by
+//! the keeper ([`keeper`]), and mounted again with backoff when it is gone
+//! or stale. A failure's text is in the mount's status and in
+//! `mounts/errors/<id>.error` until the mount works. Mounted mounts with
+//! polling on are scanned by watcherd every `pollingIntervalMs` (inotify
+//! sees nothing of a FUSE mount's remote). At a stop everything is
+//! unmounted ([`stop`]).
+//!
+//! One operation at a time runs on a mount (the keeper's and the API's
+//! alike); operations on different mounts do not wait for each other.
+
+mod keeper;
+mod ops;
+mod stop;
+
+use std::collections::HashMap;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use metacore::clock::unix_ms;
+use metacore::error::{ApiError, ErrorCode};
+use metacore::socket::client::SocketClient;
+use serde::Serialize;
+
+use crate::config::{MountConfig, Mounts};
+use crate::rcd::Rcd;
+use crate::request::check_stored;
+
+pub use keeper::LOOK_EVERY;
+
+/// A failed mount is tried again after this, doubling up to [`MAX_RETRY`].
+const FIRST_RETRY: Duration = Duration::from_secs(1);
+const MAX_RETRY: Duration = Duration::from_secs(60);
+/// How long rclone may take to mount or unmount.
+pub const RC_TIMEOUT: Duration = Duration::from_secs(20);
+/// How long the remote may take to list its top folder before a mount
+/// (what tells a remote that does not answer from one that does).
+pub const LIST_TIMEOUT: Duration = Duration::from_secs(15);
+/// How long a scan may wait for watcherd (which answers within 25 s).
+const SCAN_TIMEOUT: Duration = Duration::from_secs(30);
+
+/// What is known of one mount besides its configuration.
+#[derive(Debug, Clone, Default)]
+struct Live {
+    mounted: bool,
+    /// When it was last mounted.
+    since: Option<Instant>,
+    /// The rclone start that made the mount.
+    generation: u64,
+    /// Why `mounts.json` holds it in a form that is never mounted.
+    invalid: Option<String>,
+    error: Option<String>,
+    last_checked: Option<u64>,
+    /// Times the mount was found lost and made again.
+    remounts: u64,
+    failures: u32,
+    retry_at: Option<Instant>,
+    scanning: bool,
+    current_scan_started_at: Option<u64>,
+    last_polled_scan: Option<u64>,
+    last_scan_duration_ms: Option<u64>,
+    last_scan_file_count: Option<usize>,
+    last_scan_error: Option<String>,
+    next_scan_at: Option<u64>,
+}
+
+/// A mount as the API shows it: its configuration (the obscured password
+/// left out) and how it is doing. Times are Unix milliseconds.
+#[derive(Debug, Clone, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub struct MountStatus {
+    #[serde(flatten)]
+    pub config: MountConfig,
+    pub mounted: bool,
+    pub error: Option<String>,
+    pub last_checked: Option<u64>,
+    pub remounts: u64,
+    pub polling_active: bool,
+    pub last_polled_scan: Option<u64>,
+    pub scanning: bool,
+    pub current_scan_started_at: Option<u64>,
+    pub last_scan_duration_ms: Option<u64>,
+    pub last_scan_file_count: Option<usize>,
+    pub last_scan_error: Option<String>,
+    pub next_scan_at: Option<u64>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    file: Mounts,
+    live: HashMap<String, Live>,
+}
+
+/// The mounts, their state, and what drives them.
+#[derive(Debug)]
+pub struct Manager {
+    files: PathBuf,
+    errors: PathBuf,
+    rcd: Arc<Rcd>,
+    watcherd: SocketClient,
+    /// The configurations and what is seen of each. Held for a few
+    /// statements, never across an `.await`.
+    inner: Mutex<Inner>,
+    /// One operation lock per mount id, taken by the keeper and the API
+    /// around anything that mounts or unmounts.
+    ops: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Wakes the keeper before its next tick.
+    wake: tokio::sync::Notify,
+    /// The keeper's passes over the mounts (in `/status`).
+    looks: AtomicU64,
+    allow_other: bool,
+}
+
+impl Manager {
+    /// Takes the mounts as `mounts.json` holds them: each mount's folder is
+    /// derived again from its name (a file of the original put them at
+    /// `FILES_PATH/<name>`), one that breaks the rules of a new mount is
+    /// kept but never mounted, and error files of mounts no longer wanted
+    /// are removed.
+    pub fn new(
+        files: PathBuf,
+        errors: PathBuf,
+        mut file: Mounts,
+        rcd: Arc<Rcd>,
+        watcherd: SocketClient,
+    ) -> Self {
+        let mut live = HashMap::new();
+        for c in &mut file.mounts {
+            let mut l = Live::default();
+            match crate::config::mount_path(&files, &c.name) {
+                Some(path) => {
+                    let path = path.display().to_string();
+                    if path != c.mount_path {
+                        tracing::warn!(mount = %c.id, from = %c.mount_path, to = %path, "a mount's folder is under FILES_PATH/corn now");
+                        c.mount_path = path;
+                    }
+                }
+                None => l.invalid = Some(format!("the name {:?} names no folder", c.name)),
+            }
+            if let Err(why) = check_stored(c) {
+                l.invalid.get_or_insert(why);
+            }
+            if let Some(why) = &l.invalid {
+                tracing::error!(mount = %c.id, "mounts.json holds a mount that is never mounted: {why}");
+                l.error = Some(format!("not mounted: mounts.json holds it as {why}"));
+            }
+            live.insert(c.id.clone(), l);
+        }
+        let wanted: Vec<String> = file
+            .mounts
+            .iter()
+            .filter(|c| c.enabled && c.desired_mounted)
+            .map(|c| format!("{}.error", c.id))
+            .collect();
+        for e in std::fs::read_dir(&errors).into_iter().flatten().flatten() {
+            let name = e.file_name().to_string_lossy().into_owned();
+            if name.ends_with(".error") && !wanted.contains(&name) {
+                let _ = std::fs::remove_file(e.path());
+            }
+        }
+        Self {
+            files,
+            errors,
+            rcd,
+            watcherd,
+            inner: Mutex::new(Inner { file, live }),
+            ops: Mutex::new(HashMap::new()),
+            wake: tokio::sync::Notify::new(),
+            looks: AtomicU64::new(0),
+            allow_other: allow_other(),
+        }
+    }
+
+    pub fn rcd(&self) -> &Rcd {
+        &self.rcd
+    }
+
+    pub fn files(&self) -> &Path {
+        &self.files
+    }
+
+    /// The keeper's passes so far.
+    pub fn looks(&self) -> u64 {
+        self.looks.load(Ordering::Relaxed)
+    }
+
+    fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
+        self.inner.lock().expect("mounts lock")
+    }
+
+    /// The operation lock of mount `id`.
+    fn op(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
+        self.ops
+            .lock()
+            .expect("ops lock")
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Looks at every mount now rather than at the next tick.
+    pub fn wake(&self) {
+        self.wake.notify_one();
+    }
+
+    /// Every mount's status, in the file's order.
+    pub fn list(&self) -> Vec<MountStatus> {
+        let inner = self.lock();
+        inner
+            .file
+            .mounts
+            .iter()
+            .map(|c| status_of(c, inner.live.get(&c.id)))
+            .collect()
+    }
+
+    pub fn status(&self, id: &str) -> Option<MountStatus> {
+        let inner = self.lock();
+        let c = inner.file.mounts.iter().find(|c| c.id == id)?;
+        Some(status_of(c, inner.live.get(&c.id)))
+    }
+
+    pub fn config(&self, id: &str) -> Option<MountConfig> {
+        self.lock().file.mounts.iter().find(|c| c.id == id).cloned()
+    }
+
+    /// Changes a mount's configuration and writes the file: 404 when there
+    /// is no such mount, the change's own refusal, or 500 when the file
+    /// cannot be written (and nothing changes).
+    pub fn edit(
+        &self,
+        id: &str,
+        change: impl FnOnce(&mut MountConfig) -> Result<(), ApiError>,
+    ) -> Result<MountConfig, ApiError> {
+        let mut inner = self.lock();
+        let Some(at) = inner.file.mounts.iter().position(|c| c.id == id) else {
+            return Err(not_found(id));
+        };
+        let mut changed = inner.file.mounts[at].clone();
+        change(&mut changed)?;
+        let before = std::mem::replace(&mut inner.file.mounts[at], changed.clone());
+        if let Err(e) = inner.file.save() {
+            inner.file.mounts[at] = before;
+            return Err(ApiError::internal(format!("cannot write mounts.json: {e}")));
+        }
+        if let Some(l) = inner.live.get_mut(id) {
+            if !changed.polling_enabled {
+                l.next_scan_at = None;
+            } else if l.mounted && l.next_scan_at.is_none() {
+                l.next_scan_at = Some(unix_ms());
+            }
+        }
+        Ok(changed)
+    }
+
+    /// Adds a mount and writes the file; a second mount on the same
+    /// folder is refused.
+    pub fn add(&self, c: MountConfig) -> Result<(), ApiError> {
+        let mut inner = self.lock();
+        if let Some(other) = inner
+            .file
+            .mounts
+            .iter()
+            .find(|m| m.mount_path == c.mount_path)
+        {
+            return Err(ApiError::new(
+                ErrorCode::Conflict,
+                format!(
+                    "the mount {:?} already uses {}: choose another name",
+                    other.name, c.mount_path
+                ),
+            ));
+        }
+        inner.file.mounts.push(c);
+        if let Err(e) = inner.file.save() {
+            inner.file.mounts.pop();
+            return Err(ApiError::internal(format!("cannot write mounts.json: {e}")));
+        }
+        Ok(())
+    }
+
+    /// Unmounts a mount and forgets it (its error file and its empty
+    /// folder with it), all under its operation lock, so nothing mounts it
+    /// between. 502 when it cannot be unmounted: it is kept then, no longer
+    /// wanted mounted.
+    pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
+        let op = self.op(id);
+        let _op = op.lock().await;
+        self.edit(id, |m| {
+            m.desired_mounted = false;
+            Ok(())
+        })?;
+        self.unmount_locked(id).await.map_err(mount_failed)?;
+        let mut inner = self.lock();
+        let Some(at) = inner.file.mounts.iter().position(|c| c.id == id) else {
+            return Ok(());
+        };
+        let gone = inner.file.mounts.remove(at);
+        if let Err(e) = inner.file.save() {
+            inner.file.mounts.insert(at, gone);
+            return Err(ApiError::internal(format!("cannot write mounts.json: {e}")));
+        }
+        inner.live.remove(id);
+        drop(inner);
+        self.ops.lock().expect("ops lock").remove(id);
+        let _ = std::fs::remove_file(self.error_file(id));
+        let _ = std::fs::remove_dir(&gone.mount_path);
+        Ok(())
+    }
+
+    fn error_file(&self, id: &str) -> PathBuf {
+        self.errors.join(format!("{id}.error"))
+    }
+
+    fn live(&self, id: &str, f: impl FnOnce(&mut Live)) {
+        f(self.lock().live.entry(id.to_owned()).or_default());
+    }
+
+    /// Records why a mount is not mounted, in its status and its error
+    /// file.
+    fn note_error(&self, id: &str, why: &str) {
+        self.live(id, |l| l.error = Some(why.to_owned()));
+        let _ = metacore::files::ensure_dir(&self.errors, 0o700);
+        let _ = metacore::files::write_atomic(
+            &self.error_file(id),
+            format!("{why}\n").as_bytes(),
+            0o600,
+        );
+    }
+
+    /// A mount attempt failed: recorded, and tried again after a backoff.
+    fn failed(&self, id: &str, why: &str) {
+        tracing::warn!(mount = id, "{why}");
+        self.note_error(id, why);
+        self.live(id, |l| {
+            l.failures = l.failures.saturating_add(1);
+            l.retry_at = Some(Instant::now() + backoff(l.failures));
+        });
+    }
+
+    fn cleared(&self, c: &MountConfig, generation: u64) {
+        self.live(&c.id, |l| {
+            l.mounted = true;
+            l.since = Some(Instant::now());
+            l.generation = generation;
+            l.error = None;
+            l.failures = 0;
+            l.retry_at = None;
+            l.last_checked = Some(unix_ms());
+            if c.polling_enabled && l.next_scan_at.is_none() {
+                l.next_scan_at = Some(unix_ms());
+            }
+        });
+        let _ = std::fs::remove_file(self.error_file(&c.id));
+    }
+}
+
+fn not_found(id: &str) -> ApiError {
+    ApiError::not_found(format!("mount not found: {id}"))
+}
+
+/// rclone could not do what was asked: 502, with its words.
+pub fn mount_failed(why: String) -> ApiError {
+    ApiError::new(ErrorCode::MountFailed, why)
+}
+
+/// The wait after `failures` failures in a row: 1 s, doubling, at most
+/// [`MAX_RETRY`].
+fn backoff(failures: u32) -> Duration {
+    FIRST_RETRY
+        .saturating_mul(1 << failures.saturating_sub(1).min(6))
+        .min(MAX_RETRY)
+}
+
+fn status_of(c: &MountConfig, live: Option<&Live>) -> MountStatus {
+    let l = live.cloned().unwrap_or_default();
+    let mut config = c.clone();
+    config.smb_password_obscured = String::new();
+    MountStatus {
+        polling_active: l.mounted && c.polling_enabled,
+        config,
+        mounted: l.mounted,
+        error: l.error,
+        last_checked: l.last_checked,
+        remounts: l.remounts,
+        last_polled_scan: l.last_polled_scan,
+        scanning: l.scanning,
+        current_scan_started_at: l.current_scan_started_at,
+        last_scan_duration_ms: l.last_scan_duration_ms,
+        last_scan_file_count: l.last_scan_file_count,
+        last_scan_error: l.last_scan_error,
+        next_scan_at: l.next_scan_at.filter(|_| l.mounted && c.polling_enabled),
+    }
+}
+
+/// Whether mounts can be opened by other users: always as root, and
+/// otherwise when `/etc/fuse.conf` allows it (`user_allow_other`).
+fn allow_other() -> bool {
+    rustix::process::geteuid().is_root()
+        || std::fs::read_to_string("/etc/fuse.conf").is_ok_and(|t| {
+            t.lines()
+                .any(|l| l.split('#').next().unwrap_or("").trim() == "user_allow_other")
+        })
+}

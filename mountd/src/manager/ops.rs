@@ -1,0 +1,233 @@
+//! What the keeper and the API do to one mount, its operation lock held
+//! or taken: mount it (after its remote lists), unmount it, wait for what
+//! is open under it to close, and have watcherd walk it.
+
+use std::path::{Path, PathBuf};
+use std::time::{Duration, Instant};
+
+use metacore::clock::unix_ms;
+use metacore::error::ApiError;
+
+use super::{LIST_TIMEOUT, Manager, RC_TIMEOUT, SCAN_TIMEOUT, not_found, stop};
+use crate::config::{MOUNTS_DIR, MountConfig};
+use crate::rcd::call_within;
+use crate::request::{fs_string, go_duration_ns};
+use crate::system::{self, Probe};
+
+impl Manager {
+    /// Mounts `id` now, if it is not mounted and answering already.
+    pub async fn mount(&self, id: &str) -> Result<(), String> {
+        let op = self.op(id);
+        let _op = op.lock().await;
+        self.mount_locked(id).await
+    }
+
+    /// [`Manager::mount`] with the mount's operation lock held.
+    pub(super) async fn mount_locked(&self, id: &str) -> Result<(), String> {
+        let Some(c) = self.config(id) else {
+            return Err("no such mount".into());
+        };
+        let result = self.try_mount(&c).await;
+        match &result {
+            Ok(generation) => {
+                tracing::info!(mount = id, path = %c.mount_path, "mounted");
+                self.cleared(&c, *generation);
+            }
+            Err(why) => self.failed(id, why),
+        }
+        result.map(|_| ())
+    }
+
+    async fn try_mount(&self, c: &MountConfig) -> Result<u64, String> {
+        if let Some(why) = self.lock().live.get(&c.id).and_then(|l| l.invalid.clone()) {
+            return Err(format!("not mounted: mounts.json holds it as {why}"));
+        }
+        let rc = match self.rcd.rc() {
+            Some(rc) => rc,
+            None => {
+                let (_, why) = self.rcd.unavailable().unwrap_or_default();
+                return Err(format!("cannot mount: {why}"));
+            }
+        };
+        let point = PathBuf::from(&c.mount_path);
+        if let Some(existing) = system::mounted_at(&system::mounts(), &point) {
+            if !system::is_rclone(&existing) {
+                return Err(format!(
+                    "another filesystem ({}) is mounted at {}: it is left alone",
+                    existing.fstype,
+                    point.display()
+                ));
+            }
+            let mine = self.lock().live.get(&c.id).map(|l| l.generation) == Some(rc.generation);
+            if mine && system::probe(&existing).await == Probe::Answers {
+                return Ok(rc.generation);
+            }
+            system::detach(&point).await?;
+        }
+        self.make_folder(&point)?;
+        // The remote must answer before it is mounted: rclone mounts one
+        // that does not (its errors come later, as EIO to every reader).
+        let list = serde_json::json!({
+            "fs": fs_string(c),
+            "remote": "",
+            "opt": { "dirsOnly": true },
+        });
+        call_within(&rc, "operations/list", &list.to_string(), LIST_TIMEOUT)
+            .await
+            .map_err(|e| format!("the remote cannot be listed: {e}"))?;
+        let ns = |member: &str, v: &str| {
+            go_duration_ns(v).ok_or_else(|| format!("{member} {v:?} is not a duration"))
+        };
+        let body = serde_json::json!({
+            "fs": fs_string(c),
+            "mountPoint": c.mount_path,
+            "mountType": "mount",
+            "vfsOpt": {
+                "CacheMode": "full",
+                "CacheMaxSize": c.cache_max_size,
+                "CacheMaxAge": ns("cacheMaxAge", &c.cache_max_age)?,
+                "DirCacheTime": ns("dirCacheTime", &c.dir_cache_time)?,
+                // What the services read: folders 0755, files 0644,
+                // whatever umask mountd runs with.
+                "Umask": 0o022,
+                "DirPerms": 0o777,
+                "FilePerms": 0o666,
+            },
+            "mountOpt": { "AllowOther": self.allow_other },
+        });
+        call_within(&rc, "mount/mount", &body.to_string(), RC_TIMEOUT).await?;
+        if system::mounted_at(&system::mounts(), &point).is_none() {
+            return Err(format!(
+                "rclone said it mounted {}, but the kernel has no mount there",
+                point.display()
+            ));
+        }
+        Ok(rc.generation)
+    }
+
+    /// Makes the mount's folder (and `FILES_PATH/corn`, and `FILES_PATH`,
+    /// 0755): a real, empty folder, never a symlink (which would put the
+    /// mount elsewhere).
+    fn make_folder(&self, point: &Path) -> Result<(), String> {
+        let corn = self.files.join(MOUNTS_DIR);
+        for dir in [&self.files, &corn, &point.to_path_buf()] {
+            metacore::files::ensure_dir(dir, 0o755)
+                .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;
+        }
+        for dir in [&corn, &point.to_path_buf()] {
+            let real_dir = std::fs::symlink_metadata(dir).is_ok_and(|m| m.is_dir());
+            if !real_dir {
+                return Err(format!(
+                    "{} is not a folder (a symlink?): nothing is mounted there",
+                    dir.display()
+                ));
+            }
+        }
+        if std::fs::read_dir(point).is_ok_and(|mut d| d.next().is_some()) {
+            return Err(format!(
+                "{} is not empty: files there would be hidden by the mount",
+                point.display()
+            ));
+        }
+        Ok(())
+    }
+
+    /// Unmounts `id` (through rclone; detached when rclone cannot).
+    pub async fn unmount(&self, id: &str) -> Result<(), String> {
+        let op = self.op(id);
+        let _op = op.lock().await;
+        self.unmount_locked(id).await
+    }
+
+    /// [`Manager::unmount`] with the mount's operation lock held.
+    pub(super) async fn unmount_locked(&self, id: &str) -> Result<(), String> {
+        let Some(c) = self.config(id) else {
+            return Ok(());
+        };
+        stop::unmount_point(self.rcd.rc(), Path::new(&c.mount_path), RC_TIMEOUT).await?;
+        self.live(id, |l| {
+            l.mounted = false;
+            l.error = None;
+            l.failures = 0;
+            l.retry_at = None;
+            l.next_scan_at = None;
+        });
+        let _ = std::fs::remove_file(self.error_file(id));
+        tracing::info!(mount = id, path = %c.mount_path, "unmounted");
+        Ok(())
+    }
+
+    /// Waits until nothing under the mount is open, at most `timeout`: the
+    /// paths still open when the wait ran out (none when it did not).
+    pub async fn wait_closed(&self, id: &str, timeout: Duration) -> Vec<PathBuf> {
+        let Some(c) = self.config(id) else {
+            return Vec::new();
+        };
+        // `/proc/<pid>/fd` names files with every symlink resolved.
+        let point = system::real(Path::new(&c.mount_path));
+        let until = Instant::now() + timeout;
+        let mut said = false;
+        loop {
+            let p = point.clone();
+            let open = tokio::task::spawn_blocking(move || system::open_under(&p, 20))
+                .await
+                .unwrap_or_default();
+            if open.is_empty() || Instant::now() >= until {
+                return open;
+            }
+            if !said {
+                said = true;
+                tracing::info!(
+                    mount = id,
+                    open = open.len(),
+                    "waiting for the files open under the mount to close"
+                );
+            }
+            tokio::time::sleep(Duration::from_millis(100).min(until - Instant::now())).await;
+        }
+    }
+
+    /// Asks watcherd to walk the mount's folder, and records how it went:
+    /// the files found.
+    pub async fn scan(&self, id: &str, polled: bool) -> Result<usize, ApiError> {
+        let Some(c) = self.config(id) else {
+            return Err(not_found(id));
+        };
+        let started = unix_ms();
+        self.live(id, |l| {
+            l.scanning = true;
+            l.current_scan_started_at = Some(started);
+        });
+        let body = serde_json::json!({ "path": c.mount_path });
+        let call =
+            self.watcherd
+                .call::<_, serde_json::Value>(http::Method::POST, "/scan", Some(&body));
+        let result = match tokio::time::timeout(SCAN_TIMEOUT, call).await {
+            Ok(answer) => answer
+                .map(|v| v["fileCount"].as_u64().unwrap_or(0) as usize)
+                .map_err(ApiError::from),
+            Err(_) => Err(ApiError::unavailable(
+                "watcherd did not finish the walk in time; retry shortly",
+            )),
+        };
+        let done = unix_ms();
+        let polling = self.config(id).is_some_and(|c| c.polling_enabled);
+        self.live(id, |l| {
+            l.scanning = false;
+            l.current_scan_started_at = None;
+            l.last_scan_duration_ms = Some(done.saturating_sub(started));
+            match &result {
+                Ok(n) => {
+                    l.last_scan_file_count = Some(*n);
+                    l.last_scan_error = None;
+                }
+                Err(e) => l.last_scan_error = Some(e.message.clone()),
+            }
+            if polled {
+                l.last_polled_scan = Some(done);
+            }
+            l.next_scan_at = (l.mounted && polling).then(|| done + c.polling_interval_ms);
+        });
+        result
+    }
+}
