@@ -91,8 +91,11 @@ impl std::fmt::Debug for Rc {
 #[derive(Debug)]
 pub struct Rcd {
     pidfile: PathBuf,
+    /// What `/status` shows; written by the keeping task, read by anyone.
     status: Mutex<RcdStatus>,
+    /// Where the running rclone answers; `None` while none runs.
     rc: Mutex<Option<Rc>>,
+    /// Starts so far (the generation of the next `Rc`).
     starts: std::sync::atomic::AtomicU64,
     /// Bumped at every change of state, so the mount keeper wakes.
     changed: tokio::sync::watch::Sender<u64>,
