@@ -234,7 +234,10 @@ impl Rcd {
             .map_err(|e| format!("cannot start rclone: {e}"))?;
         let pid = child.id();
         if let Some(pid) = pid {
-            let _ = std::fs::write(&self.pidfile, pid.to_string());
+            // With its start time: a pid alone may name another process
+            // by the time the next mountd reads it.
+            let started = start_time(pid).unwrap_or_default();
+            let _ = std::fs::write(&self.pidfile, format!("{pid} {started}"));
         }
         self.set("starting", None, pid, Some(rc.url.clone()));
         tracing::info!(pid, url = %rc.url, "started rclone rcd");
@@ -304,30 +307,36 @@ async fn stop(child: &mut tokio::process::Child) {
 }
 
 /// Kills the rclone a previous mountd left running (one killed with
-/// SIGKILL on a host without `setpriv`), if the pid in the file is still
-/// an rclone.
+/// SIGKILL on a host without `setpriv`), if the process the file names is
+/// still that rclone: the same pid, started at the same time.
 fn kill_leftover(pidfile: &Path) {
     let Ok(text) = std::fs::read_to_string(pidfile) else {
         return;
     };
     let _ = std::fs::remove_file(pidfile);
-    let Some(pid) = text
-        .trim()
-        .parse::<i32>()
-        .ok()
-        .and_then(rustix::process::Pid::from_raw)
-    else {
+    let mut parts = text.split_whitespace();
+    let (Some(pid), Some(started)) = (
+        parts.next().and_then(|p| p.parse::<u32>().ok()),
+        parts.next().and_then(|s| s.parse::<u64>().ok()),
+    ) else {
         return;
     };
-    let comm =
-        std::fs::read_to_string(format!("/proc/{}/comm", pid.as_raw_nonzero())).unwrap_or_default();
-    if comm.trim() == "rclone" {
-        tracing::warn!(
-            pid = pid.as_raw_nonzero().get(),
-            "killing the rclone a previous mountd left"
-        );
-        let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
+    let comm = std::fs::read_to_string(format!("/proc/{pid}/comm")).unwrap_or_default();
+    if comm.trim() != "rclone" || start_time(pid) != Some(started) {
+        return;
     }
+    if let Some(p) = rustix::process::Pid::from_raw(pid as i32) {
+        tracing::warn!(pid, "killing the rclone a previous mountd left");
+        let _ = rustix::process::kill_process(p, rustix::process::Signal::KILL);
+    }
+}
+
+/// When process `pid` started, in clock ticks after boot (`/proc/<pid>/stat`,
+/// field 22): with the pid, it names one process for good.
+fn start_time(pid: u32) -> Option<u64> {
+    let stat = std::fs::read_to_string(format!("/proc/{pid}/stat")).ok()?;
+    let (_, after_name) = stat.rsplit_once(')')?;
+    after_name.split_whitespace().nth(19)?.parse().ok()
 }
 
 /// The first executable `name` on the PATH.
@@ -466,6 +475,34 @@ fn base64(input: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_leftover_is_named_by_pid_and_start_time() {
+        let Some(rclone) = on_path("rclone") else {
+            eprintln!("rclone is not installed: the leftover test has nothing to kill");
+            return;
+        };
+        let mut child = std::process::Command::new(rclone)
+            .args(["rcd", "--rc-no-auth", "--rc-addr", "127.0.0.1:0"])
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap();
+        let pid = child.id();
+        let started = start_time(pid).expect("its start time");
+        let dir = tempfile::tempdir().unwrap();
+        let file = dir.path().join("pid");
+        // Another start time (the pid was reused): left alone.
+        std::fs::write(&file, format!("{pid} {}", started + 1)).unwrap();
+        kill_leftover(&file);
+        assert!(!file.exists(), "the file is removed once read");
+        assert!(child.try_wait().unwrap().is_none(), "not killed");
+        // The same process: killed.
+        std::fs::write(&file, format!("{pid} {started}")).unwrap();
+        kill_leftover(&file);
+        let status = child.wait().unwrap();
+        use std::os::unix::process::ExitStatusExt;
+        assert_eq!(status.signal(), Some(9), "{status}");
+    }
 
     #[test]
     fn passwords_in_rclone_text_are_hidden() {

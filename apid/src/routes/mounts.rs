@@ -17,9 +17,10 @@ use metacore::socket::body::RawBody;
 use crate::state::{AppState, State};
 
 /// How long a mounts call may take: a `safe-unmount` waits up to 120 s
-/// for open files to close (mountd bounds it), a mount or unmount up to
-/// 20 s for rclone.
-const RELAY_TIMEOUT: Duration = Duration::from_secs(130);
+/// for open files to close (mountd bounds it), then for the mount's lock
+/// (a mount attempt of the keeper's: 15 s of listing, 20 s of mounting)
+/// and up to 20 s for rclone to unmount.
+const RELAY_TIMEOUT: Duration = Duration::from_secs(180);
 
 /// Largest body a mounts route takes (a mount's settings).
 pub(crate) const MAX_MOUNT_BODY: usize = 16 * 1024;

@@ -369,7 +369,13 @@ async fn an_smb_password_is_kept_obscured_and_an_unreachable_server_reported() {
         .args(["reveal", obscured])
         .output()
         .unwrap();
-    assert_eq!(String::from_utf8_lossy(&out.stdout).trim(), "correct horse");
+    assert_eq!(
+        String::from_utf8_lossy(&out.stdout).trim(),
+        "correct horse",
+        "rclone reveal {obscured} ({}): {}",
+        out.status,
+        String::from_utf8_lossy(&out.stderr)
+    );
 }
 
 #[tokio::test]
