@@ -98,6 +98,24 @@ fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("mount not found: {id}"))
 }
 
+/// How long a create, an enable or a mount waits for the mount before it
+/// answers; the mount goes on after (a remote that does not answer takes
+/// up to 15 s to say so).
+const MOUNT_WAIT: Duration = Duration::from_secs(5);
+
+/// Mounts `id` in a task of its own: its outcome when it comes within
+/// [`MOUNT_WAIT`], `None` while it is still under way.
+async fn mount_within(st: &State, id: &str) -> Option<Result<(), String>> {
+    let m = st.0.clone();
+    let id = id.to_owned();
+    let task = tokio::spawn(async move { m.mount(&id).await });
+    match tokio::time::timeout(MOUNT_WAIT, task).await {
+        Ok(Ok(outcome)) => Some(outcome),
+        Ok(Err(e)) => Some(Err(format!("the mount failed: {e}"))),
+        Err(_) => None,
+    }
+}
+
 /// How long a request waits for an rclone that is starting.
 const RCLONE_WAIT: Duration = Duration::from_secs(5);
 
@@ -166,7 +184,7 @@ async fn create(
     if mount_now {
         // A failure is in the mount's status and error file; the keeper
         // tries again.
-        let _ = st.mount(&id).await;
+        let _ = mount_within(&st, &id).await;
     }
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
     Ok((StatusCode::CREATED, Json(One { mount })))
@@ -209,7 +227,7 @@ async fn update(
         st.unmount(&id).await.map_err(mount_failed)?;
     } else if now && !was {
         // A failure is in the mount's status; the keeper tries again.
-        let _ = st.mount(&id).await;
+        let _ = mount_within(&st, &id).await;
     }
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
     Ok(Json(One { mount }))
@@ -228,8 +246,20 @@ async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
         m.desired_mounted = true;
         Ok(())
     })?;
-    st.mount(&id).await.map_err(mount_failed)?;
-    Ok(done("ok", format!("Mounted at {}", c.mount_path)))
+    match mount_within(&st, &id).await {
+        Some(done_now) => {
+            done_now.map_err(mount_failed)?;
+            Ok(done("ok", format!("Mounted at {}", c.mount_path)))
+        }
+        None => Ok(done(
+            "ok",
+            format!(
+                "Mount under way after {} s (the remote is slow to answer); \
+                 GET /api/mounts/{id} says when it is up, or why not",
+                MOUNT_WAIT.as_secs()
+            ),
+        )),
+    }
 }
 
 async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {

@@ -38,11 +38,20 @@ async fn a_killed_rclone_is_recorded_and_its_mounts_come_back() {
     let pid = rustix::process::Pid::from_raw(rclone as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
 
-    // The loss is written down (in the log, and in the error file while
-    // rclone is away: a moment too short to catch for sure)...
+    // The loss is written down, in the error file while rclone is away
+    // (rclone's restart backoff, 200 ms, and its start: a window the poll
+    // of at most 50 ms sees), and in the log...
+    let error_file = m.error_file(&id);
+    let text = until("the error file", Duration::from_secs(10), || async {
+        std::fs::read_to_string(&error_file).ok()
+    })
+    .await;
+    assert!(
+        text.starts_with("mount lost: rclone rcd is restarting"),
+        "{text}"
+    );
     m.logged("mount lost: rclone rcd is restarting").await;
     // ...and cleared once the mount is back, through a new rclone.
-    let error_file = m.error_file(&id);
     until("the mount back", Duration::from_secs(20), || async {
         let s = m.mount(&id).await;
         (s["mounted"] == true && s["error"].is_null() && !error_file.exists()).then_some(())

@@ -339,8 +339,13 @@ async fn an_smb_password_is_kept_obscured_and_an_unreachable_server_reported() {
         )
         .await;
     let id = mount["id"].as_str().unwrap();
-    // Nothing listens on 445 here: not mounted, and why.
+    // Nothing listens on 445 here: not mounted, and why (once rclone has
+    // given up connecting, which takes longer than the create waits).
     assert_eq!(mount["mounted"], false, "{mount}");
+    let mount = until("the SMB error", Duration::from_secs(60), || async {
+        Some(m.mount(id).await).filter(|s| s["error"].is_string())
+    })
+    .await;
     let why = mount["error"].as_str().unwrap();
     assert!(why.contains("couldn't connect SMB"), "{why}");
     let error_file = std::fs::read_to_string(m.error_file(id)).unwrap();
