@@ -53,7 +53,9 @@ pub enum ErrorCode {
     ReadOnly,
     /// The volume has no room for what the request would write.
     InsufficientStorage,
-    /// rclone could not mount or unmount; the message is its own.
+    /// rclone could not mount or unmount (the remote does not answer, a
+    /// file is busy): the mount's state keeps the request from being
+    /// carried out, as a 409; the message is rclone's own text.
     MountFailed,
 }
 
@@ -171,7 +173,7 @@ const TABLE: &[Row] = &[
     },
     Row {
         code: ErrorCode::MountFailed,
-        status: 502,
+        status: 409,
         slug: "mount_failed",
         retryable: true,
     },

@@ -161,6 +161,22 @@ async fn create(
     let checked = new.check()?;
     let rc = need_rclone(&st).await?;
     let mut c = checked.config;
+    if c.kind == "rclone" && !c.rclone_remote.starts_with(':') {
+        let listed = call(&rc, "config/listremotes", "{}").await.map_err(|e| {
+            ApiError::unavailable(format!("rclone could not list its remotes: {e}"))
+        })?;
+        let known = listed["remotes"].as_array().is_some_and(|r| {
+            r.iter()
+                .any(|n| n.as_str() == Some(c.rclone_remote.as_str()))
+        });
+        if !known {
+            return Err(ApiError::bad_request(format!(
+                "rcloneRemote: no remote {:?} in rclone's configuration \
+                 (GET /api/mounts/rclone/remotes lists them)",
+                c.rclone_remote
+            )));
+        }
+    }
     if let Some(clear) = checked.smb_password {
         let body = serde_json::json!({ "clear": clear }).to_string();
         let v = call(&rc, "core/obscure", &body)
@@ -224,6 +240,7 @@ async fn update(
         Ok(())
     })?;
     if was && !now {
+        st.cancel_attempt(&id);
         st.unmount(&id).await.map_err(mount_failed)?;
     } else if now && !was {
         // A failure is in the mount's status; the keeper tries again.
@@ -267,6 +284,7 @@ async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
         m.desired_mounted = false;
         Ok(())
     })?;
+    st.cancel_attempt(&id);
     st.unmount(&id).await.map_err(mount_failed)?;
     Ok(done("ok", "Unmounted"))
 }
@@ -298,6 +316,7 @@ async fn safe_unmount(
             m.desired_mounted = false;
             Ok(())
         })?;
+        st.cancel_attempt(&id);
         st.unmount(&id).await.map_err(mount_failed)?;
         return Ok(done("ok", "Unmounted: nothing under it was open"));
     }

@@ -107,6 +107,10 @@ pub struct Manager {
     /// One operation lock per mount id, taken by the keeper and the API
     /// around anything that mounts or unmounts.
     ops: Mutex<HashMap<String, Arc<tokio::sync::Mutex<()>>>>,
+    /// Per mount id, what tells a mount attempt under way (waiting on a
+    /// slow remote, its lock held) that an unmount or a delete wants it to
+    /// stop.
+    cancels: Mutex<HashMap<String, Arc<tokio::sync::Notify>>>,
     /// Wakes the keeper before its next tick.
     wake: tokio::sync::Notify,
     /// The keeper's passes over the mounts (in `/status`).
@@ -168,6 +172,7 @@ impl Manager {
             watcherd,
             inner: Mutex::new(Inner { file, live }),
             ops: Mutex::new(HashMap::new()),
+            cancels: Mutex::new(HashMap::new()),
             wake: tokio::sync::Notify::new(),
             looks: AtomicU64::new(0),
             allow_other: allow_other(),
@@ -199,6 +204,23 @@ impl Manager {
             .entry(id.to_owned())
             .or_default()
             .clone()
+    }
+
+    /// The cancel signal of mount `id`'s attempts.
+    fn cancel_signal(&self, id: &str) -> Arc<tokio::sync::Notify> {
+        self.cancels
+            .lock()
+            .expect("cancels lock")
+            .entry(id.to_owned())
+            .or_default()
+            .clone()
+    }
+
+    /// Stops a mount attempt of `id` that is waiting on its remote, so an
+    /// unmount or a delete does not wait for it (its lock is let go at
+    /// once; the attempt is recorded as cancelled).
+    pub fn cancel_attempt(&self, id: &str) {
+        self.cancel_signal(id).notify_waiters();
     }
 
     /// Looks at every mount now rather than at the next tick.
@@ -284,15 +306,16 @@ impl Manager {
 
     /// Unmounts a mount and forgets it (its error file and its empty
     /// folder with it), all under its operation lock, so nothing mounts it
-    /// between. 502 when it cannot be unmounted: it is kept then, no longer
+    /// between. 409 `mount_failed` when it cannot be unmounted: it is kept then, no longer
     /// wanted mounted.
     pub async fn delete(&self, id: &str) -> Result<(), ApiError> {
-        let op = self.op(id);
-        let _op = op.lock().await;
         self.edit(id, |m| {
             m.desired_mounted = false;
             Ok(())
         })?;
+        self.cancel_attempt(id);
+        let op = self.op(id);
+        let _op = op.lock().await;
         self.unmount_locked(id).await.map_err(mount_failed)?;
         let mut inner = self.lock();
         let Some(at) = inner.file.mounts.iter().position(|c| c.id == id) else {
@@ -306,6 +329,7 @@ impl Manager {
         inner.live.remove(id);
         drop(inner);
         self.ops.lock().expect("ops lock").remove(id);
+        self.cancels.lock().expect("cancels lock").remove(id);
         let _ = std::fs::remove_file(self.error_file(id));
         let _ = std::fs::remove_dir(&gone.mount_path);
         Ok(())
@@ -362,7 +386,7 @@ fn not_found(id: &str) -> ApiError {
     ApiError::not_found(format!("mount not found: {id}"))
 }
 
-/// rclone could not do what was asked: 502, with its words.
+/// rclone could not do what was asked: 409 `mount_failed`, with its words.
 pub fn mount_failed(why: String) -> ApiError {
     ApiError::new(ErrorCode::MountFailed, why)
 }

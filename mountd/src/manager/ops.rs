@@ -72,9 +72,24 @@ impl Manager {
             "remote": "",
             "opt": { "dirsOnly": true },
         });
-        call_within(&rc, "operations/list", &list.to_string(), LIST_TIMEOUT)
-            .await
-            .map_err(|e| format!("the remote cannot be listed: {e}"))?;
+        let cancel = self.cancel_signal(&c.id);
+        let list = list.to_string();
+        tokio::select! {
+            listed = call_within(&rc, "operations/list", &list, LIST_TIMEOUT) => {
+                listed.map_err(|e| format!("the remote cannot be listed: {e}"))?;
+            }
+            () = cancel.notified() => {
+                return Err("the mount was cancelled: an unmount or a delete asked".into());
+            }
+        }
+        // Still wanted? (An unmount may have come while the remote was
+        // listed, and be waiting for this lock.)
+        if !self
+            .config(&c.id)
+            .is_some_and(|now| now.enabled && now.desired_mounted)
+        {
+            return Err("the mount was cancelled: it is no longer wanted".into());
+        }
         let ns = |member: &str, v: &str| {
             go_duration_ns(v).ok_or_else(|| format!("{member} {v:?} is not a duration"))
         };

@@ -24,7 +24,12 @@ fn mode(p: &Path) -> u32 {
 async fn files_are_private_but_what_others_read() {
     for mask in ["022", "000"] {
         let dir = test_dir();
-        let mut mc = Launch::in_dir(dir.path(), "run").spawn_with_umask(mask);
+        let mut mc = Launch::in_dir(dir.path(), "run")
+            .env(
+                "RCLONE_CONFIG",
+                &dir.path().join("rclone.conf").display().to_string(),
+            )
+            .spawn_with_umask(mask);
         mc.wait_all_ready().await;
         // A write, so the WAL and its index exist.
         let rid = random_rid();
@@ -68,11 +73,13 @@ async fn files_are_private_but_what_others_read() {
             // A mount that cannot be made: mounts.json, the errors folder
             // and the error file are private; corn/ and the mount's folder
             // are read by the other services.
+            let src = e2e::mountd::local_remote(dir.path(), "gone", &[]);
+            let nowhere = src.join("nowhere").display().to_string();
             let r = mc
                 .send_json(
                     "POST",
                     "/api/mounts",
-                    &json!({"name": "gone", "type": "rclone", "rcloneRemote": "no-such-remote"}),
+                    &json!({"name": "gone", "type": "rclone", "rcloneRemote": "gone", "rclonePath": nowhere}),
                 )
                 .await;
             assert_eq!(r.status, 201, "{}", r.text());

@@ -317,3 +317,37 @@ async fn files_path_behind_a_symlink_is_followed() {
     m.process.wait_exit().await;
     assert_eq!(mounts_under(dir.path()), vec![], "no mount left");
 }
+
+/// An unmount while a mount attempt waits on a remote that does not
+/// answer stops the attempt instead of waiting it out.
+#[tokio::test]
+#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
+async fn an_unmount_cancels_a_mount_attempt_under_way() {
+    let dir = e2e::daemon::test_dir();
+    let m = Mountd::start(dir.path()).await;
+    // Nothing answers SMB here; rclone takes about 11 s to give up, longer
+    // than the create waits (5 s).
+    let mount = m
+        .create(
+            json!({"name": "nas", "type": "smb", "smbServer": "127.0.0.1", "smbShare": "media"}),
+        )
+        .await;
+    let id = mount["id"].as_str().unwrap().to_owned();
+    let done = m
+        .call(Method::POST, &format!("/mounts/{id}/unmount"), None)
+        .await
+        .unwrap();
+    assert_eq!(done["status"], "ok", "{done}");
+    m.logged("the mount was cancelled").await;
+    let s = m.mount(&id).await;
+    assert_eq!(
+        (
+            s["mounted"].clone(),
+            s["desiredMounted"].clone(),
+            s["error"].clone()
+        ),
+        (json!(false), json!(false), json!(null)),
+        "{s}"
+    );
+    assert!(!m.error_file(&id).exists());
+}

@@ -236,6 +236,11 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "rcloneRemote",
         ),
         (
+            json!({"name": "n", "type": "rclone", "rcloneRemote": "not-configured"}),
+            bad,
+            "no remote \"not-configured\" in rclone's configuration",
+        ),
+        (
             json!({"name": "n", "type": "rclone", "rcloneRemote": "src,x"}),
             bad,
             "rcloneRemote",
