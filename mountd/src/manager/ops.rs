@@ -27,6 +27,10 @@ impl Manager {
         let Some(c) = self.config(id) else {
             return Err("no such mount".into());
         };
+        // An unmount that came while this attempt waited for the lock won.
+        if !(c.enabled && c.desired_mounted) {
+            return Err("the mount was cancelled: it is no longer wanted".into());
+        }
         let result = self.try_mount(&c).await;
         match &result {
             Ok(generation) => {
