@@ -240,8 +240,7 @@ async fn update(
         Ok(())
     })?;
     if was && !now {
-        st.cancel_attempt(&id);
-        st.unmount(&id).await.map_err(mount_failed)?;
+        st.take_down(&id).await?;
     } else if now && !was {
         // A failure is in the mount's status; the keeper tries again.
         let _ = mount_within(&st, &id).await;
@@ -280,12 +279,7 @@ async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
 }
 
 async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
-    st.edit(&id, |m| {
-        m.desired_mounted = false;
-        Ok(())
-    })?;
-    st.cancel_attempt(&id);
-    st.unmount(&id).await.map_err(mount_failed)?;
+    st.take_down(&id).await?;
     Ok(done("ok", "Unmounted"))
 }
 
@@ -312,12 +306,7 @@ async fn safe_unmount(
     };
     let open = st.wait_closed(&id, Duration::from_millis(wait_ms)).await;
     if open.is_empty() {
-        st.edit(&id, |m| {
-            m.desired_mounted = false;
-            Ok(())
-        })?;
-        st.cancel_attempt(&id);
-        st.unmount(&id).await.map_err(mount_failed)?;
+        st.take_down(&id).await?;
         return Ok(done("ok", "Unmounted: nothing under it was open"));
     }
     let first = open[0]

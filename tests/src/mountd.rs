@@ -64,6 +64,26 @@ impl Mountd {
         m
     }
 
+    /// Spawns mountd beside a local-folder remote `src` holding `a.txt`
+    /// ("alpha"), mounted as `corn/src`: mountd, the mount's id and folder.
+    pub async fn with_local_mount(dir: &Path) -> (Self, String, PathBuf) {
+        let src = local_remote(dir, "src", &[("a.txt", "alpha")]);
+        let m = Self::start(dir).await;
+        let made = m
+            .create(
+                serde_json::json!({"name": "src", "type": "rclone", "rcloneRemote": "src",
+                                       "rclonePath": src.display().to_string()}),
+            )
+            .await;
+        let id = made["id"].as_str().unwrap().to_owned();
+        let point = m.files().join("corn/src");
+        assert_eq!(
+            std::fs::read_to_string(point.join("a.txt")).unwrap(),
+            "alpha"
+        );
+        (m, id, point)
+    }
+
     /// Waits until the keeper has looked at every mount `n` more times.
     pub async fn looks(&self, n: u64) {
         let first = self.status().await.unwrap()["looks"].as_u64().unwrap();

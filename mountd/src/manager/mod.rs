@@ -223,6 +223,17 @@ impl Manager {
         self.cancel_signal(id).notify_waiters();
     }
 
+    /// No longer wanted mounted: `desiredMounted` false, an attempt under
+    /// way stopped, and unmounted (409 `mount_failed` when it cannot be).
+    pub async fn take_down(&self, id: &str) -> Result<(), ApiError> {
+        self.edit(id, |m| {
+            m.desired_mounted = false;
+            Ok(())
+        })?;
+        self.cancel_attempt(id);
+        self.unmount(id).await.map_err(mount_failed)
+    }
+
     /// Looks at every mount now rather than at the next tick.
     pub fn wake(&self) {
         self.wake.notify_one();

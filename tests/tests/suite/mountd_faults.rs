@@ -18,22 +18,7 @@ use serde_json::json;
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
 async fn a_killed_rclone_is_recorded_and_its_mounts_come_back() {
     let dir = e2e::daemon::test_dir();
-    let src = local_remote(dir.path(), "src", &[("a.txt", "alpha")]);
-    let m = Mountd::start(dir.path()).await;
-    let id = m
-        .create(
-            json!({"name": "src", "type": "rclone", "rcloneRemote": "src",
-                       "rclonePath": src.display().to_string()}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let point = m.files().join("corn/src");
-    assert_eq!(
-        std::fs::read_to_string(point.join("a.txt")).unwrap(),
-        "alpha"
-    );
+    let (m, id, point) = Mountd::with_local_mount(dir.path()).await;
     let rclone = m.status().await.unwrap()["rclone"]["pid"].as_u64().unwrap();
     let pid = rustix::process::Pid::from_raw(rclone as i32).unwrap();
     rustix::process::kill_process(pid, rustix::process::Signal::KILL).unwrap();
@@ -215,18 +200,7 @@ async fn a_remote_that_cannot_be_listed_is_written_down_then_mounted_once_it_ans
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
 async fn a_mount_unmounted_from_outside_is_mounted_again() {
     let dir = e2e::daemon::test_dir();
-    let src = local_remote(dir.path(), "src", &[("a.txt", "alpha")]);
-    let m = Mountd::start(dir.path()).await;
-    let id = m
-        .create(
-            json!({"name": "src", "type": "rclone", "rcloneRemote": "src",
-                       "rclonePath": src.display().to_string()}),
-        )
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let point = m.files().join("corn/src");
+    let (m, id, point) = Mountd::with_local_mount(dir.path()).await;
     let ok = std::process::Command::new("umount")
         .arg("-l")
         .arg(&point)
