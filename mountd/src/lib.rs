@@ -16,6 +16,7 @@
 pub mod api;
 pub mod config;
 pub mod manager;
+pub mod rc;
 pub mod rcd;
 pub mod request;
 pub mod system;

@@ -17,10 +17,7 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use bytes::Bytes;
-use http_body_util::{BodyExt, Full};
-use hyper_util::client::legacy::Client;
-use hyper_util::rt::TokioExecutor;
+pub use crate::rc::{call, call_within};
 pub use metacore::api::mountd::RcdStatus;
 use metacore::shutdown::Shutdown;
 use tokio::process::Command;
@@ -69,8 +66,8 @@ const PASSED_ON: &[&str] = &[
 #[derive(Clone)]
 pub struct Rc {
     pub url: String,
-    user: String,
-    pass: String,
+    pub(crate) user: String,
+    pub(crate) pass: String,
     /// Which start of rclone this is (1 for the first): a mount made by
     /// an earlier one died with it.
     pub generation: u64,
@@ -366,112 +363,6 @@ async fn pause(d: Duration, shutdown: &Shutdown) {
     }
 }
 
-/// A remote-control call: POST `<url>/<method>` with a JSON body and the
-/// credentials; the JSON answer, or why it failed.
-pub async fn call(rc: &Rc, method: &str, body: &str) -> Result<serde_json::Value, String> {
-    call_within(rc, method, body, Duration::from_secs(30)).await
-}
-
-/// [`call`], answered within `within`. A refusal reads as rclone's own
-/// `error` text.
-pub async fn call_within(
-    rc: &Rc,
-    method: &str,
-    body: &str,
-    within: Duration,
-) -> Result<serde_json::Value, String> {
-    let client: Client<_, Full<Bytes>> = Client::builder(TokioExecutor::new()).build_http();
-    let auth = format!(
-        "Basic {}",
-        base64(format!("{}:{}", rc.user, rc.pass).as_bytes())
-    );
-    let req = hyper::Request::post(format!("{}/{method}", rc.url))
-        .header("authorization", auth)
-        .header("content-type", "application/json")
-        .body(Full::new(Bytes::from(body.to_owned())))
-        .map_err(|e| e.to_string())?;
-    let resp = tokio::time::timeout(within, client.request(req))
-        .await
-        .map_err(|_| format!("{method}: no answer within {within:?}"))?
-        .map_err(|e| format!("{method}: {e}"))?;
-    let status = resp.status();
-    let bytes = resp
-        .into_body()
-        .collect()
-        .await
-        .map_err(|e| format!("{method}: {e}"))?
-        .to_bytes();
-    if !status.is_success() {
-        let said = serde_json::from_slice::<serde_json::Value>(&bytes)
-            .ok()
-            .and_then(|v| v.get("error").and_then(|e| e.as_str()).map(str::to_owned))
-            .unwrap_or_else(|| String::from_utf8_lossy(&bytes).into_owned());
-        return Err(format!("{method}: {}", redact(&said)));
-    }
-    serde_json::from_slice(&bytes).map_err(|e| format!("{method}: not JSON: {e}"))
-}
-
-/// rclone's text with the value of every `pass=` (an SMB connection
-/// string's obscured password, which rclone may quote) hidden.
-fn redact(text: &str) -> String {
-    let mut out = String::with_capacity(text.len());
-    let mut rest = text;
-    while let Some(at) = rest.find("pass=") {
-        let (head, tail) = rest.split_at(at + "pass=".len());
-        out.push_str(head);
-        out.push_str("***");
-        // The value: quoted (a doubled quote inside), or up to `,` `:` or
-        // a space.
-        rest = match tail.chars().next() {
-            Some(q @ ('"' | '\'')) => {
-                let mut end = tail.len();
-                let mut i = 1;
-                let b = tail.as_bytes();
-                while i < b.len() {
-                    if b[i] == q as u8 {
-                        if b.get(i + 1) == Some(&(q as u8)) {
-                            i += 2;
-                            continue;
-                        }
-                        end = i + 1;
-                        break;
-                    }
-                    i += 1;
-                }
-                &tail[end..]
-            }
-            _ => {
-                let end = tail.find([',', ':', ' ', '\n']).unwrap_or(tail.len());
-                &tail[end..]
-            }
-        };
-    }
-    out.push_str(rest);
-    out
-}
-
-/// Standard base64 with padding (for the Basic credentials).
-fn base64(input: &[u8]) -> String {
-    const A: &[u8; 64] = b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/";
-    let mut out = String::with_capacity(input.len().div_ceil(3) * 4);
-    for chunk in input.chunks(3) {
-        let b = [
-            chunk[0],
-            *chunk.get(1).unwrap_or(&0),
-            *chunk.get(2).unwrap_or(&0),
-        ];
-        let n = (u32::from(b[0]) << 16) | (u32::from(b[1]) << 8) | u32::from(b[2]);
-        for i in 0..4 {
-            if i <= chunk.len() {
-                out.push(A[((n >> (18 - 6 * i)) & 63) as usize] as char);
-            } else {
-                out.push('=');
-            }
-        }
-    }
-    out
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -502,25 +393,5 @@ mod tests {
         let status = child.wait().unwrap();
         use std::os::unix::process::ExitStatusExt;
         assert_eq!(status.signal(), Some(9), "{status}");
-    }
-
-    #[test]
-    fn passwords_in_rclone_text_are_hidden() {
-        assert_eq!(
-            redact(r#"couldn't connect ":smb,host="nas",pass="a""b,c",user="x":share""#),
-            r#"couldn't connect ":smb,host="nas",pass=***,user="x":share""#
-        );
-        assert_eq!(redact("pass=abc:share"), "pass=***:share");
-        assert_eq!(redact("nothing here"), "nothing here");
-    }
-
-    #[test]
-    fn base64_is_rfc_4648() {
-        assert_eq!(base64(b""), "");
-        assert_eq!(base64(b"f"), "Zg==");
-        assert_eq!(base64(b"fo"), "Zm8=");
-        assert_eq!(base64(b"foo"), "Zm9v");
-        assert_eq!(base64(b"foobar"), "Zm9vYmFy");
-        assert_eq!(base64(b"mountd:secret"), "bW91bnRkOnNlY3JldA==");
     }
 }

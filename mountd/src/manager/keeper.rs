@@ -21,6 +21,8 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// A mount lost sooner than this after it was made is mounted again only
 /// after a backoff that keeps growing (it would be lost again).
 const STABLE_AFTER: Duration = Duration::from_secs(60);
+/// How the error of a lost mount begins (kept while rclone is away).
+const LOST: &str = "mount lost: ";
 /// The shortest wait between two looks.
 const MIN_WAIT: Duration = Duration::from_millis(50);
 
@@ -141,7 +143,7 @@ impl Manager {
                 .lock()
                 .live
                 .get(&c.id)
-                .is_none_or(|l| l.error.is_none())
+                .is_none_or(|l| !l.error.as_deref().is_some_and(|e| e.starts_with(LOST)))
             {
                 let (_, why) = self.rcd.unavailable().unwrap_or_default();
                 self.note_error(&c.id, &format!("cannot mount: {why}"));
@@ -156,7 +158,7 @@ impl Manager {
     /// backoff), after a backoff otherwise, which keeps growing while the
     /// mount is lost again within [`STABLE_AFTER`] of being made.
     fn lost(&self, id: &str, why: &str, rclone_ended: bool) {
-        let text = format!("mount lost: {why}; mounting it again");
+        let text = format!("{LOST}{why}; mounting it again");
         tracing::warn!(mount = id, "{text}");
         self.note_error(id, &text);
         self.live(id, |l| {

@@ -404,15 +404,21 @@ async fn without_rclone_every_mount_route_says_so() {
     std::fs::create_dir_all(&empty).unwrap();
     let m = Mountd::spawn(dir.path(), Some(&empty.display().to_string()));
     m.rclone_in("not-installed").await;
+    // (While mountd has not yet looked for rclone, the error says it is
+    // starting; then that it is not installed.)
     let s = until("the mount's error", Duration::from_secs(20), || async {
-        Some(m.mount(id).await).filter(|s| s["error"].is_string())
+        Some(m.mount(id).await).filter(|s| {
+            s["error"]
+                .as_str()
+                .is_some_and(|e| e.contains("rclone is not installed"))
+        })
     })
     .await;
     assert!(
         s["error"]
             .as_str()
             .unwrap()
-            .contains("rclone is not installed"),
+            .starts_with("cannot mount: rclone is not installed"),
         "{s}"
     );
     for (method, path, body) in [
