@@ -15,7 +15,7 @@ use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
 use serde::{Deserialize, Serialize};
 
 use crate::manager::{Manager, MountStatus, mount_failed};
-use crate::rcd::call;
+use crate::rcd::{NoRclone, call};
 use crate::request::{MountUpdate, NewMount};
 
 /// Largest body the mounts API takes.
@@ -56,7 +56,7 @@ async fn status(st: State) -> Json<metacore::api::mountd::MountdStatus> {
         version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
         rclone: st.rcd().status(),
-        mounts: st.list().len(),
+        mounts: st.count(),
         looks: st.looks(),
     })
 }
@@ -132,13 +132,13 @@ async fn need_rclone(m: &Manager) -> Result<crate::rcd::Rc, ApiError> {
                     return Ok(rc);
                 }
             }
-            Some((true, why)) => {
+            Some(NoRclone::NotInstalled(why)) => {
                 return Err(ApiError::new(
                     ErrorCode::Disabled,
                     format!("{why}: mounts need rclone on the machine"),
                 ));
             }
-            Some((false, why)) => {
+            Some(NoRclone::NotRunning(why)) => {
                 if tokio::time::timeout_at(until, changed.changed())
                     .await
                     .is_err()

@@ -62,6 +62,23 @@ const PASSED_ON: &[&str] = &[
     "SSL_CERT_DIR",
 ];
 
+/// Why no rclone answers, in words.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum NoRclone {
+    /// Not on the PATH; looked for again every [`LOOK_AGAIN`].
+    NotInstalled(String),
+    /// Starting, restarting or stopped.
+    NotRunning(String),
+}
+
+impl std::fmt::Display for NoRclone {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Self::NotInstalled(why) | Self::NotRunning(why) => f.write_str(why),
+        }
+    }
+}
+
 /// Where to reach the running rclone.
 #[derive(Clone)]
 pub struct Rc {
@@ -117,19 +134,17 @@ impl Rcd {
         self.changed.subscribe()
     }
 
-    /// Why mounts cannot be made now, when they cannot: rclone is not
-    /// installed (`true`), or not running yet (`false`).
-    pub fn unavailable(&self) -> Option<(bool, String)> {
+    /// Why mounts cannot be made now, when they cannot.
+    pub fn unavailable(&self) -> Option<NoRclone> {
         if self.rc().is_some() {
             return None;
         }
         let s = self.status();
-        let why = match (s.state.as_str(), s.reason) {
-            ("not-installed", Some(r)) => return Some((true, r)),
-            (state, Some(r)) => format!("rclone rcd is {state}: {r}"),
-            (state, None) => format!("rclone rcd is {state}"),
-        };
-        Some((false, why))
+        Some(match (s.state.as_str(), s.reason) {
+            ("not-installed", Some(r)) => NoRclone::NotInstalled(r),
+            (state, Some(r)) => NoRclone::NotRunning(format!("rclone rcd is {state}: {r}")),
+            (state, None) => NoRclone::NotRunning(format!("rclone rcd is {state}")),
+        })
     }
 
     pub fn status(&self) -> RcdStatus {

@@ -150,6 +150,28 @@ impl Mountd {
         self.client.call(method, path, body.as_ref()).await
     }
 
+    /// `method path` with an optional body, which must be refused: the
+    /// error envelope.
+    pub async fn refused(
+        &self,
+        method: Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> metacore::ApiError {
+        crate::fixtures::api_error(self.call(method, path, body).await)
+    }
+
+    /// `POST /mounts` with a `:memory:` mount named `name`, mounted: its
+    /// id and folder.
+    pub async fn memory_mount(&self, name: &str) -> (String, PathBuf) {
+        let made = self
+            .create(serde_json::json!({"name": name, "type": "rclone", "rcloneRemote": ":memory:"}))
+            .await;
+        let point = self.files().join("corn").join(name);
+        assert_eq!(made["mounted"], true, "{made}");
+        (made["id"].as_str().unwrap().to_owned(), point)
+    }
+
     /// `POST /mounts` with `body`, which must be taken: the mount.
     pub async fn create(&self, body: Value) -> Value {
         let v = self
@@ -242,20 +264,4 @@ pub fn rclone_children_of(parent: u32) -> Vec<u64> {
         })
         .map(u64::from)
         .collect()
-}
-
-/// The error code of an API error (panics on another error).
-pub fn api_code(e: &ClientError) -> metacore::error::ErrorCode {
-    match e {
-        ClientError::Api(a) => a.code,
-        other => panic!("not an API error: {other}"),
-    }
-}
-
-/// The message of an API error (panics on another error).
-pub fn api_message(e: &ClientError) -> String {
-    match e {
-        ClientError::Api(a) => a.message.clone(),
-        other => panic!("not an API error: {other}"),
-    }
 }

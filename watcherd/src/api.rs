@@ -264,6 +264,11 @@ async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
 
 async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
     let dir = PathBuf::from(st.config(&id)?.path);
+    walk(&st, dir).await
+}
+
+/// Walks `dir` now: `Scan triggered` with the files found.
+async fn walk(st: &AppState, dir: PathBuf) -> JsonReply<Done> {
     let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
     Ok(Json(Done {
         file_count: Some(n),
@@ -295,11 +300,7 @@ async fn scan_path(st: State, JsonBody(body): JsonBody<ScanPath>) -> JsonReply<D
             ));
         }
     };
-    let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
-    Ok(Json(Done {
-        file_count: Some(n),
-        ..Done::new("Scan triggered")
-    }))
+    walk(&st, dir).await
 }
 
 async fn scan_all(st: State) -> JsonReply<Done> {

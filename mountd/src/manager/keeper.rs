@@ -111,7 +111,7 @@ impl Manager {
                     let why = self
                         .rcd
                         .unavailable()
-                        .map_or_else(|| "rclone rcd was restarted".to_owned(), |(_, why)| why);
+                        .map_or_else(|| "rclone rcd was restarted".to_owned(), |u| u.to_string());
                     Some((why, true))
                 }
                 Some(entry) => match system::probe(entry).await {
@@ -145,7 +145,11 @@ impl Manager {
                 .get(&c.id)
                 .is_none_or(|l| !l.error.as_deref().is_some_and(|e| e.starts_with(LOST)))
             {
-                let (_, why) = self.rcd.unavailable().unwrap_or_default();
+                let why = self
+                    .rcd
+                    .unavailable()
+                    .map(|u| u.to_string())
+                    .unwrap_or_default();
                 self.note_error(&c.id, &format!("cannot mount: {why}"));
             }
             return;

@@ -239,6 +239,11 @@ impl Manager {
         self.wake.notify_one();
     }
 
+    /// How many mounts `mounts.json` holds.
+    pub fn count(&self) -> usize {
+        self.lock().file.mounts.len()
+    }
+
     /// Every mount's status, in the file's order.
     pub fn list(&self) -> Vec<MountStatus> {
         let inner = self.lock();

@@ -49,7 +49,11 @@ impl Manager {
         let rc = match self.rcd.rc() {
             Some(rc) => rc,
             None => {
-                let (_, why) = self.rcd.unavailable().unwrap_or_default();
+                let why = self
+                    .rcd
+                    .unavailable()
+                    .map(|u| u.to_string())
+                    .unwrap_or_default();
                 return Err(format!("cannot mount: {why}"));
             }
         };
@@ -71,8 +75,9 @@ impl Manager {
         self.make_folder(&point)?;
         // The remote must answer before it is mounted: rclone mounts one
         // that does not (its errors come later, as EIO to every reader).
+        let fs = fs_string(c);
         let list = serde_json::json!({
-            "fs": fs_string(c),
+            "fs": fs,
             "remote": "",
             "opt": { "dirsOnly": true },
         });
@@ -98,7 +103,7 @@ impl Manager {
             go_duration_ns(v).ok_or_else(|| format!("{member} {v:?} is not a duration"))
         };
         let body = serde_json::json!({
-            "fs": fs_string(c),
+            "fs": fs,
             "mountPoint": c.mount_path,
             "mountType": "mount",
             "vfsOpt": {

@@ -139,9 +139,7 @@ async fn sigterm_leaves_no_mount_and_a_killed_mountds_are_cleaned_by_the_next() 
 async fn a_stop_while_rclone_is_down_detaches_the_stale_mounts() {
     let dir = e2e::daemon::test_dir();
     let mut m = Mountd::start(dir.path()).await;
-    m.create(json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}))
-        .await;
-    let point = m.files().join("corn/mem");
+    let (_, point) = m.memory_mount("mem").await;
     assert!(is_mounted(&point));
     let rclone = rclone_children_of(m.process.pid());
     let pid = rustix::process::Pid::from_raw(rclone[0] as i32).unwrap();
@@ -227,13 +225,7 @@ async fn a_mount_unmounted_from_outside_is_mounted_again() {
 async fn a_stop_during_a_long_request_still_unmounts_everything() {
     let dir = e2e::daemon::test_dir();
     let mut m = Mountd::start(dir.path()).await;
-    let id = m
-        .create(json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}))
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
-    let point = m.files().join("corn/mem");
+    let (id, point) = m.memory_mount("mem").await;
     std::fs::write(point.join("x.txt"), "held").unwrap();
     let held = std::fs::File::open(point.join("x.txt")).unwrap();
     let path = format!("/mounts/{id}/safe-unmount?timeout=60000");
@@ -264,12 +256,7 @@ async fn files_path_behind_a_symlink_is_followed() {
     let files = dir.path().join("files-link");
     let mut m = Mountd::spawn_with(dir.path(), &[("FILES_PATH", files.display().to_string())]);
     m.rclone_in("running").await;
-    let id = m
-        .create(json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}))
-        .await["id"]
-        .as_str()
-        .unwrap()
-        .to_owned();
+    let (id, _) = m.memory_mount("mem").await;
     let real = dir.path().join("real-files/corn/mem");
     assert!(is_mounted(&real), "{:?}", mounts_under(dir.path()));
     std::fs::write(files.join("corn/mem/x.txt"), "x").unwrap();

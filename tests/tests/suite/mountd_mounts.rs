@@ -14,7 +14,7 @@ use http::Method;
 use metacore::error::ErrorCode;
 use serde_json::{Value, json};
 
-use e2e::mountd::{api_code as code, api_message as message};
+use e2e::fixtures::api_error;
 
 #[tokio::test]
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
@@ -95,10 +95,9 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
 
     // Scanning asks watcherd, which is not running here.
     let e = m
-        .call(Method::POST, &format!("/mounts/{id}/scan"), None)
-        .await
-        .unwrap_err();
-    assert!(message(&e).contains("watcherd"), "{e}");
+        .refused(Method::POST, &format!("/mounts/{id}/scan"), None)
+        .await;
+    assert!(e.message.contains("watcherd"), "{e}");
 
     // Delete: unmounted, forgotten, its folder gone.
     let done = m
@@ -108,11 +107,8 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
     assert_eq!(done["status"], "ok");
     assert!(!is_mounted(&point));
     assert!(!point.exists());
-    let e = m
-        .call(Method::GET, &format!("/mounts/{id}"), None)
-        .await
-        .unwrap_err();
-    assert_eq!(code(&e), ErrorCode::NotFound);
+    let e = m.refused(Method::GET, &format!("/mounts/{id}"), None).await;
+    assert_eq!(e.code, ErrorCode::NotFound);
     let file: Value =
         serde_json::from_str(&std::fs::read_to_string(m.mounts_file()).unwrap()).unwrap();
     assert_eq!(file["mounts"], json!([]));
@@ -128,12 +124,7 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
 async fn a_memory_remote_takes_writes_and_safe_unmount_waits_for_open_files() {
     let dir = e2e::daemon::test_dir();
     let m = Mountd::start(dir.path()).await;
-    let mount = m
-        .create(json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}))
-        .await;
-    let id = mount["id"].as_str().unwrap().to_owned();
-    let point = m.files().join("corn/mem");
-    assert_eq!(mount["mounted"], true, "{mount}");
+    let (id, point) = m.memory_mount("mem").await;
     std::fs::write(point.join("x.txt"), "written through FUSE").unwrap();
     assert_eq!(
         std::fs::read_to_string(point.join("x.txt")).unwrap(),
@@ -209,8 +200,8 @@ async fn bad_requests_are_refused_and_change_nothing() {
         (Method::POST, format!("/mounts/{unknown}/scan")),
     ] {
         let body = (method == Method::PUT).then(|| json!({}));
-        let e = m.call(method.clone(), &path, body).await.unwrap_err();
-        assert_eq!(code(&e), ErrorCode::NotFound, "{method} {path}: {e}");
+        let e = m.refused(method.clone(), &path, body).await;
+        assert_eq!(e.code, ErrorCode::NotFound, "{method} {path}: {e}");
     }
     let bad = ErrorCode::BadRequest;
     for (body, expected, what) in [
@@ -266,48 +257,42 @@ async fn bad_requests_are_refused_and_change_nothing() {
             "JSON shape",
         ),
     ] {
-        let e = m
-            .call(Method::POST, "/mounts", Some(body.clone()))
-            .await
-            .unwrap_err();
-        assert_eq!(code(&e), expected, "{body}: {e}");
-        assert!(message(&e).contains(what), "{body}: {e}");
+        let e = m.refused(Method::POST, "/mounts", Some(body.clone())).await;
+        assert_eq!(e.code, expected, "{body}: {e}");
+        assert!(e.message.contains(what), "{body}: {e}");
     }
-    let raw = m
-        .client
-        .send(
-            Method::POST,
-            "/mounts",
-            Some(bytes::Bytes::from_static(b"{not json")),
-        )
-        .await
-        .unwrap_err();
-    assert_eq!(code(&raw), ErrorCode::BadRequest);
+    let raw = api_error(
+        m.client
+            .send(
+                Method::POST,
+                "/mounts",
+                Some(bytes::Bytes::from_static(b"{not json")),
+            )
+            .await,
+    );
+    assert_eq!(raw.code, ErrorCode::BadRequest);
     let e = m
-        .call(
+        .refused(
             Method::PUT,
             &format!("/mounts/{id}"),
             Some(json!({"dirCacheTime": "soon"})),
         )
-        .await
-        .unwrap_err();
-    assert_eq!(code(&e), ErrorCode::BadRequest);
+        .await;
+    assert_eq!(e.code, ErrorCode::BadRequest);
     for t in ["-1", "lots", "999999999"] {
         let e = m
-            .call(
+            .refused(
                 Method::POST,
                 &format!("/mounts/{id}/safe-unmount?timeout={t}"),
                 None,
             )
-            .await
-            .unwrap_err();
-        assert_eq!(code(&e), ErrorCode::BadRequest, "timeout={t}");
+            .await;
+        assert_eq!(e.code, ErrorCode::BadRequest, "timeout={t}");
     }
     let e = m
-        .call(Method::POST, &format!("/mounts/{id}/scan"), None)
-        .await
-        .unwrap_err();
-    assert!(message(&e).contains("not mounted"), "{e}");
+        .refused(Method::POST, &format!("/mounts/{id}/scan"), None)
+        .await;
+    assert!(e.message.contains("not mounted"), "{e}");
     assert_eq!(
         std::fs::read(m.mounts_file()).unwrap(),
         before,
@@ -430,19 +415,18 @@ async fn without_rclone_every_mount_route_says_so() {
         (Method::POST, format!("/mounts/{id}/mount"), None),
         (Method::GET, "/mounts/rclone/remotes".to_owned(), None),
     ] {
-        let e = m.call(method.clone(), &path, body).await.unwrap_err();
-        assert_eq!(code(&e), ErrorCode::Disabled, "{method} {path}: {e}");
-        assert!(message(&e).contains("rclone is not installed"), "{e}");
+        let e = m.refused(method.clone(), &path, body).await;
+        assert_eq!(e.code, ErrorCode::Disabled, "{method} {path}: {e}");
+        assert!(e.message.contains("rclone is not installed"), "{e}");
     }
     let list = m.call(Method::GET, "/mounts", None).await.unwrap();
     assert_eq!(list["mounts"].as_array().unwrap().len(), 1);
     // What needs no rclone works: nothing is mounted to scan, and an
     // unmount and a delete have nothing to undo.
     let e = m
-        .call(Method::POST, &format!("/mounts/{id}/scan"), None)
-        .await
-        .unwrap_err();
-    assert!(message(&e).contains("not mounted"), "{e}");
+        .refused(Method::POST, &format!("/mounts/{id}/scan"), None)
+        .await;
+    assert!(e.message.contains("not mounted"), "{e}");
     let done = m
         .call(Method::POST, &format!("/mounts/{id}/unmount"), None)
         .await
