@@ -9,6 +9,7 @@
 
 pub(crate) mod body_progress;
 pub(crate) mod confine;
+pub(crate) mod conn;
 pub(crate) mod dav;
 pub mod events;
 pub(crate) mod http;

@@ -28,6 +28,7 @@ use metacore::shutdown::Shutdown;
 use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
+use tower::ServiceExt;
 
 /// Pause after an accept error other than a connection that went away
 /// before it was accepted (out of descriptors, ...), so a full table is not
@@ -113,8 +114,8 @@ pub(crate) async fn serve(
             r = listener.accept() => r,
             _ = shutdown.wait() => break,
         };
-        let tcp = match accepted {
-            Ok((tcp, _)) => tcp,
+        let (tcp, peer) = match accepted {
+            Ok(accepted) => accepted,
             Err(e) if is_connection_error(&e) => continue,
             Err(e) => {
                 tracing::warn!("accept failed: {e}; retrying in {ACCEPT_BACKOFF:?}");
@@ -124,7 +125,15 @@ pub(crate) async fn serve(
         };
         let _ = tcp.set_nodelay(true);
         let io = TokioIo::new(WriteStall::new(tcp, limits.write_stall));
-        let service = TowerToHyperService::new(router.clone());
+        let conn = crate::conn::Conn {
+            client: crate::conn::Client::of(peer.ip()),
+        };
+        let service = TowerToHyperService::new(router.clone().map_request(
+            move |mut req: http::Request<hyper::body::Incoming>| {
+                req.extensions_mut().insert(conn);
+                req
+            },
+        ));
         let conn = graceful.watch(builder.serve_connection(io, service));
         tokio::spawn(async move {
             let _slot = slot;
