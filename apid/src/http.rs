@@ -65,46 +65,38 @@ pub(crate) async fn cors(req: Request, next: Next) -> Response {
     resp
 }
 
-/// Lets a request through to a mutating admin route only with
-/// `Authorization: Bearer <META_CORE_ADMIN_TOKEN>` when a token is set.
+/// Lets a request through to an admin route only with
+/// `Authorization: Bearer <admin token>` ([`metacore::admin`]; every
+/// request, unless the operator opted out with `META_CORE_ADMIN_OPEN`).
 pub(crate) async fn admin_only(
     State(st): State<Arc<AppState>>,
     req: Request,
     next: Next,
 ) -> Response {
-    let Some(token) = st.config.admin_token.as_deref() else {
-        return next.run(req).await;
-    };
     let given = req
         .headers()
         .get(header::AUTHORIZATION)
-        .and_then(|v| v.to_str().ok())
-        .and_then(|v| v.trim().split_once(' '))
-        // The scheme is case-insensitive (RFC 9110 §11.1).
-        .filter(|(scheme, _)| scheme.eq_ignore_ascii_case("bearer"))
-        .map(|(_, token)| token.trim());
-    match given {
-        Some(g) if constant_time_eq(g.as_bytes(), token.as_bytes()) => next.run(req).await,
-        Some(_) => ApiError::new(
-            ErrorCode::Unauthorized,
-            "the bearer token is not the admin token",
-        )
-        .into_response(),
-        None => ApiError::new(
-            ErrorCode::Unauthorized,
-            "this route needs Authorization: Bearer <admin token>",
-        )
-        .into_response(),
+        .and_then(|v| v.to_str().ok());
+    if st.admin.allows(given) {
+        return next.run(req).await;
     }
+    let message = if metacore::admin::bearer(given).is_some() {
+        "the bearer token is not the admin token"
+    } else {
+        "this route needs Authorization: Bearer <admin token> (META_CORE_ADMIN_TOKEN, or the \
+         file secrets/admin-token under META_CORE_PATH; `meta-core admin-token` prints it)"
+    };
+    ApiError::new(ErrorCode::Unauthorized, message).into_response()
 }
 
-/// Compares without an early exit, so the time taken says nothing about
-/// how much of the token matched.
-fn constant_time_eq(a: &[u8], b: &[u8]) -> bool {
-    if a.len() != b.len() {
-        return false;
-    }
-    a.iter().zip(b).fold(0u8, |acc, (x, y)| acc | (x ^ y)) == 0
+/// Whether `req` bears the admin token (or the admin routes are open): it
+/// may see what only operators see (pids, paths).
+pub(crate) fn is_admin(st: &AppState, headers: &http::HeaderMap) -> bool {
+    st.admin.allows(
+        headers
+            .get(header::AUTHORIZATION)
+            .and_then(|v| v.to_str().ok()),
+    )
 }
 
 /// A query parameter that names one of a few choices: absent or empty is
@@ -121,17 +113,4 @@ pub(crate) fn choice<T: Copy>(
         .find(|(name, _)| *name == given)
         .map(|(_, t)| *t)
         .ok_or_else(|| ApiError::bad_request(format!("{param} must be {expected}, not {given:?}")))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn tokens_compare_whole() {
-        assert!(constant_time_eq(b"secret", b"secret"));
-        assert!(!constant_time_eq(b"secret", b"secreT"));
-        assert!(!constant_time_eq(b"secret", b"secret2"));
-        assert!(!constant_time_eq(b"", b"x"));
-    }
 }

@@ -42,11 +42,18 @@ pub enum RunError {
     Bind(#[source] metacore::socket::server::BindError),
     #[error("the HTTP server failed")]
     Serve(#[source] std::io::Error),
+    #[error("the admin routes cannot be guarded")]
+    AdminToken(#[source] metacore::admin::TokenError),
 }
 
 /// Serves the public API and apid's socket until `shutdown` fires.
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let layout = config.layout();
+    let (admin, source) = metacore::admin::resolve(&config).map_err(RunError::AdminToken)?;
+    match admin {
+        metacore::admin::AdminAccess::Open => tracing::warn!("{source}"),
+        metacore::admin::AdminAccess::Token(_) => tracing::info!("{source}"),
+    }
     let addr = format!("{}:{}", config.http_host, config.http_port);
     let listener = tokio::net::TcpListener::bind(&addr)
         .await
@@ -58,7 +65,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let unix = metacore::socket::server::bind(&socket)
         .await
         .map_err(RunError::Bind)?;
-    let state = Arc::new(AppState::new(config, shutdown.clone()));
+    let state = Arc::new(AppState::new(config, admin, shutdown.clone()));
     state.events.spawn(&state.store);
     let registry = tokio::spawn(state.registry.clone().run(shutdown.clone()));
     match state.store.handshake().await {

@@ -4,6 +4,7 @@
 use std::time::Instant;
 
 use metacore::Config;
+use metacore::admin::AdminAccess;
 use metacore::api::storaged::StoragedClient;
 use metacore::api::supervisor::SupervisorClient;
 use metacore::layout::Daemon;
@@ -17,6 +18,9 @@ use crate::urls::Urls;
 #[derive(Debug)]
 pub struct AppState {
     pub config: Config,
+    /// Who may call the admin routes ([`metacore::admin`]), resolved once
+    /// at start.
+    pub admin: AdminAccess,
     /// storaged's socket; connections are pooled and re-made after a
     /// storaged restart, so nothing here needs resetting.
     pub store: StoragedClient,
@@ -41,7 +45,7 @@ pub struct AppState {
 }
 
 impl AppState {
-    pub fn new(config: Config, shutdown: Shutdown) -> Self {
+    pub fn new(config: Config, admin: AdminAccess, shutdown: Shutdown) -> Self {
         let store = StoragedClient::new(&config.layout().socket(Daemon::Storaged));
         let supervisor = SupervisorClient::new(&config.layout().supervisor_socket());
         let watcherd =
@@ -50,6 +54,7 @@ impl AppState {
             metacore::api::mountd::MountdClient::new(&config.layout().socket(Daemon::Mountd));
         let urls = Urls::from_config(&config);
         Self {
+            admin,
             watcherd,
             mountd,
             registry: std::sync::Arc::new(crate::registry::Registry::new(&config, &urls)),

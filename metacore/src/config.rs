@@ -52,8 +52,12 @@ pub struct Config {
     /// Where the supervisor finds the daemon binaries (`META_CORE_BIN_DIR`,
     /// default: the directory of the `meta-core` executable).
     pub bin_dir: Option<PathBuf>,
-    /// Bearer token for mutating admin routes; never printed.
+    /// Bearer token for mutating admin routes (`META_CORE_ADMIN_TOKEN`);
+    /// never printed. Unset: the token file's ([`crate::admin`]).
     pub admin_token: Option<String>,
+    /// `META_CORE_ADMIN_OPEN=true`: the admin routes need no token, as in
+    /// the original (an explicit opt-out; never together with a token).
+    pub admin_open: bool,
     /// Entries kept per event stream (`META_CORE_STREAM_RETENTION`, the
     /// seeds' ~100k); a follower whose cursor is older gets a `gap`.
     pub stream_retention: u64,
@@ -119,6 +123,7 @@ impl fmt::Debug for Config {
                 "admin_token",
                 &self.admin_token.as_ref().map(|_| "<redacted>"),
             )
+            .field("admin_open", &self.admin_open)
             .finish_non_exhaustive()
     }
 }
@@ -295,6 +300,20 @@ impl Config {
             })?,
             bin_dir: r.raw("META_CORE_BIN_DIR").map(PathBuf::from),
             admin_token: r.raw("META_CORE_ADMIN_TOKEN"),
+            admin_open: match (
+                r.bool("META_CORE_ADMIN_OPEN", false)?,
+                r.raw("META_CORE_ADMIN_TOKEN"),
+            ) {
+                (true, Some(_)) => {
+                    return Err(ConfigError {
+                        var: "META_CORE_ADMIN_OPEN",
+                        value: "true".into(),
+                        expected: "false or unset when META_CORE_ADMIN_TOKEN is set \
+                                   (a token and open admin routes contradict each other)",
+                    });
+                }
+                (open, _) => open,
+            },
             stream_retention: r.parse(
                 "META_CORE_STREAM_RETENTION",
                 100_000,
@@ -432,7 +451,23 @@ mod tests {
         assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));
         assert_eq!(c.log_format, LogFormat::Text);
         assert_eq!(c.admin_token, None);
+        assert!(!c.admin_open, "the admin routes are closed by default");
         assert_eq!(c.base_url, None);
+    }
+
+    #[test]
+    fn open_admin_routes_are_an_explicit_choice_without_a_token() {
+        assert!(cfg(&[("META_CORE_ADMIN_OPEN", "true")]).unwrap().admin_open);
+        let e = cfg(&[
+            ("META_CORE_ADMIN_OPEN", "true"),
+            ("META_CORE_ADMIN_TOKEN", "t"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.var, "META_CORE_ADMIN_OPEN");
+        assert_eq!(
+            cfg(&[("META_CORE_ADMIN_OPEN", "sure")]).unwrap_err().var,
+            "META_CORE_ADMIN_OPEN"
+        );
     }
 
     #[test]

@@ -299,6 +299,13 @@ impl axum::response::IntoResponse for ApiError {
                 http::HeaderValue::from_static("close"),
             );
         }
+        if status == StatusCode::UNAUTHORIZED {
+            // RFC 9110 §15.5.2: a 401 names the scheme it wants.
+            resp.headers_mut().insert(
+                http::header::WWW_AUTHENTICATE,
+                http::HeaderValue::from_static("Bearer realm=\"meta-core admin\""),
+            );
+        }
         if status == StatusCode::SERVICE_UNAVAILABLE {
             resp.headers_mut().insert(
                 http::header::RETRY_AFTER,

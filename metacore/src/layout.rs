@@ -110,6 +110,12 @@ impl Layout {
         self.root.join("mounts").join("errors")
     }
 
+    /// The admin token made at first start (`secrets/` is 0700, the file
+    /// 0600), unless `META_CORE_ADMIN_TOKEN` is set.
+    pub fn admin_token_file(&self) -> PathBuf {
+        self.root.join("secrets").join("admin-token")
+    }
+
     pub fn watchers_file(&self) -> PathBuf {
         self.root.join("watchers.json")
     }

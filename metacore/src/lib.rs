@@ -25,6 +25,7 @@ macro_rules! serde_as_text {
     };
 }
 
+pub mod admin;
 pub mod api;
 pub mod checked;
 pub mod cid;

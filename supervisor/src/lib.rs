@@ -73,6 +73,8 @@ pub enum RunError {
     NoBinDir(String),
     #[error("{0}; the tree was stopped")]
     GaveUp(GiveUp),
+    #[error("the admin routes cannot be guarded")]
+    AdminToken(#[source] metacore::admin::TokenError),
 }
 
 fn io_err(what: &'static str, path: impl Into<PathBuf>) -> impl FnOnce(std::io::Error) -> RunError {
@@ -221,6 +223,12 @@ struct Led {
 /// until a stop is asked or a daemon is given up on.
 async fn lead(config: &Config, p: &Prepared) -> Result<Led, RunError> {
     let layout = config.layout();
+    // The admin token exists before apid reads it (apid would make one
+    // itself; the operator is told here, once, where it is).
+    match metacore::admin::resolve(config).map_err(RunError::AdminToken)? {
+        (metacore::admin::AdminAccess::Open, source) => tracing::warn!("{source}"),
+        (_, source) => tracing::info!("{source}"),
+    }
     let url = Urls::from_config(config).api_url;
     leader::write_info(&layout.leader_info(), &url)
         .map_err(io_err("write", layout.leader_info()))?;

@@ -45,6 +45,8 @@ pub struct Apid {
     port: u16,
     process: Process,
     client: Http,
+    /// The extra environment it was started with.
+    env: Vec<(String, String)>,
 }
 
 impl Deref for Apid {
@@ -95,11 +97,15 @@ impl Apid {
             port,
             process,
             client: Http::new(port),
+            env: env
+                .iter()
+                .map(|(k, v)| (k.to_string(), v.to_string()))
+                .collect(),
         }
     }
 
     /// Waits until this very process (`leader.pid`) answers `GET /health`
-    /// with 200.
+    /// with 200; then its admin token is known to [`Http::admin`].
     pub async fn wait_ready(&mut self) {
         let pid = self.process.pid();
         let client = self.client.clone();
@@ -112,6 +118,7 @@ impl Apid {
                 }
             })
             .await;
+        self.client.admin_token = admin_token(&self.dir, &self.env);
     }
 
     /// The process: pid, stderr, signals.
@@ -143,15 +150,39 @@ impl Apid {
     }
 }
 
+/// The admin token an apid in `dir` started with `env` asks for:
+/// `META_CORE_ADMIN_TOKEN` when given, none when the admin routes were
+/// opened, else the one apid made in `meta-core/secrets/admin-token`.
+pub fn admin_token(dir: &Path, env: &[(String, String)]) -> Option<String> {
+    let given = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    if let Some(t) = given("META_CORE_ADMIN_TOKEN").filter(|t| !t.is_empty()) {
+        return Some(t);
+    }
+    if given("META_CORE_ADMIN_OPEN").is_some_and(|v| v == "true") {
+        return None;
+    }
+    let file = dir.join("meta-core/secrets/admin-token");
+    let text = std::fs::read_to_string(&file)
+        .unwrap_or_else(|e| panic!("apid is ready but {} is not: {e}", file.display()));
+    Some(text.trim().to_owned())
+}
+
 /// A real HTTP/1.1 client over TCP (hyper's pooled client), every request
 /// bounded by [`IO_DEADLINE`]. Answers come back as [`RawResponse`], whose
 /// `json`, `text`, `header` and `assert_error` every test uses.
+///
+/// Requests go without credentials, as the mesh's services send them;
+/// [`Http::admin`] is the same client sending the admin token.
 #[derive(Debug, Clone)]
 pub struct Http {
     port: u16,
     client: Client<HttpConnector, Full<Bytes>>,
     /// How long one request may take before the test fails.
     deadline: std::time::Duration,
+    /// The server's admin token, once known.
+    admin_token: Option<String>,
+    /// Whether requests carry it.
+    as_admin: bool,
 }
 
 impl Http {
@@ -161,7 +192,29 @@ impl Http {
             port,
             client: Client::builder(TokioExecutor::new()).build_http(),
             deadline: IO_DEADLINE,
+            admin_token: None,
+            as_admin: false,
         }
+    }
+
+    /// The same client, its requests bearing the admin token (unless a
+    /// request names its own `Authorization`).
+    pub fn admin(&self) -> Http {
+        Http {
+            as_admin: true,
+            ..self.clone()
+        }
+    }
+
+    /// A client of the same server that knows `token` as its admin token.
+    pub fn with_admin_token(mut self, token: Option<String>) -> Self {
+        self.admin_token = token;
+        self
+    }
+
+    /// The admin token, as [`Http::admin`] sends it.
+    pub fn admin_token(&self) -> Option<&str> {
+        self.admin_token.as_deref()
     }
 
     /// The same client, waiting up to `deadline` for each answer (for
@@ -250,6 +303,15 @@ impl Http {
                 HeaderName::from_bytes(k.as_bytes()).expect("a header name"),
                 HeaderValue::from_str(v).expect("a header value"),
             );
+        }
+        let names_its_own = headers
+            .iter()
+            .any(|(k, _)| k.eq_ignore_ascii_case("authorization"));
+        if self.as_admin
+            && !names_its_own
+            && let Some(token) = &self.admin_token
+        {
+            req = req.header(http::header::AUTHORIZATION, format!("Bearer {token}"));
         }
         let req = req
             .body(Full::new(body))

@@ -209,15 +209,20 @@ impl MetaCore {
         .await
     }
 
-    /// Waits until it leads and every daemon is running and ready.
+    /// Waits until it leads and every daemon is running and ready; then
+    /// its admin token is known to [`Http::admin`].
     pub async fn wait_all_ready(&mut self) -> SupervisorStatus {
-        self.wait_status("every daemon running and ready", |s| {
-            s.role == Role::Leader
-                && s.daemons
-                    .iter()
-                    .all(|d| d.state == DaemonState::Running && d.ready)
-        })
-        .await
+        let status = self
+            .wait_status("every daemon running and ready", |s| {
+                s.role == Role::Leader
+                    && s.daemons
+                        .iter()
+                        .all(|d| d.state == DaemonState::Running && d.ready)
+            })
+            .await;
+        let token = crate::apid::admin_token(&self.launch.dir, &self.launch.env);
+        self.http = self.http.clone().with_admin_token(token);
+        status
     }
 
     /// The CLI with this supervisor's environment, to spawn.

@@ -33,9 +33,10 @@ mod tests {
         "get", "put", "post", "delete", "options", "head", "patch", "trace",
     ];
 
-    /// The admin routes: the ones behind `META_CORE_ADMIN_TOKEN`.
-    const ADMIN: [(&str, &str); 28] = [
+    /// The admin routes: the ones behind the admin token.
+    const ADMIN: [(&str, &str); 29] = [
         ("/api/kv/value", "put"),
+        ("/api/schema/rescan", "post"),
         ("/api/kv/value", "delete"),
         ("/api/metadata/batch", "post"),
         ("/api/metadata/clear", "post"),
@@ -187,6 +188,7 @@ mod tests {
                 .expect("a valid config");
         crate::routes::public(Arc::new(AppState::new(
             config,
+            metacore::admin::AdminAccess::Open,
             metacore::shutdown::Shutdown::never(),
         )))
     }

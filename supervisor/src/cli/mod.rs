@@ -32,6 +32,7 @@ usage: meta-core [run]                      run the supervisor (the container's 
        meta-core logs <daemon> [-f] [-n N]  the last N lines (default 50) of a daemon's log; -f follows it
        meta-core restart <daemon>           restart one daemon and wait until it is ready again
        meta-core stop                       stop the daemons in reverse order, then the supervisor
+       meta-core admin-token                print the admin routes' bearer token (made if there is none)
 Configuration comes from the environment (META_CORE_PATH, META_CORE_RUN_DIR, ...): see docs/operations.md.";
 
 /// A command line that cannot be carried out as written.
@@ -61,6 +62,7 @@ pub(crate) enum Cli {
         daemon: Daemon,
     },
     Stop,
+    AdminToken,
     Help,
     Version,
 }
@@ -79,6 +81,7 @@ impl Cli {
             Some("help" | "--help" | "-h") => Ok(Cli::Help),
             Some("version" | "--version" | "-V") => Ok(Cli::Version),
             Some("stop") => no_more(Cli::Stop, &rest),
+            Some("admin-token") => no_more(Cli::AdminToken, &rest),
             Some("status") => match rest.as_slice() {
                 [] => Ok(Cli::Status { json: false }),
                 ["--json"] => Ok(Cli::Status { json: true }),
@@ -175,7 +178,29 @@ pub fn main() -> ExitCode {
         } => logs::logs(&config, daemon, follow, lines),
         Cli::Restart { daemon } => restart(&config, daemon),
         Cli::Stop => stop(&config),
+        Cli::AdminToken => admin_token(&config),
         Cli::Help | Cli::Version => ExitCode::SUCCESS,
+    }
+}
+
+/// `meta-core admin-token`: the token the admin routes ask for, on
+/// stdout alone (`curl -H "Authorization: Bearer $(meta-core admin-token)"`),
+/// read where apid reads it; made, as the first start would, when there
+/// is none yet. Exit 1 when the admin routes are open or it cannot be had.
+fn admin_token(config: &Config) -> ExitCode {
+    match metacore::admin::resolve(config) {
+        Ok((metacore::admin::AdminAccess::Token(t), _)) => {
+            println!("{}", t.reveal());
+            ExitCode::SUCCESS
+        }
+        Ok((metacore::admin::AdminAccess::Open, source)) => {
+            eprintln!("meta-core: no token: {source}");
+            ExitCode::FAILURE
+        }
+        Err(e) => {
+            eprintln!("meta-core: {}", metacore::telemetry::report(&e));
+            ExitCode::FAILURE
+        }
     }
 }
 
@@ -331,7 +356,9 @@ mod tests {
                 daemon: Daemon::Storaged
             })
         );
+        assert_eq!(Cli::parse(&args("admin-token")), Ok(Cli::AdminToken));
         for bad in [
+            "admin-token x",
             "frobnicate",
             "status --yaml",
             "logs",

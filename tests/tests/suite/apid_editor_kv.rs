@@ -160,7 +160,7 @@ async fn batch_applies_each_update_in_one_transaction_and_reports_each() {
     let other = mint(&a, json!({"title": "U"})).await;
     let before_other = record(&dump(&s.db_path()), &other);
     let r = a
-        .ok_json(
+        .admin().ok_json(
             "POST",
             "/api/metadata/batch",
             &json!({"updates": [
@@ -197,7 +197,8 @@ async fn batch_applies_each_update_in_one_transaction_and_reports_each() {
         before_other,
         "a refused update changes nothing"
     );
-    a.send_json("POST", "/api/metadata/batch", &json!({"updates": []}))
+    a.admin()
+        .send_json("POST", "/api/metadata/batch", &json!({"updates": []}))
         .await
         .assert_error(400, "schema_violation");
 }
@@ -208,7 +209,10 @@ async fn clear_deletes_every_record_and_alias() {
     for i in 0..5 {
         mint(&a, json!({"title": format!("t{i}")})).await;
     }
-    let c = a.ok_json("POST", "/api/metadata/clear", &json!(null)).await;
+    let c = a
+        .admin()
+        .ok_json("POST", "/api/metadata/clear", &json!(null))
+        .await;
     assert_eq!(
         c,
         json!({"status": "ok", "message": "Metadata cleared", "deletedCount": 5})
@@ -348,6 +352,7 @@ async fn kv_writes_follow_the_record_rules_and_refuse_bookkeeping_keys() {
     let (s, a) = start_with(&[]).await;
     let rid = mint(&a, json!({"title": "x"})).await;
     let w = a
+        .admin()
         .ok_json(
             "PUT",
             "/api/kv/value",
@@ -364,12 +369,13 @@ async fn kv_writes_follow_the_record_rules_and_refuse_bookkeeping_keys() {
             .map(String::as_str),
         Some("1990")
     );
-    a.ok_json(
-        "PUT",
-        "/api/kv/value",
-        &json!({"key": "udl:u1/prefs", "value": "{}"}),
-    )
-    .await;
+    a.admin()
+        .ok_json(
+            "PUT",
+            "/api/kv/value",
+            &json!({"key": "udl:u1/prefs", "value": "{}"}),
+        )
+        .await;
 
     let before = dump(&s.db_path());
     for key in [
@@ -379,6 +385,7 @@ async fn kv_writes_follow_the_record_rules_and_refuse_bookkeeping_keys() {
         "meta-core:schema-version",
     ] {
         let r = a
+            .admin()
             .send_json("PUT", "/api/kv/value", &json!({"key": key, "value": "1"}))
             .await;
         assert!(r.status == 400, "{key}: {} {}", r.status, r.text());
@@ -386,6 +393,7 @@ async fn kv_writes_follow_the_record_rules_and_refuse_bookkeeping_keys() {
     assert_same(&before, &dump(&s.db_path()), "refused kv writes");
 
     let d = a
+        .admin()
         .ok_json("DELETE", "/api/kv/value?key=udl:u1/prefs", &json!(null))
         .await;
     assert_eq!(d, json!({"key": "udl:u1/prefs", "deleted": true}));

@@ -42,9 +42,11 @@ fn get(doc_path: &'static str, path: impl Into<String>) -> Call {
     call(doc_path, "get", path.into(), Body::None)
 }
 
-/// Sends the call, which must answer 200 with JSON; the JSON.
+/// Sends the call (as an admin: the admin routes are documented too),
+/// which must answer 200 with JSON; the JSON.
 async fn send(mc: &MetaCore, c: &Call) -> Value {
     let method = c.method.to_uppercase();
+    let mc = mc.admin();
     let r = match &c.body {
         Body::None => mc.send(&method, &c.path, Vec::new(), &[]).await,
         Body::Json(v) => mc.send_json(&method, &c.path, v).await,
@@ -150,6 +152,7 @@ async fn every_json_answer_matches_the_openapi_document() {
     // schema; the calls below take its id.
     std::fs::create_dir_all(dir.path().join("files/corn/x")).unwrap();
     let r = mc
+        .admin()
         .send_json(
             "POST",
             "/api/watchers",
@@ -489,6 +492,7 @@ async fn every_json_answer_matches_the_openapi_document() {
     #[cfg(not(no_fuse))]
     {
         let r = mc
+            .admin()
             .send_json(
                 "POST",
                 "/api/mounts",
@@ -539,7 +543,10 @@ async fn every_json_answer_matches_the_openapi_document() {
     for (method, path) in [("post", "/api/scan/trigger"), ("get", "/api/scan/status")] {
         let op = &doc["paths"][path][method];
         assert_eq!(op["deprecated"], true, "{method} {path}");
-        let r = mc.send(&method.to_uppercase(), path, Vec::new(), &[]).await;
+        let r = mc
+            .admin()
+            .send(&method.to_uppercase(), path, Vec::new(), &[])
+            .await;
         assert_eq!(r.status, 200, "{method} {path}: {}", r.text());
         for name in ["Deprecation", "Link"] {
             let want = documented_header(&doc, &op["responses"]["200"]["headers"][name]);

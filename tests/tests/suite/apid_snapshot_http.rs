@@ -37,10 +37,12 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
     );
     assert_eq!(&export.body[..2], b"PK", "a ZIP archive");
 
-    a.send_json("POST", "/api/snapshot/wipe", &json!(null))
+    a.admin()
+        .send_json("POST", "/api/snapshot/wipe", &json!(null))
         .await
         .assert_error(400, "bad_request");
     let wipe = a
+        .admin()
         .send_json("POST", "/api/snapshot/wipe?scope=metadata", &json!(null))
         .await;
     assert_eq!(wipe.status, 200, "{}", wipe.text());
@@ -52,6 +54,7 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
 
     let zip = export.body.clone();
     let imported = a
+        .admin()
         .send(
             "POST",
             "/api/snapshot/import?mode=replace",
@@ -82,6 +85,7 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
     body.extend_from_slice(format!("\r\n--{boundary}--\r\n").as_bytes());
     let ctype = format!("multipart/form-data; boundary={boundary}");
     let dry = a
+        .admin()
         .send(
             "POST",
             "/api/snapshot/import?dry_run=true",
@@ -98,6 +102,7 @@ async fn export_wipe_import_over_http_gives_back_the_same_rows() {
     );
 
     let bad = a
+        .admin()
         .send(
             "POST",
             "/api/snapshot/import",
@@ -141,13 +146,14 @@ fn a_record() -> (String, Vec<u8>) {
 }
 
 async fn import(a: &Apid, zip: Vec<u8>) -> e2e::raw_http::RawResponse {
-    a.send(
-        "POST",
-        "/api/snapshot/import?mode=merge",
-        zip,
-        &[("content-type", "application/zip")],
-    )
-    .await
+    a.admin()
+        .send(
+            "POST",
+            "/api/snapshot/import?mode=merge",
+            zip,
+            &[("content-type", "application/zip")],
+        )
+        .await
 }
 
 /// An archive that expands past META_CORE_IMPORT_MAX_BYTES (a "bomb" of

@@ -76,7 +76,7 @@ async fn files_are_private_but_what_others_read() {
             let src = e2e::mountd::local_remote(dir.path(), "gone", &[]);
             let nowhere = src.join("nowhere").display().to_string();
             let r = mc
-                .send_json(
+                .admin().send_json(
                     "POST",
                     "/api/mounts",
                     &json!({"name": "gone", "type": "rclone", "rcloneRemote": "gone", "rclonePath": nowhere}),

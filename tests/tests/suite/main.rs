@@ -3,6 +3,7 @@
 //! binaries first (`cargo build --workspace --bins`), then
 //! `cargo test -p e2e --test suite [module::]`.
 
+mod admin_access;
 mod apid_bad_input;
 mod apid_editor_kv;
 mod apid_events;

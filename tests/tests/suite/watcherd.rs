@@ -601,14 +601,16 @@ async fn with_the_watcher_off_nothing_is_announced_and_status_says_so() {
     f.assert_quiet(SETTLED).await;
     let s = w.status().await;
     assert_eq!(s["enabled"], false, "{s}");
-    let id = w.mc.get_ok("/api/watchers").await["watchers"][0]["id"]
+    let id = w.mc.admin().get_ok("/api/watchers").await["watchers"][0]["id"]
         .as_str()
         .unwrap()
         .to_owned();
-    w.mc.send("POST", &format!("/api/watchers/{id}/scan"), "", &[])
+    w.mc.admin()
+        .send("POST", &format!("/api/watchers/{id}/scan"), "", &[])
         .await
         .assert_error(409, "disabled");
-    w.mc.send("POST", "/api/watchers/scan-all", "", &[])
+    w.mc.admin()
+        .send("POST", "/api/watchers/scan-all", "", &[])
         .await
         .assert_error(409, "disabled");
     assert_eq!(w.roots(), 0);
