@@ -5,7 +5,8 @@ use std::time::SystemTime;
 
 use axum::Json;
 use metacore::api::apid::ApidStatus;
-use metacore::api::supervisor::SupervisorStatus;
+use metacore::api::mountd::MountdStatus;
+use metacore::api::supervisor::{DaemonState, DaemonStatus, LastExit, Role, SupervisorStatus};
 use metacore::api::watcherd::WatcherdStatus;
 use metacore::layout::Daemon;
 use metacore::socket::Health;
@@ -39,14 +40,118 @@ pub(crate) struct PublicStatus {
     pub file_count: u64,
     pub leader: LeaderInfo,
     /// The supervisor's daemon table (`meta-core status`); null when apid
-    /// runs without the supervisor.
-    pub supervisor: Option<SupervisorStatus>,
+    /// runs without the supervisor. Pids and paths only for the admin.
+    pub supervisor: Option<Shown<SupervisorStatus, PublicSupervisor>>,
     /// watcherd's figures (watched folders against the inotify limit,
     /// files known and pending); null when it does not answer.
     pub watcher: Option<WatcherdStatus>,
     /// mountd's figures (its rclone's state, the mounts configured); null
-    /// when it does not answer.
-    pub mounts: Option<metacore::api::mountd::MountdStatus>,
+    /// when it does not answer. Pids and rclone's address only for the
+    /// admin.
+    pub mounts: Option<Shown<MountdStatus, PublicMounts>>,
+}
+
+/// A part of `/status` as the admin sees it (`Full`), or as anyone else
+/// does: without pids, paths or addresses of what runs inside.
+#[derive(Debug, Serialize)]
+#[serde(untagged)]
+pub(crate) enum Shown<F, P> {
+    Full(F),
+    Public(P),
+}
+
+/// The supervisor's table for anyone: no pids, no log folder.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PublicSupervisor {
+    role: Role,
+    uptime_ms: u64,
+    leader_url: Option<String>,
+    daemons: Vec<PublicDaemon>,
+}
+
+/// One daemon's row for anyone: [`DaemonStatus`] without its pid.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PublicDaemon {
+    name: Daemon,
+    state: DaemonState,
+    ready: bool,
+    uptime_ms: Option<u64>,
+    restarts: u32,
+    failures: u32,
+    last_exit: Option<LastExit>,
+    next_start_in_ms: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    degraded: Option<String>,
+}
+
+impl From<SupervisorStatus> for PublicSupervisor {
+    fn from(s: SupervisorStatus) -> Self {
+        Self {
+            role: s.role,
+            uptime_ms: s.uptime_ms,
+            leader_url: s.leader_url,
+            daemons: s
+                .daemons
+                .into_iter()
+                .map(|d: DaemonStatus| PublicDaemon {
+                    name: d.name,
+                    state: d.state,
+                    ready: d.ready,
+                    uptime_ms: d.uptime_ms,
+                    restarts: d.restarts,
+                    failures: d.failures,
+                    last_exit: d.last_exit,
+                    next_start_in_ms: d.next_start_in_ms,
+                    degraded: d.degraded,
+                })
+                .collect(),
+        }
+    }
+}
+
+/// mountd's figures for anyone: no pids, not rclone's address.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PublicMounts {
+    daemon: Daemon,
+    version: String,
+    rclone: PublicRclone,
+    mounts: usize,
+    looks: u64,
+}
+
+/// rclone's state for anyone.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct PublicRclone {
+    state: String,
+    restarts: u64,
+}
+
+impl From<MountdStatus> for PublicMounts {
+    fn from(m: MountdStatus) -> Self {
+        Self {
+            daemon: m.daemon,
+            version: m.version,
+            rclone: PublicRclone {
+                state: m.rclone.state,
+                restarts: m.rclone.restarts,
+            },
+            mounts: m.mounts,
+            looks: m.looks,
+        }
+    }
+}
+
+/// `full` for the admin, its public view for anyone else.
+fn shown<F, P: From<F>>(full: F, admin: bool) -> Shown<F, P> {
+    if admin {
+        Shown::Full(full)
+    } else {
+        Shown::Public(P::from(full))
+    }
 }
 
 pub(crate) fn leader_info(urls: &Urls) -> LeaderInfo {
@@ -78,7 +183,11 @@ pub(super) async fn health(st: State) -> Json<PublicHealth> {
     })
 }
 
-pub(super) async fn status(st: State) -> Json<PublicStatus> {
+/// `GET /status`: the original's fields, then the tree's figures; what
+/// only operators need (pids, paths, rclone's address) only with the
+/// admin token.
+pub(super) async fn status(st: State, headers: http::HeaderMap) -> Json<PublicStatus> {
+    let admin = crate::http::is_admin(&st, &headers);
     let bonus = std::time::Duration::from_secs(2);
     let (stats, supervisor, watcher, mounts) = tokio::join!(
         st.store.stats(),
@@ -98,9 +207,9 @@ pub(super) async fn status(st: State) -> Json<PublicStatus> {
         uptime_seconds: st.started.elapsed().as_secs(),
         file_count: stats.map(|s| s.roots).unwrap_or(0),
         leader: leader_info(&st.urls),
-        supervisor: supervisor.ok(),
+        supervisor: supervisor.ok().map(|s| shown(s, admin)),
         watcher,
-        mounts,
+        mounts: mounts.map(|m| shown(m, admin)),
     })
 }
 

@@ -150,9 +150,33 @@ async fn starts_in_order_reports_status_and_stops_in_reverse() {
     let json: serde_json::Value =
         serde_json::from_slice(&out.stdout).expect("status --json is JSON");
     assert_eq!(json["daemons"][1]["pid"], pids[1]);
+    // Anyone sees the table without pids, paths or rclone's address; the
+    // admin token shows them.
     let public = mc.get_ok("/status").await;
     assert_eq!(public["supervisor"]["role"], "leader", "{public}");
-    assert_eq!(public["supervisor"]["daemons"][0]["pid"], pids[0]);
+    assert_eq!(public["supervisor"]["daemons"][0]["state"], "running");
+    for d in public["supervisor"]["daemons"].as_array().unwrap() {
+        assert!(d.get("pid").is_none(), "a pid in the public /status: {d}");
+    }
+    assert!(public["supervisor"].get("pid").is_none(), "{public}");
+    assert!(public["mounts"].get("pid").is_none(), "{public}");
+    assert!(public["mounts"]["rclone"].get("pid").is_none(), "{public}");
+    let text = public.to_string();
+    for hidden in [
+        "\"logDir\"",
+        "\"url\"",
+        mc.meta_core_path().to_str().unwrap(),
+    ] {
+        assert!(
+            !text.contains(hidden),
+            "{hidden} in the public /status: {text}"
+        );
+    }
+    e2e::openapi::check_answer(&e2e::openapi::document(), "/status", "get", &public)
+        .unwrap_or_else(|why| panic!("{why}"));
+    let full = mc.admin().get_ok("/status").await;
+    assert_eq!(full["supervisor"]["daemons"][0]["pid"], pids[0]);
+    assert_eq!(full["mounts"]["pid"], pids[3], "{full}");
 
     let rid = write_record(&mc, "kept").await;
     assert_served(&mc, &rid, "kept").await;
