@@ -1,9 +1,13 @@
 //! What a handler knows of the connection its request came on, put in
 //! every public request's extensions by the accept loop
 //! ([`crate::serve`]): which client it is, for the budgets apid keeps per
-//! client (connections, event streams, WebDAV locks).
+//! client (connections, event streams, WebDAV locks), and a switch that
+//! tells the connection it now carries an event stream.
 
+use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::{Arc, Mutex};
 
 /// One client as the per-client budgets count it: an IPv4 address, or the
 /// /64 network of an IPv6 one (a single host is routinely given a whole
@@ -27,11 +31,6 @@ impl Client {
             },
         }
     }
-
-    /// The address (or /64 network) the budgets are kept for.
-    pub(crate) fn addr(self) -> IpAddr {
-        self.0
-    }
 }
 
 impl std::fmt::Display for Client {
@@ -44,16 +43,115 @@ impl std::fmt::Display for Client {
 }
 
 /// The connection's facts, as a request extension.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone)]
 pub(crate) struct Conn {
     pub(crate) client: Client,
+    shared: Arc<Shared>,
+}
+
+/// What a handler tells the connection: read by its writer
+/// ([`crate::serve::WriteStall`]) at its next write.
+#[derive(Debug, Default)]
+pub(crate) struct Shared {
+    /// The connection now carries an event stream: a small send buffer,
+    /// so that a follower that stops reading holds little of the kernel's
+    /// memory and is found stalled soon.
+    event_stream: AtomicBool,
+}
+
+impl Shared {
+    /// Whether a handler marked the connection an event stream's.
+    pub(crate) fn is_event_stream(&self) -> bool {
+        self.event_stream.load(Ordering::Relaxed)
+    }
 }
 
 impl Conn {
+    /// A new connection from `client`, and what its writer reads.
+    pub(crate) fn new(client: Client) -> (Self, Arc<Shared>) {
+        let shared = Arc::new(Shared::default());
+        (
+            Self {
+                client,
+                shared: shared.clone(),
+            },
+            shared,
+        )
+    }
+
     /// The connection of `req`; `None` for a request that did not come
     /// through apid's accept loop (a router driven directly in a test).
     pub(crate) fn of<B>(req: &http::Request<B>) -> Option<Conn> {
-        req.extensions().get::<Conn>().copied()
+        req.extensions().get::<Conn>().cloned()
+    }
+
+    /// Marks the connection as carrying an event stream from now on.
+    pub(crate) fn mark_event_stream(&self) {
+        self.shared.event_stream.store(true, Ordering::Relaxed);
+    }
+}
+
+/// How much of one bounded resource each client holds, at most `cap`
+/// each: a client past it is refused while the others are served.
+#[derive(Debug)]
+pub(crate) struct PerClient {
+    cap: usize,
+    /// Held counts by client; a client holding nothing has no entry, so
+    /// the map is as large as the clients holding something. Locked only
+    /// to add or take one.
+    held: Mutex<HashMap<Client, usize>>,
+}
+
+/// One unit of a [`PerClient`] resource, given back when dropped.
+#[derive(Debug)]
+pub(crate) struct Held {
+    of: Arc<PerClient>,
+    client: Client,
+}
+
+impl PerClient {
+    pub(crate) fn new(cap: usize) -> Arc<Self> {
+        Arc::new(Self {
+            cap,
+            held: Mutex::new(HashMap::new()),
+        })
+    }
+
+    pub(crate) fn cap(&self) -> usize {
+        self.cap
+    }
+
+    /// One more for `client`, unless it holds `cap` already.
+    pub(crate) fn try_take(self: &Arc<Self>, client: Client) -> Option<Held> {
+        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let n = held.entry(client).or_insert(0);
+        if *n >= self.cap {
+            return None;
+        }
+        *n += 1;
+        Some(Held {
+            of: self.clone(),
+            client,
+        })
+    }
+
+    /// What `client` holds now.
+    #[cfg(test)]
+    fn holding(&self, client: Client) -> usize {
+        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        held.get(&client).copied().unwrap_or(0)
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        let mut held = self.of.held.lock().unwrap_or_else(|e| e.into_inner());
+        if let Some(n) = held.get_mut(&self.client) {
+            *n -= 1;
+            if *n == 0 {
+                held.remove(&self.client);
+            }
+        }
     }
 }
 
@@ -64,7 +162,7 @@ mod tests {
     #[test]
     fn clients_are_addresses_and_ipv6_networks() {
         let v4: IpAddr = "192.0.2.7".parse().unwrap();
-        assert_eq!(Client::of(v4).addr(), v4);
+        assert_eq!(Client::of(v4).0, v4);
         let mapped: IpAddr = "::ffff:192.0.2.7".parse().unwrap();
         assert_eq!(Client::of(mapped), Client::of(v4));
         let a: IpAddr = "2001:db8:1:2:aaaa::1".parse().unwrap();
@@ -73,5 +171,23 @@ mod tests {
         assert_eq!(Client::of(a), Client::of(b));
         assert_ne!(Client::of(a), Client::of(other));
         assert_eq!(Client::of(a).to_string(), "2001:db8:1:2::/64");
+    }
+
+    #[test]
+    fn each_client_holds_at_most_its_cap_and_gives_back_on_drop() {
+        let budget = PerClient::new(2);
+        let (a, b) = (
+            Client::of("192.0.2.1".parse().unwrap()),
+            Client::of("192.0.2.2".parse().unwrap()),
+        );
+        let one = budget.try_take(a).unwrap();
+        let two = budget.try_take(a).unwrap();
+        assert!(budget.try_take(a).is_none(), "past the cap");
+        let other = budget.try_take(b).expect("another client is not held up");
+        drop(one);
+        let three = budget.try_take(a).expect("a unit given back is free again");
+        drop((two, three, other));
+        assert_eq!((budget.holding(a), budget.holding(b)), (0, 0));
+        assert!(budget.held.lock().unwrap().is_empty(), "no entry is left");
     }
 }

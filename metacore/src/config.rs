@@ -78,6 +78,10 @@ pub struct Config {
     /// (`META_CORE_HTTP_MAX_CONNECTIONS`); past it, new ones wait in the
     /// kernel's accept queue until one ends.
     pub http_max_connections: usize,
+    /// Most connections one client (an IPv4 address, an IPv6 /64) holds
+    /// at once (`META_CORE_HTTP_MAX_CONNECTIONS_PER_CLIENT`); one more is
+    /// answered 429 and closed.
+    pub http_max_connections_per_client: usize,
     /// Silence after which an SSE stream gets a `:keep-alive` comment
     /// (`META_CORE_SSE_KEEPALIVE_MS`, default 30 s: followers time out
     /// reads at 35 s).
@@ -93,6 +97,9 @@ pub struct Config {
     /// SSE streams served at once per apid (`META_CORE_SSE_MAX_FOLLOWERS`);
     /// one more is answered 503 with `Retry-After`.
     pub sse_max_followers: usize,
+    /// SSE streams one client holds at once
+    /// (`META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT`); one more is a 429.
+    pub sse_max_followers_per_client: usize,
     /// Most inotify watches (folders) watcherd takes
     /// (`META_CORE_WATCH_MAX_DIRS`; 0, the default, is the kernel's
     /// `max_user_watches`). Folders past it are polled every
@@ -356,6 +363,12 @@ impl Config {
                 "a connection count (16-1000000)",
                 |v| (16..=1_000_000).contains(v),
             )?,
+            http_max_connections_per_client: r.parse(
+                "META_CORE_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+                1024,
+                "a connection count (1-1000000)",
+                |v| (1..=1_000_000).contains(v),
+            )?,
             sse_keepalive: r
                 .parse(
                     "META_CORE_SSE_KEEPALIVE_MS",
@@ -381,6 +394,12 @@ impl Config {
             sse_max_followers: r.parse(
                 "META_CORE_SSE_MAX_FOLLOWERS",
                 10_000,
+                "a follower count (1-1000000)",
+                |v| (1..=1_000_000).contains(v),
+            )?,
+            sse_max_followers_per_client: r.parse(
+                "META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT",
+                128,
                 "a follower count (1-1000000)",
                 |v| (1..=1_000_000).contains(v),
             )?,
@@ -446,6 +465,13 @@ mod tests {
         assert_eq!(c.http_write_stall, Duration::from_secs(10));
         assert_eq!((c.stream_retention, c.stream_trim_every), (100_000, 10_000));
         assert_eq!((c.sse_queue, c.sse_max_followers), (256, 10_000));
+        assert_eq!(
+            (
+                c.http_max_connections_per_client,
+                c.sse_max_followers_per_client
+            ),
+            (1024, 128)
+        );
         assert_eq!(c.sse_batch, Duration::from_millis(10));
         assert!(c.enable_file_watcher);
         assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));

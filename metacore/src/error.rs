@@ -57,6 +57,9 @@ pub enum ErrorCode {
     /// file is busy): the mount's state keeps the request from being
     /// carried out, as a 409; the message is rclone's own text.
     MountFailed,
+    /// This client holds as much of a bounded resource as one client may
+    /// (connections, event streams, locks); the others are still served.
+    TooManyRequests,
 }
 
 /// One row of the error table.
@@ -177,9 +180,15 @@ const TABLE: &[Row] = &[
         slug: "mount_failed",
         retryable: true,
     },
+    Row {
+        code: ErrorCode::TooManyRequests,
+        status: 429,
+        slug: "too_many_requests",
+        retryable: true,
+    },
 ];
 
-/// Seconds a client is told to wait on a 503.
+/// Seconds a client is told to wait on a 503 or a 429.
 pub const RETRY_AFTER_SECS: u32 = 1;
 
 impl ErrorCode {
@@ -306,7 +315,7 @@ impl axum::response::IntoResponse for ApiError {
                 http::HeaderValue::from_static("Bearer realm=\"meta-core admin\""),
             );
         }
-        if status == StatusCode::SERVICE_UNAVAILABLE {
+        if status == StatusCode::SERVICE_UNAVAILABLE || status == StatusCode::TOO_MANY_REQUESTS {
             resp.headers_mut().insert(
                 http::header::RETRY_AFTER,
                 http::HeaderValue::from(RETRY_AFTER_SECS),
@@ -320,7 +329,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 18] = [
+    const ALL: [ErrorCode; 19] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -339,6 +348,7 @@ mod tests {
         ErrorCode::ReadOnly,
         ErrorCode::InsufficientStorage,
         ErrorCode::MountFailed,
+        ErrorCode::TooManyRequests,
     ];
 
     #[test]

@@ -115,7 +115,20 @@ pub(crate) struct Follower {
     retry: Duration,
     /// Garbled reads in a row.
     garbled: u32,
-    _slot: OwnedSemaphorePermit,
+    /// The turns to read the snapshot or catch up (shared by all
+    /// followers), and this follower's while it has one.
+    bulk: Arc<Semaphore>,
+    bulk_turn: Option<OwnedSemaphorePermit>,
+    _slots: Slots,
+}
+
+/// What a follower holds for its life: its place among all followers, and
+/// among its client's (given back when it is dropped).
+#[derive(Debug)]
+#[allow(dead_code)]
+pub(crate) struct Slots {
+    pub(crate) slot: OwnedSemaphorePermit,
+    pub(crate) held: Option<crate::conn::Held>,
 }
 
 /// Where a follower starts.
@@ -138,7 +151,7 @@ impl Follower {
         store: StoragedClient,
         stream: StreamName,
         start: Start,
-        slot: OwnedSemaphorePermit,
+        slots: Slots,
     ) -> Self {
         let mut requested = None;
         let (phase, cursor) = match start {
@@ -171,7 +184,9 @@ impl Follower {
             last_write: Instant::now(),
             retry: RETRY_FIRST,
             garbled: 0,
-            _slot: slot,
+            bulk: events.bulk.clone(),
+            bulk_turn: None,
+            _slots: slots,
         }
     }
 
@@ -193,9 +208,18 @@ impl Follower {
             }
             let read = match &mut self.phase {
                 Phase::Done => return None,
-                Phase::Live(_) => self.live().await,
-                Phase::Snapshot(_) => self.snapshot_page().await,
-                Phase::CatchUp => self.catch_up_page().await,
+                Phase::Live(_) => {
+                    self.bulk_turn = None;
+                    self.live().await
+                }
+                Phase::Snapshot(_) => match self.take_bulk_turn().await {
+                    Ok(()) => self.snapshot_page().await,
+                    Err(stall) => Err(stall),
+                },
+                Phase::CatchUp => match self.take_bulk_turn().await {
+                    Ok(()) => self.catch_up_page().await,
+                    Err(stall) => Err(stall),
+                },
             };
             match read {
                 Ok(Some(chunk)) => {
@@ -234,6 +258,23 @@ impl Follower {
                     }
                 }
             }
+        }
+    }
+
+    /// A turn to read the store page by page (see `BULK_FOLLOWERS`), kept
+    /// until the follower goes live; a keep-alive when the wait for one
+    /// would outlast a silence.
+    async fn take_bulk_turn(&mut self) -> Result<(), Stall> {
+        if self.bulk_turn.is_some() {
+            return Ok(());
+        }
+        tokio::select! {
+            turn = self.bulk.clone().acquire_owned() => {
+                self.bulk_turn = Some(turn.expect("never closed"));
+                Ok(())
+            }
+            _ = tokio::time::sleep_until(self.last_write + self.keepalive) => Err(Stall::Quiet),
+            _ = self.shutdown.wait() => Err(Stall::End),
         }
     }
 

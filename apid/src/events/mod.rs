@@ -23,6 +23,7 @@ mod hub;
 
 use std::sync::Arc;
 
+use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
@@ -35,6 +36,7 @@ use metacore::stream::{StreamId, StreamName};
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
+use crate::conn::{Conn, PerClient};
 use crate::state::AppState;
 use follower::{Follower, Start};
 use hub::Hub;
@@ -42,6 +44,21 @@ use hub::Hub;
 /// Store reads (connects, catch-up and snapshot pages) in flight for all
 /// followers.
 const CONCURRENT_READS: usize = 8;
+/// Followers reading their way through the snapshot or catching up from
+/// the store at once. Each holds at most one page (about 200 KiB) that its
+/// connection has not taken yet; one that stopped reading keeps its turn
+/// only until its write stall closes it. The others wait for a turn,
+/// keep-alives going out meanwhile. Live followers share the ring's
+/// batches and need no turn.
+const BULK_FOLLOWERS: usize = 32;
+
+/// The follower limit: `META_CORE_SSE_MAX_FOLLOWERS`, but never more than
+/// seven eighths of `META_CORE_HTTP_MAX_CONNECTIONS`, so that event streams
+/// cannot take the connections `/health` and the other requests need.
+pub(crate) fn follower_limit(max_followers: usize, max_connections: usize) -> usize {
+    let reserve = (max_connections / 8).max(1);
+    max_followers.min(max_connections.saturating_sub(reserve))
+}
 
 /// The event-stream side of apid: a hub per stream and the follower slots.
 #[derive(Debug)]
@@ -50,6 +67,11 @@ pub struct Events {
     files: Arc<Hub>,
     slots: Arc<Semaphore>,
     max_followers: usize,
+    /// Streams per client, at most `META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT`.
+    per_client: Arc<PerClient>,
+    /// Turns to read the snapshot or catch up, [`BULK_FOLLOWERS`] at once:
+    /// what bounds the pages followers hold while their clients read.
+    bulk: Arc<Semaphore>,
     /// Reads of the store by followers catching up, at most
     /// [`CONCURRENT_READS`] at once: a thousand followers resuming after an
     /// apid restart queue here instead of opening a thousand connections
@@ -61,6 +83,7 @@ pub struct Events {
 
 impl Events {
     pub fn new(config: &metacore::Config, shutdown: Shutdown) -> Self {
+        let max_followers = follower_limit(config.sse_max_followers, config.http_max_connections);
         Self {
             meta: Arc::new(Hub::new(
                 StreamName::Meta,
@@ -72,9 +95,11 @@ impl Events {
                 config.sse_queue,
                 config.sse_batch,
             )),
-            slots: Arc::new(Semaphore::new(config.sse_max_followers)),
+            slots: Arc::new(Semaphore::new(max_followers)),
             reads: Arc::new(Semaphore::new(CONCURRENT_READS)),
-            max_followers: config.sse_max_followers,
+            max_followers,
+            per_client: PerClient::new(config.sse_max_followers_per_client),
+            bulk: Arc::new(Semaphore::new(BULK_FOLLOWERS)),
             keepalive: config.sse_keepalive,
             shutdown,
         }
@@ -114,28 +139,36 @@ pub(crate) struct EventsQuery {
 
 pub(crate) async fn meta(
     st: State<Arc<AppState>>,
+    conn: Option<Extension<Conn>>,
     headers: HeaderMap,
     QueryParams(q): QueryParams<EventsQuery>,
 ) -> Response {
-    follow(&st, StreamName::Meta, &headers, q).await
+    follow(&st, StreamName::Meta, conn.map(|c| c.0), &headers, q).await
 }
 
 pub(crate) async fn files(
     st: State<Arc<AppState>>,
+    conn: Option<Extension<Conn>>,
     headers: HeaderMap,
     QueryParams(q): QueryParams<EventsQuery>,
 ) -> Response {
-    follow(&st, StreamName::Files, &headers, q).await
+    follow(&st, StreamName::Files, conn.map(|c| c.0), &headers, q).await
 }
 
 async fn follow(
     st: &AppState,
     stream: StreamName,
+    conn: Option<Conn>,
     headers: &HeaderMap,
     q: EventsQuery,
 ) -> Response {
-    match start(st, stream, headers, q).await {
-        Ok(follower) => sse(follower),
+    match start(st, stream, conn.as_ref(), headers, q).await {
+        Ok(follower) => {
+            if let Some(conn) = &conn {
+                conn.mark_event_stream();
+            }
+            sse(follower)
+        }
         Err(e) => e.into_response(),
     }
 }
@@ -182,16 +215,32 @@ const HUB_START_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 async fn start(
     st: &AppState,
     stream: StreamName,
+    conn: Option<&Conn>,
     headers: &HeaderMap,
     query: EventsQuery,
 ) -> Result<Follower, ApiError> {
     let requested = last_event_id(headers, query)?;
     let events = &st.events;
+    let held = match conn {
+        Some(c) => Some(events.per_client.try_take(c.client).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::TooManyRequests,
+                format!(
+                    "this client has {} event streams open, the most one client may hold \
+                     (META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT); close one or retry shortly",
+                    events.per_client.cap()
+                ),
+            )
+        })?),
+        None => None,
+    };
     let slot = events.slots.clone().try_acquire_owned().map_err(|_| {
         ApiError::new(
             ErrorCode::Overloaded,
             format!(
-                "{} event streams are open, the most this server serves (META_CORE_SSE_MAX_FOLLOWERS); retry shortly",
+                "{} event streams are open, the most this server serves \
+                 (META_CORE_SSE_MAX_FOLLOWERS, at most 7/8 of META_CORE_HTTP_MAX_CONNECTIONS); \
+                 retry shortly",
                 events.max_followers
             ),
         )
@@ -231,7 +280,14 @@ async fn start(
         // in the same transaction as the page: no trim can fall between.
         Asked::Id(id, raw) => Start::Resume(id, raw),
     };
-    Ok(Follower::new(events, st.store.clone(), stream, start, slot))
+    let slots = follower::Slots { slot, held };
+    Ok(Follower::new(
+        events,
+        st.store.clone(),
+        stream,
+        start,
+        slots,
+    ))
 }
 
 fn sse(follower: Follower) -> Response {

@@ -92,12 +92,30 @@ async fn a_quiet_event_stream_is_not_cut_off() {
 #[tokio::test]
 async fn connections_past_the_cap_wait_for_one_to_end() {
     let (_s, a) = start().await;
-    // Sixteen followers hold every slot.
+    // Event streams take at most seven eighths of the sixteen connections.
     let mut held = Vec::new();
-    for _ in 0..16 {
+    for _ in 0..14 {
         let f = Follower::connect(a.port(), "/api/events/meta", None).await;
         assert_eq!(f.status, 200);
         held.push(f);
+    }
+    let refused = a.get("/api/events/meta").await;
+    refused.assert_error(503, "overloaded");
+    // The rest is left for other requests...
+    assert_eq!(a.get("/health").await.status, 200);
+    // ...until two downloads nobody reads hold it too.
+    std::fs::create_dir_all(a.files_path().join("plugin")).unwrap();
+    std::fs::write(a.files_path().join("plugin/big"), vec![7u8; 32 << 20]).unwrap();
+    let mut downloads = Vec::new();
+    for _ in 0..2 {
+        let mut tcp = TcpStream::connect(("127.0.0.1", a.port())).await.unwrap();
+        tcp.write_all(b"GET /webdav/plugin/big HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        let mut first = [0u8; 12];
+        tcp.read_exact(&mut first).await.unwrap();
+        assert_eq!(&first, b"HTTP/1.1 200");
+        downloads.push(tcp);
     }
     // The seventeenth is not served while they are...
     let mut tcp = TcpStream::connect(("127.0.0.1", a.port())).await.unwrap();

@@ -11,6 +11,7 @@ mod apid_files;
 mod apid_lifecycle;
 mod apid_meta;
 mod apid_openapi;
+mod apid_port_budget;
 mod apid_registry;
 mod apid_search;
 mod apid_slow_clients;
