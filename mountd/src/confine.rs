@@ -400,10 +400,14 @@ mod tests {
             ),
             Err(Refusal::Missing { .. })
         ));
-        assert!(matches!(
-            served(&c, &info("relative", true), &p),
-            Err(Refusal::NoFolder { .. })
-        ));
+        // Local without a folder named (rclone's `hasher` over a local
+        // folder reports `Root: ""`): it cannot be checked.
+        for root in ["relative", ""] {
+            assert!(matches!(
+                served(&c, &info(root, true), &p),
+                Err(Refusal::NoFolder { .. })
+            ));
+        }
         // Not a local folder (a network remote, a union): not judged here.
         assert!(served(&c, &info("/", false), &p).is_ok());
         // No message shows a place's path.
