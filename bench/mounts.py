@@ -176,7 +176,7 @@ def main():
             mountd = start()
 
         ms = lambda xs: f"p50 {statistics.median(xs) * 1000:7.1f} ms   max {max(xs) * 1000:7.1f} ms"
-        print(f"mount -> first file readable ({ROUNDS} rounds, local remote, 1 MiB file)")
+        print(f"mount -> first file readable ({ROUNDS} rounds, local folder, 1 MiB file)")
         print(f"  mountd  POST /mounts/{{id}}/mount     {ms(ours)}")
         print(f"  peer    rclone mount --daemon        {ms(peer)}")
         print("  target  under 1000 ms")
