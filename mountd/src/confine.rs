@@ -14,8 +14,8 @@
 //!   either (FILES_PATH aside: the folder is in it by design).
 //!
 //! The judgement is pure ([`Places::overlapped`], [`resolve`]); the
-//! questions to rclone are [`judge`]. Messages name a place by its
-//! variable, never by its path.
+//! questions to rclone are [`judge_type`] and [`judge_served`]. Messages
+//! name a place by its variable, never by its path.
 
 use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
@@ -176,7 +176,7 @@ impl Refusal {
     }
 }
 
-/// What [`judge`] found.
+/// What [`judge_type`] or [`judge_served`] found.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum Judged {
     #[error("{0}")]
@@ -212,24 +212,17 @@ struct Features {
     is_local: bool,
 }
 
-/// Whether `c` names a remote of rclone's configuration, which [`judge`]
-/// looks at. The on-the-fly backends a mount may name (`:memory:`,
+/// Whether `c` names a remote of rclone's configuration, which
+/// [`judge_type`] and [`judge_served`] look at. The on-the-fly backends a mount may name (`:memory:`,
 /// `:smb`) never serve a local folder.
 pub fn needs_judging(c: &MountConfig) -> bool {
     c.kind == "rclone" && !c.rclone_remote.starts_with(':')
 }
 
-/// Asks rclone what `c` would serve and judges it; each question is
-/// answered within `within`. rclone's cache of remotes is cleared first,
-/// so the answer follows rclone.conf as it is now: a caller that mounts
-/// after it holds the manager's `confine` lock from here to its
-/// `mount/mount`, so no other clear comes between.
-pub async fn judge(
-    rc: &Rc,
-    c: &MountConfig,
-    places: &Places,
-    within: Duration,
-) -> Result<(), Judged> {
+/// Asks rclone the type of `c`'s remote (`config/get`, which reads
+/// rclone.conf as it is now), within `within`: refused when the remote is
+/// not in rclone's configuration file or is of type `local`.
+pub async fn judge_type(rc: &Rc, c: &MountConfig, within: Duration) -> Result<(), Judged> {
     if !needs_judging(c) {
         return Ok(());
     }
@@ -241,9 +234,25 @@ pub async fn judge(
     let conf: RemoteConfig =
         serde_json::from_value(conf).map_err(|e| Judged::NoType(e.to_string()))?;
     match conf.kind.as_str() {
-        "" => return Err(Judged::Refused(Refusal::NotConfigured(remote.clone()))),
-        "local" => return Err(Judged::Refused(Refusal::LocalRemote(remote.clone()))),
-        _ => {}
+        "" => Err(Judged::Refused(Refusal::NotConfigured(remote.clone()))),
+        "local" => Err(Judged::Refused(Refusal::LocalRemote(remote.clone()))),
+        _ => Ok(()),
+    }
+}
+
+/// Asks rclone what `c` would serve and judges it; each question is
+/// answered within `within`. rclone's cache of remotes is cleared first,
+/// so the answer follows rclone.conf as it is now: the caller holds the
+/// manager's `confine` lock from here to its `mount/mount` (if it
+/// mounts), so no other clear comes between.
+pub async fn judge_served(
+    rc: &Rc,
+    c: &MountConfig,
+    places: &Places,
+    within: Duration,
+) -> Result<(), Judged> {
+    if !needs_judging(c) {
+        return Ok(());
     }
     call_within(rc, "fscache/clear", "{}", within)
         .await

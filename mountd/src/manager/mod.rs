@@ -26,7 +26,7 @@ use metacore::socket::client::SocketClient;
 use serde::Serialize;
 
 use crate::config::{MountConfig, Mounts};
-use crate::confine::{Judged, Places};
+use crate::confine::{self, Judged, Places};
 use crate::rcd::{Rc, Rcd};
 use crate::request::check_stored;
 
@@ -120,7 +120,8 @@ pub struct Manager {
     /// meta-core's own places, which no mount serves or covers.
     places: Places,
     /// Held from the clear of rclone's cache of remotes that a judgement
-    /// of what a mount serves starts with ([`crate::confine::judge`]) to
+    /// of what a mount serves starts with
+    /// ([`crate::confine::judge_served`]) to
     /// the `mount/mount` of what was judged (and by a create's
     /// judgement): another clear between would make rclone build the
     /// remote anew from an rclone.conf changed since, unjudged. Held for
@@ -195,29 +196,35 @@ impl Manager {
     /// Judges what a new mount would serve before it is stored, within
     /// `until`: a 400 naming `rcloneRemote` for a remote that is not
     /// configured, is of type `local`, or serves one of meta-core's
-    /// places; 503 when rclone cannot read its configuration. What cannot
-    /// be known by `until` (or a folder that does not exist yet) is
-    /// judged at each mount attempt instead.
+    /// places; 503 when rclone cannot read its configuration by then.
+    /// What it serves, when that cannot be known by `until` (or is a
+    /// folder that does not exist yet), is judged at each mount attempt
+    /// instead.
     pub async fn judge_new(
         &self,
         rc: &Rc,
         c: &MountConfig,
         until: tokio::time::Instant,
     ) -> Result<(), ApiError> {
-        let judged = tokio::time::timeout_at(until, async {
-            let _confined = self.confine.lock().await;
-            crate::confine::judge(rc, c, &self.places, LIST_TIMEOUT).await
-        })
-        .await;
-        match judged {
-            Ok(Err(Judged::Refused(r))) if r.refuses_create() => {
+        let typed = tokio::time::timeout_at(until, confine::judge_type(rc, c, LIST_TIMEOUT))
+            .await
+            .unwrap_or_else(|_| Err(Judged::NoType("no answer in time".into())));
+        let refused = |judged: Result<(), Judged>| match judged {
+            Err(Judged::Refused(r)) if r.refuses_create() => {
                 Err(ApiError::bad_request(r.to_string()))
             }
-            Ok(Err(Judged::NoType(why))) => Err(ApiError::unavailable(format!(
+            Err(Judged::NoType(why)) => Err(ApiError::unavailable(format!(
                 "rclone could not read its configuration: {why}"
             ))),
-            Ok(_) | Err(_) => Ok(()),
-        }
+            _ => Ok(()),
+        };
+        refused(typed)?;
+        let served = tokio::time::timeout_at(until, async {
+            let _confined = self.confine.lock().await;
+            confine::judge_served(rc, c, &self.places, LIST_TIMEOUT).await
+        })
+        .await;
+        served.map_or(Ok(()), refused)
     }
 
     pub fn rcd(&self) -> &Rcd {

@@ -92,17 +92,22 @@ impl Manager {
             }
             () = cancel.notified() => return cancelled(),
         }
-        // What it serves, judged as rclone.conf is now (it may have changed
-        // since the create), with no other judgement's cache clear until
-        // it is mounted.
+        // Its remote's type and what it serves, judged as rclone.conf is
+        // now (it may have changed since the create), with no other
+        // judgement's cache clear until it is mounted.
+        let not_mounted = |j: confine::Judged| format!("not mounted: {j}");
         let _confined = if confine::needs_judging(c) {
+            tokio::select! {
+                judged = confine::judge_type(&rc, c, LIST_TIMEOUT) => judged.map_err(not_mounted)?,
+                () = cancel.notified() => return cancelled(),
+            }
             let confined = tokio::select! {
                 confined = self.confine.lock() => confined,
                 () = cancel.notified() => return cancelled(),
             };
             tokio::select! {
-                judged = confine::judge(&rc, c, &self.places, LIST_TIMEOUT) => {
-                    judged.map_err(|j| format!("not mounted: {j}"))?;
+                judged = confine::judge_served(&rc, c, &self.places, LIST_TIMEOUT) => {
+                    judged.map_err(not_mounted)?;
                 }
                 () = cancel.notified() => return cancelled(),
             }
