@@ -106,10 +106,19 @@ const MOUNT_WAIT: Duration = Duration::from_secs(5);
 /// Mounts `id` in a task of its own: its outcome when it comes within
 /// [`MOUNT_WAIT`], `None` while it is still under way.
 async fn mount_within(st: &State, id: &str) -> Option<Result<(), String>> {
+    mount_until(st, id, tokio::time::Instant::now() + MOUNT_WAIT).await
+}
+
+/// [`mount_within`], the outcome waited for until `until`.
+async fn mount_until(
+    st: &State,
+    id: &str,
+    until: tokio::time::Instant,
+) -> Option<Result<(), String>> {
     let m = st.0.clone();
     let id = id.to_owned();
     let task = tokio::spawn(async move { m.mount(&id).await });
-    match tokio::time::timeout(MOUNT_WAIT, task).await {
+    match tokio::time::timeout_at(until, task).await {
         Ok(Ok(outcome)) => Some(outcome),
         Ok(Err(e)) => Some(Err(format!("the mount failed: {e}"))),
         Err(_) => None,
@@ -160,23 +169,12 @@ async fn create(
 ) -> Result<(StatusCode, Json<One>), ApiError> {
     let checked = new.check()?;
     let rc = need_rclone(&st).await?;
+    // The judgement and the mount share the create's wait.
+    let until = tokio::time::Instant::now() + MOUNT_WAIT;
     let mut c = checked.config;
-    if c.kind == "rclone" && !c.rclone_remote.starts_with(':') {
-        let listed = call(&rc, "config/listremotes", "{}").await.map_err(|e| {
-            ApiError::unavailable(format!("rclone could not list its remotes: {e}"))
-        })?;
-        let known = listed["remotes"].as_array().is_some_and(|r| {
-            r.iter()
-                .any(|n| n.as_str() == Some(c.rclone_remote.as_str()))
-        });
-        if !known {
-            return Err(ApiError::bad_request(format!(
-                "rcloneRemote: no remote {:?} in rclone's configuration \
-                 (GET /api/mounts/rclone/remotes lists them)",
-                c.rclone_remote
-            )));
-        }
-    }
+    // A remote that is not configured, of type local, or serving one of
+    // meta-core's places: a 400, nothing stored.
+    st.judge_new(&rc, &c, until).await?;
     if let Some(clear) = checked.smb_password {
         let body = serde_json::json!({ "clear": clear }).to_string();
         let v = call(&rc, "core/obscure", &body)
@@ -200,7 +198,7 @@ async fn create(
     if mount_now {
         // A failure is in the mount's status and error file; the keeper
         // tries again.
-        let _ = mount_within(&st, &id).await;
+        let _ = mount_until(&st, &id, until).await;
     }
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
     Ok((StatusCode::CREATED, Json(One { mount })))

@@ -6,6 +6,9 @@
 //! - It keeps the mounts of `mounts.json` ([`config`]) mounted through
 //!   rclone's remote control, mounts again what is lost, and scans the
 //!   mounts through watcherd ([`manager`]).
+//! - No mount serves or covers one of meta-core's own places
+//!   ([`confine`]): a remote of type `local` is refused, and what an
+//!   alias serves is asked of rclone before every mount.
 //! - It serves the mounts API on `$META_CORE_RUN_DIR/mountd.sock` ([`api`]),
 //!   which apid exposes under `/api/mounts`.
 //! - On SIGTERM it unmounts everything, then stops rclone. A mountd killed
@@ -15,6 +18,7 @@
 
 pub mod api;
 pub mod config;
+pub mod confine;
 pub mod manager;
 pub mod rc;
 pub mod rcd;
@@ -61,6 +65,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         mounts,
         rcd.clone(),
         SocketClient::new(Daemon::Watcherd.name(), &layout.socket(Daemon::Watcherd)),
+        confine::Places::new(&config),
     ));
     // What a mountd killed outright left: its rclone is gone, its mounts
     // answer "Transport endpoint is not connected".

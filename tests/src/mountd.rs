@@ -14,7 +14,7 @@ use crate::wait::until;
 
 /// One mountd process: `META_CORE_PATH=<dir>/meta-core`, run dir
 /// `<dir>/run`, `FILES_PATH=<dir>/files`, rclone's configuration
-/// `<dir>/rclone.conf` (see [`local_remote`]).
+/// `<dir>/rclone.conf` (see [`local_remote`] and [`alias_remote`]).
 #[derive(Debug)]
 pub struct Mountd {
     pub process: Process,
@@ -64,16 +64,14 @@ impl Mountd {
         m
     }
 
-    /// Spawns mountd beside a local-folder remote `src` holding `a.txt`
-    /// ("alpha"), mounted as `corn/src`: mountd, the mount's id and folder.
+    /// Spawns mountd beside a folder remote `src` (an alias of a folder
+    /// holding `a.txt`, "alpha"), mounted as `corn/src`: mountd, the
+    /// mount's id and folder.
     pub async fn with_local_mount(dir: &Path) -> (Self, String, PathBuf) {
-        let src = local_remote(dir, "src", &[("a.txt", "alpha")]);
+        local_remote(dir, "src", &[("a.txt", "alpha")]);
         let m = Self::start(dir).await;
         let made = m
-            .create(
-                serde_json::json!({"name": "src", "type": "rclone", "rcloneRemote": "src",
-                                       "rclonePath": src.display().to_string()}),
-            )
+            .create(serde_json::json!({"name": "src", "type": "rclone", "rcloneRemote": "src"}))
             .await;
         let id = made["id"].as_str().unwrap().to_owned();
         let point = m.files().join("corn/src");
@@ -197,14 +195,11 @@ impl Drop for Mountd {
     }
 }
 
-/// Writes `<dir>/rclone.conf` with one remote of type `local` named
-/// `name`, and a folder `<dir>/remote-<name>` holding `files`
-/// (path, content); the folder.
+/// Adds to `<dir>/rclone.conf` a remote `name` serving a local folder
+/// `<dir>/remote-<name>` that holds `files` (path, content): an `alias`
+/// remote, the way an operator mounts a local folder (a remote of type
+/// `local` is refused). The folder.
 pub fn local_remote(dir: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
-    let conf = dir.join("rclone.conf");
-    let mut text = std::fs::read_to_string(&conf).unwrap_or_default();
-    text.push_str(&format!("[{name}]\ntype = local\n\n"));
-    std::fs::write(&conf, text).unwrap();
     let root = dir.join(format!("remote-{name}"));
     for (path, content) in files {
         let p = root.join(path);
@@ -212,7 +207,23 @@ pub fn local_remote(dir: &Path, name: &str, files: &[(&str, &str)]) -> PathBuf {
         std::fs::write(p, content).unwrap();
     }
     std::fs::create_dir_all(&root).unwrap();
+    alias_remote(dir, name, &root.display().to_string());
     root
+}
+
+/// Adds to `<dir>/rclone.conf` a remote `name` of type `alias` whose root
+/// is `remote` (a folder, or another remote's `name:path`).
+pub fn alias_remote(dir: &Path, name: &str, remote: &str) {
+    add_remote(dir, &format!("[{name}]\ntype = alias\nremote = {remote}\n"));
+}
+
+/// Adds `section` (`[name]` and its lines) to `<dir>/rclone.conf`.
+pub fn add_remote(dir: &Path, section: &str) {
+    let conf = dir.join("rclone.conf");
+    let mut text = std::fs::read_to_string(&conf).unwrap_or_default();
+    text.push_str(section);
+    text.push('\n');
+    std::fs::write(&conf, text).unwrap();
 }
 
 /// The mount points under `dir` in the kernel's table, with their type.

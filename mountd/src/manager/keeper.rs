@@ -225,6 +225,7 @@ mod tests {
             mounts,
             Arc::new(Rcd::new(dir.path().join("pid"))),
             metacore::socket::client::SocketClient::new("watcherd", &dir.path().join("w.sock")),
+            crate::confine::Places::new(&metacore::Config::from_lookup(|_| None).unwrap()),
         );
         let c = m.config("m").unwrap();
         m.cleared(&c, 1);

@@ -26,7 +26,8 @@ use metacore::socket::client::SocketClient;
 use serde::Serialize;
 
 use crate::config::{MountConfig, Mounts};
-use crate::rcd::Rcd;
+use crate::confine::{self, Judged, Places};
+use crate::rcd::{Rc, Rcd};
 use crate::request::check_stored;
 
 pub use keeper::LOOK_EVERY;
@@ -116,6 +117,16 @@ pub struct Manager {
     /// The keeper's passes over the mounts (in `/status`).
     looks: AtomicU64,
     allow_other: bool,
+    /// meta-core's own places, which no mount serves or covers.
+    places: Places,
+    /// Held from the clear of rclone's cache of remotes that a judgement
+    /// of what a mount serves starts with
+    /// ([`crate::confine::judge_served`]) to
+    /// the `mount/mount` of what was judged (and by a create's
+    /// judgement): another clear between would make rclone build the
+    /// remote anew from an rclone.conf changed since, unjudged. Held for
+    /// one judgement and one mount at most (15 s and 20 s).
+    confine: tokio::sync::Mutex<()>,
 }
 
 impl Manager {
@@ -130,6 +141,7 @@ impl Manager {
         mut file: Mounts,
         rcd: Arc<Rcd>,
         watcherd: SocketClient,
+        places: Places,
     ) -> Self {
         let mut live = HashMap::new();
         for c in &mut file.mounts {
@@ -176,7 +188,43 @@ impl Manager {
             wake: tokio::sync::Notify::new(),
             looks: AtomicU64::new(0),
             allow_other: allow_other(),
+            places,
+            confine: tokio::sync::Mutex::new(()),
         }
+    }
+
+    /// Judges what a new mount would serve before it is stored, within
+    /// `until`: a 400 naming `rcloneRemote` for a remote that is not
+    /// configured, is of type `local`, or serves one of meta-core's
+    /// places; 503 when rclone cannot read its configuration by then.
+    /// What it serves, when that cannot be known by `until` (or is a
+    /// folder that does not exist yet), is judged at each mount attempt
+    /// instead.
+    pub async fn judge_new(
+        &self,
+        rc: &Rc,
+        c: &MountConfig,
+        until: tokio::time::Instant,
+    ) -> Result<(), ApiError> {
+        let typed = tokio::time::timeout_at(until, confine::judge_type(rc, c, LIST_TIMEOUT))
+            .await
+            .unwrap_or_else(|_| Err(Judged::NoType("no answer in time".into())));
+        let refused = |judged: Result<(), Judged>| match judged {
+            Err(Judged::Refused(r)) if r.refuses_create() => {
+                Err(ApiError::bad_request(r.to_string()))
+            }
+            Err(Judged::NoType(why)) => Err(ApiError::unavailable(format!(
+                "rclone could not read its configuration: {why}"
+            ))),
+            _ => Ok(()),
+        };
+        refused(typed)?;
+        let served = tokio::time::timeout_at(until, async {
+            let _confined = self.confine.lock().await;
+            confine::judge_served(rc, c, &self.places, LIST_TIMEOUT).await
+        })
+        .await;
+        served.map_or(Ok(()), refused)
     }
 
     pub fn rcd(&self) -> &Rcd {

@@ -1,6 +1,7 @@
 //! What the keeper and the API do to one mount, its operation lock held
-//! or taken: mount it (after its remote lists), unmount it, wait for what
-//! is open under it to close, and have watcherd walk it.
+//! or taken: mount it (after its remote lists, and once what it serves and
+//! where it goes are judged: [`crate::confine`]), unmount it, wait for
+//! what is open under it to close, and have watcherd walk it.
 
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
@@ -10,6 +11,7 @@ use metacore::error::ApiError;
 
 use super::{LIST_TIMEOUT, Manager, RC_TIMEOUT, SCAN_TIMEOUT, not_found, stop};
 use crate::config::{MOUNTS_DIR, MountConfig};
+use crate::confine;
 use crate::rcd::call_within;
 use crate::request::{fs_string, go_duration_ns};
 use crate::system::{self, Probe};
@@ -82,17 +84,39 @@ impl Manager {
             "opt": { "dirsOnly": true },
         });
         let cancel = self.cancel_signal(&c.id);
+        let cancelled = || Err("the mount was cancelled: an unmount or a delete asked".into());
         let list = list.to_string();
         tokio::select! {
             listed = call_within(&rc, "operations/list", &list, LIST_TIMEOUT) => {
                 listed.map_err(|e| format!("the remote cannot be listed: {e}"))?;
             }
-            () = cancel.notified() => {
-                return Err("the mount was cancelled: an unmount or a delete asked".into());
-            }
+            () = cancel.notified() => return cancelled(),
         }
+        // Its remote's type and what it serves, judged as rclone.conf is
+        // now (it may have changed since the create), with no other
+        // judgement's cache clear until it is mounted.
+        let not_mounted = |j: confine::Judged| format!("not mounted: {j}");
+        let _confined = if confine::needs_judging(c) {
+            tokio::select! {
+                judged = confine::judge_type(&rc, c, LIST_TIMEOUT) => judged.map_err(not_mounted)?,
+                () = cancel.notified() => return cancelled(),
+            }
+            let confined = tokio::select! {
+                confined = self.confine.lock() => confined,
+                () = cancel.notified() => return cancelled(),
+            };
+            tokio::select! {
+                judged = confine::judge_served(&rc, c, &self.places, LIST_TIMEOUT) => {
+                    judged.map_err(not_mounted)?;
+                }
+                () = cancel.notified() => return cancelled(),
+            }
+            Some(confined)
+        } else {
+            None
+        };
         // Still wanted? (An unmount may have come while the remote was
-        // listed, and be waiting for this lock.)
+        // listed or judged, and be waiting for this lock.)
         if !self
             .config(&c.id)
             .is_some_and(|now| now.enabled && now.desired_mounted)
@@ -131,9 +155,14 @@ impl Manager {
 
     /// Makes the mount's folder (and `FILES_PATH/corn`, and `FILES_PATH`,
     /// 0755): a real, empty folder, never a symlink (which would put the
-    /// mount elsewhere).
+    /// mount elsewhere), and neither it nor `corn/` resolving into one of
+    /// meta-core's places (META_CORE_PATH nested under `corn/`, FILES_PATH
+    /// a symlink into META_CORE_PATH).
     fn make_folder(&self, point: &Path) -> Result<(), String> {
         let corn = self.files.join(MOUNTS_DIR);
+        // Judged before anything is made (a missing part resolves as
+        // written).
+        confine::target(&self.places, &corn, point)?;
         for dir in [&self.files, &corn, &point.to_path_buf()] {
             metacore::files::ensure_dir(dir, 0o755)
                 .map_err(|e| format!("cannot make {}: {e}", dir.display()))?;

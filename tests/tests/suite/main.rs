@@ -22,6 +22,7 @@ mod daemon_args;
 mod disk_full;
 mod file_modes;
 mod mountd;
+mod mountd_confined;
 mod mountd_faults;
 mod mountd_mounts;
 mod mountd_tree;

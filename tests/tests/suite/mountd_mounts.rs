@@ -1,5 +1,5 @@
 //! mountd's mounts with the real rclone and a real FUSE mount (issue 15):
-//! a local-folder remote and `:memory:` mounted under `FILES_PATH/corn/`,
+//! a local folder (through an alias remote) and `:memory:` mounted under `FILES_PATH/corn/`,
 //! read and written through the kernel; unmount, safe-unmount with a file
 //! held open, delete; bad requests changing nothing; SMB's password kept
 //! obscured; no rclone on the PATH. What goes wrong (rclone killed, stops,
@@ -18,7 +18,7 @@ use e2e::fixtures::api_error;
 
 #[tokio::test]
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
-async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
+async fn a_local_folder_is_mounted_read_unmounted_and_deleted() {
     let dir = e2e::daemon::test_dir();
     let src = local_remote(
         dir.path(),
@@ -33,7 +33,7 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
         .unwrap();
     assert_eq!(
         remotes,
-        json!({"remotes": [{"name": "src", "type": "local"}]})
+        json!({"remotes": [{"name": "src", "type": "alias"}]})
     );
 
     let mount = m
@@ -41,7 +41,6 @@ async fn a_local_remote_is_mounted_read_unmounted_and_deleted() {
             "name": "My Src",
             "type": "rclone",
             "rcloneRemote": "src",
-            "rclonePath": src.display().to_string(),
         }))
         .await;
     let id = mount["id"].as_str().unwrap().to_owned();
@@ -177,13 +176,10 @@ async fn a_memory_remote_takes_writes_and_safe_unmount_waits_for_open_files() {
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
 async fn bad_requests_are_refused_and_change_nothing() {
     let dir = e2e::daemon::test_dir();
-    let src = local_remote(dir.path(), "src", &[("a.txt", "alpha")]);
+    local_remote(dir.path(), "src", &[("a.txt", "alpha")]);
     let m = Mountd::start(dir.path()).await;
     let id = m
-        .create(
-            json!({"name": "films", "type": "rclone", "rcloneRemote": "src",
-                       "rclonePath": src.display().to_string(), "enabled": false}),
-        )
+        .create(json!({"name": "films", "type": "rclone", "rcloneRemote": "src", "enabled": false}))
         .await["id"]
         .as_str()
         .unwrap()

@@ -33,7 +33,7 @@ async fn admin(mc: &MetaCore, method: &str, path: &str, body: Option<Value>) -> 
 #[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
 async fn mounts_through_apid_survive_a_killed_mountd_and_end_with_meta_core() {
     let dir = e2e::daemon::test_dir();
-    let src = local_remote(
+    local_remote(
         dir.path(),
         "src",
         &[
@@ -98,10 +98,7 @@ async fn mounts_through_apid_survive_a_killed_mountd_and_end_with_meta_core() {
         &mc,
         "POST",
         "/api/mounts",
-        Some(
-            json!({"name": "tv", "type": "rclone", "rcloneRemote": "src",
-                    "rclonePath": src.display().to_string()}),
-        ),
+        Some(json!({"name": "tv", "type": "rclone", "rcloneRemote": "src"})),
     )
     .await;
     assert_eq!(status, 201, "{made}");
@@ -133,14 +130,14 @@ async fn mounts_through_apid_survive_a_killed_mountd_and_end_with_meta_core() {
 
     // Polling: a second mount, never scanned by hand, is walked by
     // watcherd on its own after it is mounted, and its file announced.
-    let polled = local_remote(dir.path(), "more", &[("film.mkv", "a film")]);
+    local_remote(dir.path(), "more", &[("film.mkv", "a film")]);
     let (status, made) = admin(
         &mc,
         "POST",
         "/api/mounts",
         Some(
             json!({"name": "films", "type": "rclone", "rcloneRemote": "more",
-                    "rclonePath": polled.display().to_string(), "pollingIntervalMs": 5000}),
+                    "pollingIntervalMs": 5000}),
         ),
     )
     .await;

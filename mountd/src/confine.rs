@@ -1,0 +1,456 @@
+//! What a mount may serve, and where it may go: never one of meta-core's
+//! own places (issue 23, finding N1).
+//!
+//! - A remote of type `local` is refused: it has no root of its own, so
+//!   any `rclonePath` is any path of the host. A local folder is mounted
+//!   through an `alias` remote (`type = alias`, `remote = /the/folder`),
+//!   under whose root rclone joins the path (`..` cleaned).
+//! - What a configured remote serves is asked of rclone
+//!   (`operations/fsinfo`, the exact `fs` string mounted). When it is a
+//!   local folder, that folder, its symlinks resolved, must exist and must
+//!   not overlap (be inside, equal to, or an ancestor of) any of
+//!   meta-core's places: [`Place`].
+//! - The mount's folder and `corn/`, resolved, must not overlap them
+//!   either (FILES_PATH aside: the folder is in it by design).
+//!
+//! The judgement is pure ([`Places::overlapped`], [`resolve`]); the
+//! questions to rclone are [`judge_type`] and [`judge_served`]. Messages
+//! name a place by its variable, never by its path.
+
+use std::path::{Component, Path, PathBuf};
+use std::time::Duration;
+
+use metacore::Config;
+use serde::Deserialize;
+
+use crate::config::MountConfig;
+use crate::rcd::{Rc, call_within};
+use crate::request::fs_string;
+
+/// One of meta-core's own places, which no mount serves or covers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Place {
+    /// `META_CORE_PATH`: the shared state (mounts.json, the admin token,
+    /// the leader lock, the database by default).
+    MetaCorePath,
+    /// `FILES_PATH`: what WebDAV serves and watcherd watches; a mount of
+    /// it under `corn/` would make `watch/` writable over WebDAV, and one
+    /// of `corn/` loops.
+    FilesPath,
+    /// The folder of `META_CORE_DB_PATH` (it may be outside
+    /// META_CORE_PATH).
+    DbFolder,
+    /// `META_CORE_LOG_DIR`.
+    LogDir,
+    /// `META_CORE_RUN_DIR`: the daemons' sockets.
+    RunDir,
+}
+
+impl Place {
+    /// The place as an operator names it.
+    pub fn name(self) -> &'static str {
+        match self {
+            Place::MetaCorePath => "META_CORE_PATH",
+            Place::FilesPath => "FILES_PATH",
+            Place::DbFolder => "the database's folder (META_CORE_DB_PATH)",
+            Place::LogDir => "META_CORE_LOG_DIR",
+            Place::RunDir => "META_CORE_RUN_DIR",
+        }
+    }
+}
+
+/// meta-core's places, as configured (resolved at each judgement: a
+/// symlink may change).
+#[derive(Debug, Clone)]
+pub struct Places(Vec<(Place, PathBuf)>);
+
+impl Places {
+    pub fn new(config: &Config) -> Self {
+        let db_folder = config
+            .db_path
+            .parent()
+            .map_or_else(|| config.db_path.clone(), Path::to_path_buf);
+        Self(vec![
+            (Place::MetaCorePath, config.meta_core_path.clone()),
+            (Place::FilesPath, config.files_path.clone()),
+            (Place::DbFolder, db_folder),
+            (Place::LogDir, config.log_dir.clone()),
+            (Place::RunDir, config.run_dir.clone()),
+        ])
+    }
+
+    /// The first place (but those in `besides`) that `real`, a path with
+    /// its symlinks resolved, overlaps.
+    pub fn overlapped(&self, real: &Path, besides: &[Place]) -> Option<Place> {
+        self.0
+            .iter()
+            .filter(|(place, _)| !besides.contains(place))
+            .find(|(_, path)| overlaps(real, &resolve(path).0))
+            .map(|(place, _)| *place)
+    }
+}
+
+/// Whether `a` is inside, equal to, or an ancestor of `b` (by whole
+/// components: `/data2` is not inside `/data`).
+pub fn overlaps(a: &Path, b: &Path) -> bool {
+    a.starts_with(b) || b.starts_with(a)
+}
+
+/// `path` with every symlink resolved, and whether it exists. Of a
+/// missing path, the longest part that exists is resolved and the rest
+/// joined to it as written (`..` taken back).
+pub fn resolve(path: &Path) -> (PathBuf, bool) {
+    if let Ok(real) = std::fs::canonicalize(path) {
+        return (real, true);
+    }
+    let mut rest = Vec::new();
+    let mut base = path;
+    let mut real = loop {
+        match base.parent() {
+            Some(parent) => {
+                if let Some(name) = base.file_name() {
+                    rest.push(Component::Normal(name));
+                } else {
+                    rest.push(Component::ParentDir);
+                }
+                base = parent;
+                if let Ok(real) = std::fs::canonicalize(base) {
+                    break real;
+                }
+            }
+            None => break base.to_path_buf(),
+        }
+    };
+    for part in rest.into_iter().rev() {
+        match part {
+            Component::ParentDir => {
+                real.pop();
+            }
+            other => real.push(other),
+        }
+    }
+    (real, false)
+}
+
+/// Why a mount is refused what it would serve.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Refusal {
+    #[error(
+        "rcloneRemote: no remote {0:?} in rclone's configuration \
+         (GET /api/mounts/rclone/remotes lists them)"
+    )]
+    NotConfigured(String),
+    #[error(
+        "rcloneRemote: {0:?} is a remote of type local, which has no root of its own \
+         (any rclonePath would be any path of the host): configure an alias remote for \
+         the folder instead (type = alias, remote = /the/folder) and name that"
+    )]
+    LocalRemote(String),
+    #[error(
+        "rcloneRemote: {remote:?} (rclonePath {path:?}) serves a local folder that overlaps \
+         {}, one of meta-core's own places, which no mount may serve: point the remote at \
+         another folder", .place.name()
+    )]
+    Overlaps {
+        remote: String,
+        path: String,
+        place: Place,
+    },
+    #[error(
+        "rcloneRemote: {remote:?} (rclonePath {path:?}) serves a local folder that does not exist"
+    )]
+    Missing { remote: String, path: String },
+    #[error(
+        "rcloneRemote: rclone names no absolute folder for what {remote:?} (rclonePath \
+         {path:?}) serves, so it cannot be checked"
+    )]
+    NoFolder { remote: String, path: String },
+}
+
+impl Refusal {
+    /// Whether a create refuses the mount for it (400). A folder that does
+    /// not exist yet is not: the mount is kept, and judged again at each
+    /// attempt (a disk not plugged in yet).
+    pub fn refuses_create(&self) -> bool {
+        !matches!(self, Refusal::Missing { .. })
+    }
+}
+
+/// What [`judge_type`] or [`judge_served`] found.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum Judged {
+    #[error("{0}")]
+    Refused(Refusal),
+    /// rclone did not say what the remote is (`config/get`).
+    #[error("rclone could not read the remote's configuration: {0}")]
+    NoType(String),
+    /// rclone did not say what the remote serves (`fscache/clear`,
+    /// `operations/fsinfo`).
+    #[error("rclone could not say what the remote serves: {0}")]
+    NoInfo(String),
+}
+
+/// A remote's section of rclone's configuration, the member read.
+#[derive(Debug, Deserialize)]
+struct RemoteConfig {
+    #[serde(rename = "type", default)]
+    kind: String,
+}
+
+/// What `operations/fsinfo` says of an `fs`, the members read.
+#[derive(Debug, Deserialize)]
+struct FsInfo {
+    #[serde(rename = "Root", default)]
+    root: String,
+    #[serde(rename = "Features", default)]
+    features: Features,
+}
+
+#[derive(Debug, Default, Deserialize)]
+struct Features {
+    #[serde(rename = "IsLocal", default)]
+    is_local: bool,
+}
+
+/// Whether `c` names a remote of rclone's configuration, which
+/// [`judge_type`] and [`judge_served`] look at. The on-the-fly backends a mount may name (`:memory:`,
+/// `:smb`) never serve a local folder.
+pub fn needs_judging(c: &MountConfig) -> bool {
+    c.kind == "rclone" && !c.rclone_remote.starts_with(':')
+}
+
+/// Asks rclone the type of `c`'s remote (`config/get`, which reads
+/// rclone.conf as it is now), within `within`: refused when the remote is
+/// not in rclone's configuration file or is of type `local`.
+pub async fn judge_type(rc: &Rc, c: &MountConfig, within: Duration) -> Result<(), Judged> {
+    if !needs_judging(c) {
+        return Ok(());
+    }
+    let remote = &c.rclone_remote;
+    let body = serde_json::json!({ "name": remote }).to_string();
+    let conf = call_within(rc, "config/get", &body, within)
+        .await
+        .map_err(Judged::NoType)?;
+    let conf: RemoteConfig =
+        serde_json::from_value(conf).map_err(|e| Judged::NoType(e.to_string()))?;
+    match conf.kind.as_str() {
+        "" => Err(Judged::Refused(Refusal::NotConfigured(remote.clone()))),
+        "local" => Err(Judged::Refused(Refusal::LocalRemote(remote.clone()))),
+        _ => Ok(()),
+    }
+}
+
+/// Asks rclone what `c` would serve and judges it; each question is
+/// answered within `within`. rclone's cache of remotes is cleared first,
+/// so the answer follows rclone.conf as it is now: the caller holds the
+/// manager's `confine` lock from here to its `mount/mount` (if it
+/// mounts), so no other clear comes between.
+pub async fn judge_served(
+    rc: &Rc,
+    c: &MountConfig,
+    places: &Places,
+    within: Duration,
+) -> Result<(), Judged> {
+    if !needs_judging(c) {
+        return Ok(());
+    }
+    call_within(rc, "fscache/clear", "{}", within)
+        .await
+        .map_err(Judged::NoInfo)?;
+    let body = serde_json::json!({ "fs": fs_string(c) }).to_string();
+    let info = call_within(rc, "operations/fsinfo", &body, within)
+        .await
+        .map_err(Judged::NoInfo)?;
+    let info: FsInfo = serde_json::from_value(info).map_err(|e| Judged::NoInfo(e.to_string()))?;
+    served(c, &info, places).map_err(Judged::Refused)
+}
+
+/// The judgement of what rclone says `c` serves.
+fn served(c: &MountConfig, info: &FsInfo, places: &Places) -> Result<(), Refusal> {
+    if !info.features.is_local {
+        return Ok(());
+    }
+    let (remote, path) = (c.rclone_remote.clone(), c.rclone_path.clone());
+    let root = Path::new(&info.root);
+    if !root.is_absolute() {
+        return Err(Refusal::NoFolder { remote, path });
+    }
+    let (real, exists) = resolve(root);
+    if let Some(place) = places.overlapped(&real, &[]) {
+        tracing::warn!(mount = %c.id, remote = %remote, folder = %real.display(), place = place.name(), "refused: the mount would serve one of meta-core's places");
+        return Err(Refusal::Overlaps {
+            remote,
+            path,
+            place,
+        });
+    }
+    if !exists {
+        return Err(Refusal::Missing { remote, path });
+    }
+    Ok(())
+}
+
+/// Why the mount's folder, or `corn/` that holds it, is refused: it
+/// resolves into (or, the folder, over) one of meta-core's places.
+pub fn target(places: &Places, corn: &Path, point: &Path) -> Result<(), String> {
+    let besides = [Place::FilesPath];
+    let (real_corn, _) = resolve(corn);
+    let (real_point, _) = resolve(point);
+    let inside = places
+        .0
+        .iter()
+        .filter(|(p, _)| !besides.contains(p))
+        .find(|(_, path)| real_corn.starts_with(resolve(path).0))
+        .map(|(p, _)| *p);
+    match inside.or_else(|| places.overlapped(&real_point, &besides)) {
+        None => Ok(()),
+        Some(place) => {
+            tracing::warn!(point = %point.display(), real = %real_point.display(), place = place.name(), "refused: the mount's folder resolves into one of meta-core's places");
+            Err(format!(
+                "not mounted: the mount's folder {} resolves into {}, one of meta-core's \
+                 own places, which no mount may cover",
+                point.display(),
+                place.name()
+            ))
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn places(dir: &Path) -> Places {
+        let d = dir.display();
+        let env = [
+            ("META_CORE_PATH", format!("{d}/mc")),
+            ("FILES_PATH", format!("{d}/files")),
+            ("META_CORE_DB_PATH", format!("{d}/db/meta-core.db")),
+            ("META_CORE_RUN_DIR", format!("{d}/run")),
+        ];
+        let config = Config::from_lookup(|k| {
+            env.iter()
+                .find(|(name, _)| *name == k)
+                .map(|(_, v)| v.clone())
+        })
+        .unwrap();
+        Places::new(&config)
+    }
+
+    fn mount(remote: &str) -> MountConfig {
+        serde_json::from_value(serde_json::json!({"id": "m", "name": "m", "type": "rclone",
+            "enabled": true, "desiredMounted": true, "mountPath": "", "rcloneRemote": remote,
+            "rclonePath": "p"}))
+        .unwrap()
+    }
+
+    fn info(root: &str, is_local: bool) -> FsInfo {
+        FsInfo {
+            root: root.into(),
+            features: Features { is_local },
+        }
+    }
+
+    #[test]
+    fn overlap_is_by_whole_components_both_ways() {
+        let (a, b) = (Path::new("/data"), Path::new("/data/db"));
+        assert!(overlaps(a, b) && overlaps(b, a) && overlaps(a, a));
+        assert!(!overlaps(Path::new("/data2"), a));
+        assert!(overlaps(Path::new("/"), a));
+    }
+
+    #[test]
+    fn a_missing_path_resolves_through_its_existing_part() {
+        let dir = tempfile::tempdir().unwrap();
+        let real = std::fs::canonicalize(dir.path()).unwrap();
+        std::fs::create_dir(real.join("target")).unwrap();
+        std::os::unix::fs::symlink(real.join("target"), real.join("link")).unwrap();
+        assert_eq!(resolve(&real.join("link")), (real.join("target"), true));
+        assert_eq!(
+            resolve(&real.join("link/a/b")),
+            (real.join("target/a/b"), false)
+        );
+        assert_eq!(
+            resolve(&real.join("link/a/../c")),
+            (real.join("target/c"), false)
+        );
+    }
+
+    #[test]
+    fn a_local_folder_in_or_around_a_place_is_refused_by_the_places_name() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        for sub in ["mc/db", "media", "db"] {
+            std::fs::create_dir_all(d.join(sub)).unwrap();
+        }
+        std::os::unix::fs::symlink(d.join("mc"), d.join("media/link")).unwrap();
+        let p = places(&d);
+        let c = mount("al");
+        let refused = |root: &Path| match served(&c, &info(&root.display().to_string(), true), &p) {
+            Err(Refusal::Overlaps { place, .. }) => Some(place),
+            _ => None,
+        };
+        assert_eq!(refused(Path::new("/")), Some(Place::MetaCorePath));
+        assert_eq!(refused(&d), Some(Place::MetaCorePath));
+        assert_eq!(refused(&d.join("mc/db")), Some(Place::MetaCorePath));
+        assert_eq!(refused(&d.join("media/link")), Some(Place::MetaCorePath));
+        assert_eq!(refused(&d.join("db")), Some(Place::DbFolder));
+        assert_eq!(refused(&d.join("files/plugin")), Some(Place::FilesPath));
+        assert_eq!(refused(&d.join("run")), Some(Place::RunDir));
+        // The log dir defaults to META_CORE_PATH/logs.
+        assert_eq!(refused(&d.join("mc/logs/x")), Some(Place::MetaCorePath));
+        assert_eq!(refused(&d.join("media")), None);
+        assert!(served(&c, &info(&d.join("media").display().to_string(), true), &p).is_ok());
+        assert!(matches!(
+            served(
+                &c,
+                &info(&d.join("media/later").display().to_string(), true),
+                &p
+            ),
+            Err(Refusal::Missing { .. })
+        ));
+        // Local without a folder named (rclone's `hasher` over a local
+        // folder reports `Root: ""`): it cannot be checked.
+        for root in ["relative", ""] {
+            assert!(matches!(
+                served(&c, &info(root, true), &p),
+                Err(Refusal::NoFolder { .. })
+            ));
+        }
+        // Not a local folder (a network remote, a union): not judged here.
+        assert!(served(&c, &info("/", false), &p).is_ok());
+        // No message shows a place's path.
+        let e = Refusal::Overlaps {
+            remote: "al".into(),
+            path: "p".into(),
+            place: Place::DbFolder,
+        }
+        .to_string();
+        assert!(e.starts_with("rcloneRemote") && e.contains("META_CORE_DB_PATH"));
+        assert!(!e.contains(&d.display().to_string()), "{e}");
+    }
+
+    #[test]
+    fn a_mount_folder_in_meta_core_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let d = std::fs::canonicalize(dir.path()).unwrap();
+        let p = places(&d);
+        let corn = d.join("files/corn");
+        std::fs::create_dir_all(&corn).unwrap();
+        assert!(target(&p, &corn, &corn.join("x")).is_ok());
+        // corn/ a symlink into META_CORE_PATH.
+        std::fs::create_dir_all(d.join("mc/inside")).unwrap();
+        let linked = d.join("files2");
+        std::fs::create_dir_all(&linked).unwrap();
+        std::os::unix::fs::symlink(d.join("mc/inside"), linked.join("corn")).unwrap();
+        let e = target(&p, &linked.join("corn"), &linked.join("corn/x")).unwrap_err();
+        assert!(e.contains("META_CORE_PATH"), "{e}");
+        assert!(!e.contains("mc/inside"), "{e}");
+        // META_CORE_PATH nested under corn/: its folder, or one above it.
+        let nested = places(&corn.join("n"));
+        let e = target(&nested, &corn, &corn.join("n")).unwrap_err();
+        assert!(e.contains("META_CORE_PATH"), "{e}");
+        assert!(target(&nested, &corn, &corn.join("n/mc")).is_err());
+        assert!(target(&nested, &corn, &corn.join("other")).is_ok());
+    }
+}
