@@ -1,13 +1,12 @@
-//! The HTTP edge every public route shares: CORS on every answer (and
-//! `OPTIONS` preflights answered before routing), the admin bearer token on
-//! mutating admin routes, and body limits.
+//! The HTTP edge every public route shares: the admin bearer token on the
+//! admin routes, and body limits (CORS is [`crate::cors`]).
 
 use std::sync::Arc;
 
 use axum::extract::{Request, State};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
-use http::{HeaderValue, Method, StatusCode, header};
+use http::header;
 use metacore::error::{ApiError, ErrorCode};
 
 use crate::state::AppState;
@@ -16,54 +15,6 @@ use crate::state::AppState;
 pub(crate) const MAX_BODY: usize = 8 * 1024 * 1024;
 /// Body limit of `PUT /meta/{hash}/{key...}` (one value).
 pub(crate) const MAX_PROPERTY_BODY: usize = 1024 * 1024;
-
-/// Adds the CORS headers to every answer; answers preflights itself.
-///
-/// The original allowed `GET, POST, PUT, DELETE, OPTIONS` and
-/// `Content-Type`; PATCH, HEAD, `Authorization` (the admin token) and
-/// `Last-Event-ID` (SSE resume) are added so browsers can use every route.
-pub(crate) async fn cors(req: Request, next: Next) -> Response {
-    // A WebDAV client's OPTIONS (no `Access-Control-Request-Method`)
-    // asks what the server speaks: the WebDAV handler answers it.
-    let preflight = req.method() == Method::OPTIONS
-        && (!req.uri().path().starts_with(crate::dav::PREFIX)
-            || req
-                .headers()
-                .contains_key(header::ACCESS_CONTROL_REQUEST_METHOD));
-    let mut resp = if preflight {
-        StatusCode::OK.into_response()
-    } else {
-        next.run(req).await
-    };
-    let h = resp.headers_mut();
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_ORIGIN,
-        HeaderValue::from_static("*"),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_METHODS,
-        HeaderValue::from_static(
-            "GET, POST, PUT, PATCH, DELETE, HEAD, OPTIONS, PROPFIND, PROPPATCH, MKCOL, COPY, \
-             MOVE, LOCK, UNLOCK",
-        ),
-    );
-    h.insert(
-        header::ACCESS_CONTROL_ALLOW_HEADERS,
-        HeaderValue::from_static(
-            "Content-Type, Authorization, Last-Event-ID, Range, If-Match, If-None-Match, \
-             If-Modified-Since, If-Unmodified-Since, If-Range, Depth, Destination, Overwrite, \
-             If, Lock-Token, Timeout",
-        ),
-    );
-    // A player in a browser reads these of a ranged or conditional answer.
-    h.insert(
-        header::ACCESS_CONTROL_EXPOSE_HEADERS,
-        HeaderValue::from_static(
-            "Content-Range, Content-Length, Accept-Ranges, ETag, Last-Modified, DAV, Lock-Token",
-        ),
-    );
-    resp
-}
 
 /// Lets a request through to an admin route only with
 /// `Authorization: Bearer <admin token>` ([`metacore::admin`]; every

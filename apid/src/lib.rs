@@ -10,6 +10,7 @@
 pub(crate) mod body_progress;
 pub(crate) mod confine;
 pub(crate) mod conn;
+pub(crate) mod cors;
 pub(crate) mod dav;
 pub mod events;
 pub(crate) mod http;

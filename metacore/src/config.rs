@@ -100,6 +100,11 @@ pub struct Config {
     /// SSE streams one client holds at once
     /// (`META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT`); one more is a 429.
     pub sse_max_followers_per_client: usize,
+    /// Origins whose pages may call the API from a browser
+    /// (`META_CORE_CORS_ORIGINS`): `None` is any (`*`, the default, for
+    /// every route but the admin ones); else the listed origins only, the
+    /// admin routes included.
+    pub cors_origins: Option<Vec<String>>,
     /// Most inotify watches (folders) watcherd takes
     /// (`META_CORE_WATCH_MAX_DIRS`; 0, the default, is the kernel's
     /// `max_user_watches`). Folders past it are polled every
@@ -133,6 +138,36 @@ impl fmt::Debug for Config {
             .field("admin_open", &self.admin_open)
             .finish_non_exhaustive()
     }
+}
+
+/// `META_CORE_CORS_ORIGINS`: unset or `*`, any origin; else a comma list
+/// of origins (`scheme://host[:port]`, no path), compared in lower case.
+fn cors_origins(raw: Option<String>) -> Result<Option<Vec<String>>, ConfigError> {
+    let Some(raw) = raw else { return Ok(None) };
+    if raw.trim() == "*" {
+        return Ok(None);
+    }
+    let bad = || ConfigError {
+        var: "META_CORE_CORS_ORIGINS",
+        value: raw.clone(),
+        expected: "* or a comma-separated list of origins (http://host[:port], https://...)",
+    };
+    let mut list = Vec::new();
+    for o in raw.split(',').map(str::trim).filter(|o| !o.is_empty()) {
+        let o = o.trim_end_matches('/').to_ascii_lowercase();
+        let rest = o
+            .strip_prefix("http://")
+            .or_else(|| o.strip_prefix("https://"))
+            .ok_or_else(bad)?;
+        if rest.is_empty() || rest.contains(['/', '?', '#', ' ', '*']) {
+            return Err(bad());
+        }
+        list.push(o);
+    }
+    if list.is_empty() {
+        return Err(bad());
+    }
+    Ok(Some(list))
 }
 
 /// A variable that is set but cannot be used.
@@ -403,6 +438,7 @@ impl Config {
                 "a follower count (1-1000000)",
                 |v| (1..=1_000_000).contains(v),
             )?,
+            cors_origins: cors_origins(r.raw("META_CORE_CORS_ORIGINS"))?,
             watch_max_dirs: r.parse(
                 "META_CORE_WATCH_MAX_DIRS",
                 0,
@@ -479,6 +515,42 @@ mod tests {
         assert_eq!(c.admin_token, None);
         assert!(!c.admin_open, "the admin routes are closed by default");
         assert_eq!(c.base_url, None);
+    }
+
+    #[test]
+    fn cors_origins_are_any_or_a_checked_list() {
+        assert_eq!(cfg(&[]).unwrap().cors_origins, None);
+        assert_eq!(
+            cfg(&[("META_CORE_CORS_ORIGINS", "*")])
+                .unwrap()
+                .cors_origins,
+            None
+        );
+        assert_eq!(
+            cfg(&[(
+                "META_CORE_CORS_ORIGINS",
+                "http://UI.lan:8080/, https://x.example"
+            )])
+            .unwrap()
+            .cors_origins,
+            Some(vec![
+                "http://ui.lan:8080".to_owned(),
+                "https://x.example".to_owned()
+            ])
+        );
+        for bad in [
+            "ui.lan",
+            "http://ui.lan/app",
+            "ftp://x",
+            ",",
+            "http://*.lan",
+        ] {
+            assert_eq!(
+                cfg(&[("META_CORE_CORS_ORIGINS", bad)]).unwrap_err().var,
+                "META_CORE_CORS_ORIGINS",
+                "{bad}"
+            );
+        }
     }
 
     #[test]

@@ -60,6 +60,12 @@ pub enum ErrorCode {
     /// This client holds as much of a bounded resource as one client may
     /// (connections, event streams, locks); the others are still served.
     TooManyRequests,
+    /// A browser's write whose body is not JSON where the route reads JSON
+    /// (a cross-site form could send it without asking first).
+    UnsupportedMediaType,
+    /// A browser page whose origin may not call this route
+    /// (`META_CORE_CORS_ORIGINS`, or an admin route).
+    OriginRefused,
 }
 
 /// One row of the error table.
@@ -185,6 +191,18 @@ const TABLE: &[Row] = &[
         status: 429,
         slug: "too_many_requests",
         retryable: true,
+    },
+    Row {
+        code: ErrorCode::UnsupportedMediaType,
+        status: 415,
+        slug: "unsupported_media_type",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::OriginRefused,
+        status: 403,
+        slug: "origin_refused",
+        retryable: false,
     },
 ];
 
@@ -329,7 +347,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 19] = [
+    const ALL: [ErrorCode; 21] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -349,6 +367,8 @@ mod tests {
         ErrorCode::InsufficientStorage,
         ErrorCode::MountFailed,
         ErrorCode::TooManyRequests,
+        ErrorCode::UnsupportedMediaType,
+        ErrorCode::OriginRefused,
     ];
 
     #[test]

@@ -23,7 +23,7 @@ use axum::middleware::from_fn_with_state;
 use axum::routing::{any, get, post, put};
 use metacore::socket::body::{no_method, no_route};
 
-use crate::http::{MAX_BODY, MAX_PROPERTY_BODY, admin_only, cors};
+use crate::http::{MAX_BODY, MAX_PROPERTY_BODY, admin_only};
 use crate::state::AppState;
 
 /// The public API on `META_CORE_HTTP_HOST:META_CORE_HTTP_PORT`.
@@ -99,7 +99,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(buffered_bodies))
-        .layer(axum::middleware::from_fn(cors))
+        .layer(from_fn_with_state(state.clone(), crate::cors::cors))
         .with_state(state)
 }
 

@@ -139,6 +139,19 @@ mod tests {
     }
 
     #[test]
+    fn cors_knows_the_admin_routes_as_the_document_does() {
+        for (path, m) in operations(&doc()) {
+            let method = Method::from_bytes(m.to_uppercase().as_bytes()).expect("a method");
+            let uri = sample(&path).replace("{id}", "x");
+            assert_eq!(
+                crate::cors::admin_route(&method, &uri),
+                ADMIN.contains(&(path.as_str(), m)),
+                "{m} {path}"
+            );
+        }
+    }
+
+    #[test]
     fn exactly_the_admin_routes_need_the_bearer_token() {
         let d = doc();
         for (path, m) in operations(&d) {

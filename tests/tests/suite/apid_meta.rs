@@ -666,10 +666,11 @@ async fn every_answer_carries_cors_headers_and_options_is_200() {
         for m in ["GET", "POST", "PUT", "PATCH", "DELETE", "OPTIONS"] {
             assert!(methods.contains(m), "{what}: {m} in {methods:?}");
         }
+        let headers = r.header("access-control-allow-headers").unwrap_or_default();
+        assert!(headers.contains("Content-Type"), "{what}");
         assert!(
-            r.header("access-control-allow-headers")
-                .is_some_and(|h| h.contains("Content-Type")),
-            "{what}"
+            headers.contains("Last-Event-ID"),
+            "{what}: SSE resume from a page"
         );
     };
     check(&a.get("/health").await, "GET /health");
@@ -690,11 +691,183 @@ async fn every_answer_carries_cors_headers_and_options_is_200() {
         )
         .await;
     assert_eq!(pre.status, 200);
-    check(&pre, "OPTIONS /meta/<rid>");
+    assert_eq!(pre.header("access-control-allow-origin"), Some("*"));
+    assert_eq!(
+        pre.header("access-control-allow-methods"),
+        Some("PATCH"),
+        "a preflight allows what it asks, not every method"
+    );
     assert_eq!(
         a.send("OPTIONS", "/anything/at/all", "", &[]).await.status,
         200
     );
+}
+
+/// A page of another origin (issue 23, point 10, finding N9): its writes
+/// that need no preflight are refused unless their body is JSON, and it
+/// reaches no admin route, unless `META_CORE_CORS_ORIGINS` lists it.
+#[tokio::test]
+async fn pages_of_other_origins_cannot_write_cross_site_or_reach_admin_routes() {
+    let (s, a) = start().await;
+    let rid = random_rid().to_string();
+    a.ok_json("PATCH", &format!("/meta/{rid}"), &json!({"title": "T"}))
+        .await;
+    let before = dump(&s.db_path());
+    let page = [
+        ("origin", "http://evil.example"),
+        ("content-type", "text/plain"),
+    ];
+    for (method, path, body) in [
+        ("POST", format!("/meta/{rid}/_add/tags"), "x".to_owned()),
+        (
+            "PATCH",
+            format!("/meta/{rid}"),
+            r#"{"title":"pwned"}"#.to_owned(),
+        ),
+        (
+            "POST",
+            "/api/metadata/batch".to_owned(),
+            r#"{"updates":[]}"#.to_owned(),
+        ),
+        ("POST", "/api/metadata/search".to_owned(), "{}".to_owned()),
+    ] {
+        a.admin()
+            .send(method, &path, body, &page)
+            .await
+            .assert_error(415, "unsupported_media_type");
+    }
+    assert_same(&before, &dump(&s.db_path()), "cross-site writes");
+    // A service sends no Origin: its text body is taken as ever.
+    let r = a
+        .send(
+            "POST",
+            &format!("/meta/{rid}/_add/tags"),
+            "x",
+            &[("content-type", "text/plain")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // A page's JSON write to an open route is fine.
+    let r = a
+        .send(
+            "PATCH",
+            &format!("/meta/{rid}"),
+            r#"{"year":"2001"}"#,
+            &[
+                ("origin", "http://ui.example"),
+                ("content-type", "application/json"),
+            ],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert_eq!(r.header("access-control-allow-origin"), Some("*"));
+
+    // No page may call an admin route: its preflight is refused, and its
+    // answers carry nothing that lets a page read them.
+    let pre = a
+        .send(
+            "OPTIONS",
+            "/api/kv/value",
+            "",
+            &[
+                ("origin", "http://evil.example"),
+                ("access-control-request-method", "PUT"),
+                (
+                    "access-control-request-headers",
+                    "authorization, content-type",
+                ),
+            ],
+        )
+        .await;
+    pre.assert_error(403, "origin_refused");
+    assert_eq!(pre.header("access-control-allow-origin"), None);
+    let r = a
+        .admin()
+        .send(
+            "DELETE",
+            "/api/kv/value?key=udl:x",
+            "",
+            &[("origin", "http://evil.example")],
+        )
+        .await;
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        None,
+        "{}",
+        r.text()
+    );
+    // Reading a value (GET /api/kv/value) is not an admin route.
+    let pre = a
+        .send(
+            "OPTIONS",
+            "/api/kv/value",
+            "",
+            &[
+                ("origin", "http://evil.example"),
+                ("access-control-request-method", "GET"),
+            ],
+        )
+        .await;
+    assert_eq!(pre.status, 200);
+}
+
+#[tokio::test]
+async fn listed_origins_alone_are_allowed_and_may_reach_admin_routes() {
+    let s = Storaged::start().await;
+    let a = Apid::start_with(
+        &s,
+        &[(
+            "META_CORE_CORS_ORIGINS",
+            "http://console.lan:8080, https://ui.lan",
+        )],
+    )
+    .await;
+    let http: e2e::apid::Http = (*a).clone();
+    let pre = |origin: &'static str| {
+        let http = http.clone();
+        async move {
+            http.send(
+                "OPTIONS",
+                "/api/mounts",
+                "",
+                &[
+                    ("origin", origin),
+                    ("access-control-request-method", "POST"),
+                    ("access-control-request-headers", "authorization"),
+                ],
+            )
+            .await
+        }
+    };
+    let ok = pre("http://console.lan:8080").await;
+    assert_eq!(ok.status, 200, "{}", ok.text());
+    assert_eq!(
+        ok.header("access-control-allow-origin"),
+        Some("http://console.lan:8080")
+    );
+    assert!(
+        ok.header("access-control-allow-headers")
+            .is_some_and(|h| h.contains("Authorization"))
+    );
+    assert_eq!(ok.header("vary"), Some("Origin"));
+    pre("http://evil.example")
+        .await
+        .assert_error(403, "origin_refused");
+    let r = a
+        .send("GET", "/health", "", &[("origin", "https://ui.lan")])
+        .await;
+    assert_eq!(
+        r.header("access-control-allow-origin"),
+        Some("https://ui.lan")
+    );
+    let r = a
+        .send("GET", "/health", "", &[("origin", "http://evil.example")])
+        .await;
+    assert_eq!(
+        r.status, 200,
+        "a browser is kept from reading it, not refused"
+    );
+    assert_eq!(r.header("access-control-allow-origin"), None);
 }
 
 #[tokio::test]
