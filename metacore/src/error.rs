@@ -57,6 +57,9 @@ pub enum ErrorCode {
     /// file is busy): the mount's state keeps the request from being
     /// carried out, as a 409; the message is rclone's own text.
     MountFailed,
+    /// The request body stopped coming (`META_CORE_HTTP_BODY_TIMEOUT_MS`
+    /// without a byte).
+    RequestTimeout,
 }
 
 /// One row of the error table.
@@ -176,6 +179,12 @@ const TABLE: &[Row] = &[
         status: 409,
         slug: "mount_failed",
         retryable: true,
+    },
+    Row {
+        code: ErrorCode::RequestTimeout,
+        status: 408,
+        slug: "request_timeout",
+        retryable: false,
     },
 ];
 
@@ -313,7 +322,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 18] = [
+    const ALL: [ErrorCode; 19] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -332,6 +341,7 @@ mod tests {
         ErrorCode::ReadOnly,
         ErrorCode::InsufficientStorage,
         ErrorCode::MountFailed,
+        ErrorCode::RequestTimeout,
     ];
 
     #[test]
