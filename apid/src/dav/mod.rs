@@ -303,6 +303,9 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     let ctx = Arc::new(volume::Ctx::new(roots, purpose));
     let resp = handler.handle_guarded(req, ctx).await.map(Body::new);
     if locks.refused() == Some(locks::Refusal::ClientFull) {
+        if let Some(c) = client {
+            tracing::info!(client = %c.addr(), "webdav: a client holds as many locks as one may");
+        }
         return ApiError::new(
             ErrorCode::Overloaded,
             format!(

@@ -52,7 +52,7 @@ impl Ours {
 
     fn has(&self, scheme: &str, authority: &str) -> bool {
         let a = normal(scheme, authority);
-        self.names.iter().any(|n| *n == a)
+        self.names.contains(&a)
     }
 }
 

@@ -24,13 +24,16 @@ fn count(dir: &Path) -> usize {
     std::fs::read_dir(dir).unwrap().count()
 }
 
+/// A request: method, path, body, headers.
+type Case<'a> = (&'a str, &'a str, &'a str, Vec<(&'a str, &'a str)>);
+
 /// Every kind of write into `corn/m`, and what it answers.
 async fn writes(a: &Apid) -> Vec<(String, u16, Option<String>)> {
     let sabre = [
         ("content-type", "application/x-sabredav-partialupdate"),
         ("x-update-range", "append"),
     ];
-    let cases: Vec<(&str, &str, &str, Vec<(&str, &str)>)> = vec![
+    let cases: Vec<Case<'_>> = vec![
         ("PUT", "/webdav/corn/m/new.txt", "x", vec![]),
         ("PATCH", "/webdav/corn/m/old.txt", "y", sabre.to_vec()),
         ("MKCOL", "/webdav/corn/m/dir", "", vec![]),

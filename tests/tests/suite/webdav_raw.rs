@@ -88,7 +88,10 @@ pub(crate) fn parse(raw: &[u8]) -> RawResponse {
         .is_some_and(|v| v.eq_ignore_ascii_case("chunked"))
     {
         dechunk(rest)
-    } else if let Some(n) = r.header("content-length").and_then(|n| n.parse::<usize>().ok()) {
+    } else if let Some(n) = r
+        .header("content-length")
+        .and_then(|n| n.parse::<usize>().ok())
+    {
         rest[..n.min(rest.len())].to_vec()
     } else {
         rest.to_vec()
