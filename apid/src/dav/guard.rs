@@ -119,10 +119,12 @@ pub(super) async fn check(
     asked: Asked,
 ) -> Result<Option<Arc<Budget>>, Response> {
     let roots = roots.clone();
-    tokio::task::spawn_blocking(move || checks(&roots, &asked))
-        .await
-        .unwrap_or(Ok(None))
-        .map_err(Refusal::into_response)
+    match tokio::task::spawn_blocking(move || checks(&roots, &asked)).await {
+        Ok(r) => r.map_err(Refusal::into_response),
+        Err(e) => {
+            Err(ApiError::internal(format!("the checks of a write failed: {e}")).into_response())
+        }
+    }
 }
 
 fn checks(roots: &Roots, a: &Asked) -> Result<Option<Arc<Budget>>, Refusal> {

@@ -287,7 +287,10 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         Err(r) => return r,
     };
     let purpose = match (method.as_str(), budget) {
-        ("COPY", Some(b)) => Purpose::Copy(b),
+        ("COPY", Some(budget)) => Purpose::Copy {
+            budget,
+            source: rel.clone(),
+        },
         ("LOCK", _) => Purpose::Lock,
         _ => Purpose::Other,
     };

@@ -58,9 +58,12 @@ pub(crate) enum Purpose {
     Other,
     /// A LOCK: an unmapped URL is locked without making a file.
     Lock,
-    /// A COPY: folder symlinks are not followed, and what it makes is
-    /// taken from its budget.
-    Copy(Arc<Budget>),
+    /// A COPY of `source`: folder symlinks in it are not followed, and
+    /// what it makes is taken from its budget.
+    Copy {
+        budget: Arc<Budget>,
+        source: PathBuf,
+    },
 }
 
 impl Ctx {
@@ -75,7 +78,7 @@ impl Ctx {
 
     fn budget(&self) -> Option<Arc<Budget>> {
         match &self.purpose {
-            Purpose::Copy(b) => Some(b.clone()),
+            Purpose::Copy { budget, .. } => Some(budget.clone()),
             _ => None,
         }
     }
@@ -112,11 +115,13 @@ impl GuardedFileSystem<Creds> for Volume {
                 .await?
                 .map_err(|e| fs_error(&e))?;
             let listed = ctx.listed.clone();
-            *listed.lock().unwrap_or_else(|e| e.into_inner()) = Listed::of(rel);
+            *listed.lock().unwrap_or_else(|e| e.into_inner()) = Listed::of(rel.clone());
             let (tx, rx) = tokio::sync::mpsc::channel(2);
             let how = Listing {
                 follow: meta == ReadDirMeta::Data,
-                copying: matches!(ctx.purpose, Purpose::Copy(_)),
+                // Only in the tree copied: a destination it replaces is
+                // listed whole to be removed.
+                copying: matches!(&ctx.purpose, Purpose::Copy { source, .. } if rel.starts_with(source)),
             };
             tokio::task::spawn_blocking(move || list(&roots, fd, &real, how, &listed, &tx));
             let entries = futures_util::stream::unfold(rx, |mut rx| async move {

@@ -62,6 +62,15 @@ async fn a_copy_does_not_follow_folder_links() {
         b"jpg",
         "a link to a file is copied as the file"
     );
+    // Copied again over it, a folder link in the destination is removed
+    // with the rest of what is replaced.
+    std::os::unix::fs::symlink("s1", files.join("plugin/show/link")).unwrap();
+    let r = copy(&a, "/webdav/watch/show/", "/webdav/plugin/show/").await;
+    assert_eq!(r.status, 204, "{}", r.text());
+    assert_eq!(
+        tree(&files.join("plugin/show")),
+        ["poster.jpg", "s1", "s1/cover.jpg", "s1/e1.mkv"]
+    );
 }
 
 #[tokio::test]
