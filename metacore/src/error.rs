@@ -66,6 +66,9 @@ pub enum ErrorCode {
     /// A browser page whose origin may not call this route
     /// (`META_CORE_CORS_ORIGINS`, or an admin route).
     OriginRefused,
+    /// The request body stopped coming (`META_CORE_HTTP_BODY_TIMEOUT_MS`
+    /// without a byte).
+    RequestTimeout,
 }
 
 /// One row of the error table.
@@ -202,6 +205,12 @@ const TABLE: &[Row] = &[
         code: ErrorCode::OriginRefused,
         status: 403,
         slug: "origin_refused",
+        retryable: false,
+    },
+    Row {
+        code: ErrorCode::RequestTimeout,
+        status: 408,
+        slug: "request_timeout",
         retryable: false,
     },
 ];
@@ -347,7 +356,7 @@ impl axum::response::IntoResponse for ApiError {
 mod tests {
     use super::*;
 
-    const ALL: [ErrorCode; 21] = [
+    const ALL: [ErrorCode; 22] = [
         ErrorCode::UnknownRoot,
         ErrorCode::UnknownCid,
         ErrorCode::SchemaViolation,
@@ -369,6 +378,7 @@ mod tests {
         ErrorCode::TooManyRequests,
         ErrorCode::UnsupportedMediaType,
         ErrorCode::OriginRefused,
+        ErrorCode::RequestTimeout,
     ];
 
     #[test]

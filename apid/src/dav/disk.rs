@@ -14,8 +14,9 @@ use dav_server::fs::{DavDirEntry, DavFile, DavMetaData, FsError, FsFuture, FsRes
 use futures_util::FutureExt;
 use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
 
-use super::area::{Area, area, entry_area};
-use super::file::{Commit, VolFile};
+use super::area::{Area, area, entry_area, parent_mounted};
+use super::budget::Budget;
+use super::file::{Commit, NoFile, VolFile};
 use super::props;
 use super::temp::{self, FILE_MODE};
 use crate::confine::{Roots, missing};
@@ -43,7 +44,9 @@ pub(crate) fn fs_error(e: &io::Error) -> FsError {
         Some(libc::ENOSPC | libc::EDQUOT) => FsError::InsufficientStorage,
         Some(libc::EFBIG) => FsError::TooLarge,
         Some(libc::ENAMETOOLONG) => FsError::PathTooLong,
-        Some(libc::EXDEV) => FsError::IsRemote,
+        // Across filesystems; or a mount's folder that is not mounted, or
+        // a FUSE mount whose rclone is gone.
+        Some(libc::EXDEV | libc::ENOTCONN) => FsError::IsRemote,
         _ => {
             tracing::warn!("webdav: {e}");
             FsError::GeneralFailure
@@ -171,15 +174,34 @@ pub(super) fn open_resource_at(
     roots.open_entry(&p)
 }
 
+/// How a folder is listed.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct Listing {
+    /// Symlinks followed (where they stay inside) to what they lead to.
+    pub follow: bool,
+    /// For a COPY: only what is copied, so a symlink is listed only when
+    /// it leads to a file inside ([`super::budget`]).
+    pub copying: bool,
+}
+
+/// Whether the symlink at `path` leads to a regular file inside.
+fn links_to_file(roots: &Roots, path: &Path) -> bool {
+    roots.confined(path).is_some_and(|t| {
+        rustix::fs::stat(&t)
+            .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::RegularFile)
+    })
+}
+
 /// Lists the folder `fd` (really at `real`) to `tx` in batches.
 pub(super) fn list(
     roots: &Roots,
     fd: std::os::fd::OwnedFd,
     real: &Path,
-    follow: bool,
+    how: Listing,
     listed: &std::sync::Mutex<Listed>,
     tx: &tokio::sync::mpsc::Sender<Vec<Entry>>,
 ) {
+    let follow = how.follow;
     let dir = match rustix::fs::Dir::read_from(&fd) {
         Ok(d) => d,
         Err(e) => {
@@ -202,6 +224,12 @@ pub(super) fn list(
         let Ok(mut st) = rustix::fs::statat(&fd, os, AtFlags::SYMLINK_NOFOLLOW) else {
             continue;
         };
+        if how.copying
+            && FileType::from_raw_mode(st.st_mode) == FileType::Symlink
+            && !links_to_file(roots, &path)
+        {
+            continue;
+        }
         let mut props_at = path.clone();
         if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
             let Some(target) = roots.confined(&path) else {
@@ -238,7 +266,14 @@ pub(super) fn free_bytes(dir: &impl AsFd) -> Option<u64> {
     Some(v.f_bavail.saturating_mul(v.f_frsize))
 }
 
-pub(super) fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<dyn DavFile>> {
+/// Opens the file at `rel` as `o` asks. `lock`: for a LOCK of an
+/// unmapped URL, which makes nothing ([`NoFile`]).
+pub(super) fn open(
+    roots: &Roots,
+    rel: &Path,
+    o: &OpenOptions,
+    lock: bool,
+) -> FsResult<Box<dyn DavFile>> {
     let err = |e: io::Error| fs_error(&e);
     if !o.write && !o.append {
         let p = roots.parent(rel).map_err(err)?;
@@ -248,7 +283,7 @@ pub(super) fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<d
         if !is_file {
             return Err(FsError::Forbidden);
         }
-        return Ok(Box::new(VolFile::new(file, None)));
+        return Ok(Box::new(VolFile::reading(file)));
     }
     if area(rel) != Area::Writable {
         return Err(FsError::Forbidden);
@@ -257,21 +292,28 @@ pub(super) fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<d
     if entry_area(roots, &p) != Area::Writable {
         return Err(FsError::Forbidden);
     }
+    parent_mounted(roots, &p).map_err(err)?;
     let existing = match rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW) {
-        Ok(st) => Some(FileType::from_raw_mode(st.st_mode)),
+        Ok(st) => Some((
+            FileType::from_raw_mode(st.st_mode),
+            st.st_size.max(0) as u64,
+        )),
         Err(rustix::io::Errno::NOENT) => None,
         Err(e) => return Err(errno(e)),
     };
     match existing {
-        Some(FileType::RegularFile) if o.create_new => return Err(FsError::Exists),
-        Some(FileType::RegularFile) => {}
+        Some((FileType::RegularFile, _)) if o.create_new => return Err(FsError::Exists),
+        Some((FileType::RegularFile, _)) => {}
         // Never written through: a folder, a symlink, a device.
         Some(_) => return Err(FsError::Forbidden),
         None if !o.create && !o.create_new => return Err(FsError::NotFound),
+        None if lock => return Ok(Box::new(NoFile)),
         None => {}
     }
-    if let (Some(size), Some(free)) = (o.size, free_bytes(&p.fd))
-        && size > free
+    let size = existing.map_or(0, |(_, n)| n);
+    let free = free_bytes(&p.fd).unwrap_or(u64::MAX);
+    if let Some(declared) = o.size
+        && declared > free
     {
         return Err(FsError::InsufficientStorage);
     }
@@ -285,7 +327,7 @@ pub(super) fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<d
             done: false,
             dir: p.fd,
         };
-        return Ok(Box::new(VolFile::new(file, Some(commit))));
+        return Ok(Box::new(VolFile::writing(file, Some(commit), free, 0)));
     }
     let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     if o.create || o.create_new {
@@ -302,12 +344,19 @@ pub(super) fn open(roots: &Roots, rel: &Path, o: &OpenOptions) -> FsResult<Box<d
     if existing.is_none() {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
     }
-    Ok(Box::new(VolFile::new(fd.into(), None)))
+    let start = if o.append { size } else { 0 };
+    Ok(Box::new(VolFile::writing(
+        fd.into(),
+        None,
+        size.saturating_add(free),
+        start,
+    )))
 }
 
 /// Copies the regular file at `from` over (or to) `to`, through a
-/// temporary file renamed into place.
-pub(super) fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
+/// temporary file renamed into place; taken from `budget` when a COPY
+/// request runs it.
+pub(super) fn copy(roots: &Roots, from: &Path, to: &Path, budget: Option<&Budget>) -> FsResult<()> {
     let err = |e: io::Error| fs_error(&e);
     if area(to) != Area::Writable {
         return Err(FsError::Forbidden);
@@ -323,7 +372,10 @@ pub(super) fn copy(roots: &Roots, from: &Path, to: &Path) -> FsResult<()> {
     if entry_area(roots, &dst) != Area::Writable {
         return Err(FsError::Forbidden);
     }
-    if free_bytes(&dst.fd).is_some_and(|free| meta.len() > free) {
+    parent_mounted(roots, &dst).map_err(err)?;
+    if free_bytes(&dst.fd).is_some_and(|free| meta.len() > free)
+        || budget.is_some_and(|b| !b.take(meta.len()))
+    {
         return Err(FsError::InsufficientStorage);
     }
     let (mut tmp_file, temp) = temp::create(&dst.fd, dst.name).map_err(err)?;

@@ -2,8 +2,11 @@
 //! ([`super::temp`]) in its target's folder and gives it the target's
 //! name once every byte is on disk, so a reader (a sorter, a player, the
 //! watcher) sees the old file or the new one, never half of one; an
-//! upload that fails or is cut off leaves nothing behind. A ranged PUT (`Content-Range`) writes in
-//! place. Writes are gathered into 1 MiB before they reach the disk.
+//! upload that fails or is cut off leaves nothing behind. A ranged PUT
+//! (`Content-Range`) writes in place, from at most the file's end. Writes
+//! are gathered into 1 MiB before they reach the disk, and none goes past
+//! the end the filesystem had room for when the file was opened (a
+//! chunked body declares no length to refuse it by up front).
 
 use std::ffi::OsString;
 use std::io::{Read, Seek, SeekFrom, Write};
@@ -44,15 +47,39 @@ pub(crate) struct VolFile {
     pending: BytesMut,
     /// Bytes taken by `write_*`.
     written: u64,
+    /// Where the next byte taken lands.
+    pos: u64,
+    /// For a file opened to write: the end no write may pass (its size
+    /// when opened, or 0 for a temporary file, plus the free space then),
+    /// and no seek may go past the file's end.
+    limit: Option<u64>,
     commit: Option<Commit>,
 }
 
 impl VolFile {
-    pub(crate) fn new(file: std::fs::File, commit: Option<Commit>) -> Self {
+    /// A file opened to read.
+    pub(crate) fn reading(file: std::fs::File) -> Self {
+        Self::new(file, None, None, 0)
+    }
+
+    /// A file opened to write from `pos` (its end for an append), up to
+    /// the end `limit`.
+    pub(crate) fn writing(
+        file: std::fs::File,
+        commit: Option<Commit>,
+        limit: u64,
+        pos: u64,
+    ) -> Self {
+        Self::new(file, commit, Some(limit), pos)
+    }
+
+    fn new(file: std::fs::File, commit: Option<Commit>, limit: Option<u64>, pos: u64) -> Self {
         Self {
             file: Some(file),
             pending: BytesMut::new(),
             written: 0,
+            pos,
+            limit,
             commit,
         }
     }
@@ -82,7 +109,14 @@ impl VolFile {
     }
 
     async fn gather(&mut self, bytes: &[u8]) -> FsResult<()> {
-        self.written += bytes.len() as u64;
+        let n = bytes.len() as u64;
+        if self.limit.is_some_and(|l| self.pos.saturating_add(n) > l) {
+            // Past the room there was: nothing more is written, and a
+            // whole-file PUT is dropped unnamed.
+            return Err(FsError::InsufficientStorage);
+        }
+        self.pos += n;
+        self.written += n;
         self.pending.extend_from_slice(bytes);
         if self.pending.len() >= GATHER {
             self.write_pending().await?;
@@ -152,7 +186,21 @@ impl DavFile for VolFile {
     fn seek(&mut self, pos: SeekFrom) -> FsFuture<'_, u64> {
         async move {
             self.write_pending().await?;
-            self.with_file(move |f| f.seek(pos)).await
+            let writing = self.limit.is_some();
+            let at = self
+                .with_file(move |f| {
+                    if let (true, SeekFrom::Start(n)) = (writing, pos)
+                        && n > f.metadata()?.len()
+                    {
+                        // A write never starts past the end (dav-server
+                        // answers 416).
+                        return Err(std::io::Error::from_raw_os_error(libc::EINVAL));
+                    }
+                    f.seek(pos)
+                })
+                .await?;
+            self.pos = at;
+            Ok(at)
         }
         .boxed()
     }
@@ -206,5 +254,32 @@ impl DavFile for VolFile {
             Ok(())
         }
         .boxed()
+    }
+}
+
+/// What a LOCK of an unmapped URL opens: nothing. The lock is kept in
+/// memory ([`super::locks`]); no empty file is made, so none is left
+/// behind when the lock ends unused, and the client's PUT makes the file.
+#[derive(Debug)]
+pub(crate) struct NoFile;
+
+impl DavFile for NoFile {
+    fn metadata(&mut self) -> FsFuture<'_, Box<dyn DavMetaData>> {
+        futures_util::future::ready(Err(FsError::NotFound)).boxed()
+    }
+    fn write_buf(&mut self, _buf: Box<dyn Buf + Send>) -> FsFuture<'_, ()> {
+        futures_util::future::ready(Err(FsError::Forbidden)).boxed()
+    }
+    fn write_bytes(&mut self, _buf: Bytes) -> FsFuture<'_, ()> {
+        futures_util::future::ready(Err(FsError::Forbidden)).boxed()
+    }
+    fn read_bytes(&mut self, _count: usize) -> FsFuture<'_, Bytes> {
+        futures_util::future::ready(Err(FsError::Forbidden)).boxed()
+    }
+    fn seek(&mut self, _pos: SeekFrom) -> FsFuture<'_, u64> {
+        futures_util::future::ready(Err(FsError::Forbidden)).boxed()
+    }
+    fn flush(&mut self) -> FsFuture<'_, ()> {
+        futures_util::future::ready(Ok(())).boxed()
     }
 }

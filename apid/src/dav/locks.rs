@@ -1,8 +1,15 @@
-//! WebDAV locks: dav-server's in-memory lock table, with the two things
-//! it leaves out. A lock ends when its timeout passes (the table alone
-//! keeps a lock until it is released, so a client that died holding one
-//! would block the file until apid restarts), and the number of live
-//! locks is bounded. Locks live in apid's memory and end with it.
+//! WebDAV locks: dav-server's in-memory lock table, with what it leaves
+//! out. A lock ends when its timeout passes (the table alone keeps a lock
+//! until it is released, so a client that died holding one would block
+//! the file until apid restarts); it is granted for the `Timeout` the
+//! client asked, an hour at most (dav-server alone caps an exclusive lock
+//! at 10 minutes whatever it answers); and the number of live locks is
+//! bounded, in all, per resource and per client. Locks live in apid's
+//! memory and end with it.
+//!
+//! [`Locks`] is the table apid keeps; each request works through a
+//! [`RequestLocks`], which knows its client and the timeout it asked and
+//! says afterwards whether its LOCK was refused for the client's cap.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
@@ -14,28 +21,64 @@ use dav_server::memls::MemLs;
 use futures_util::FutureExt;
 use xmltree::Element;
 
+use crate::conn::Client;
+
 /// The longest a lock is granted for; a client asking more (or
-/// `Infinite`) gets this, and refreshes within it.
+/// `Infinite`, or nothing) gets this, and refreshes within it.
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Live locks at most; past it a LOCK is answered 423 until some end.
 pub(crate) const MAX_LOCKS: usize = 10_000;
 /// Locks on one resource at most (shared ones can pile up): then 423.
 pub(crate) const MAX_LOCKS_PER_PATH: usize = 16;
+/// Live locks one client (an IPv4 address, an IPv6 /64) holds at most;
+/// past it its LOCK is a 503 `overloaded` until some of its locks end.
+/// A desktop client holds one per open document; 64 leaves room for many
+/// and keeps one client from taking the whole table.
+pub(crate) const MAX_LOCKS_PER_CLIENT: usize = 64;
 /// The largest `<owner>` kept with a lock (it is handed back in every
 /// `lockdiscovery`); a larger one is dropped, the lock granted without it.
 pub(crate) const MAX_OWNER_BYTES: usize = 1024;
 
-#[derive(Debug, Default)]
-struct Live {
-    /// Token → (path, when it ends).
-    by_token: HashMap<String, (DavPath, SystemTime)>,
-    /// (when it ends, token), soonest first.
-    by_end: BTreeSet<(SystemTime, String)>,
+/// One live lock, as the bounds count it.
+#[derive(Debug)]
+struct Held {
+    path: DavPath,
+    end: SystemTime,
+    client: Option<Client>,
 }
 
+#[derive(Debug, Default)]
+struct Live {
+    /// Token → the lock.
+    by_token: HashMap<String, Held>,
+    /// (when it ends, token), soonest first.
+    by_end: BTreeSet<(SystemTime, String)>,
+    /// Live locks per client.
+    per_client: HashMap<Client, usize>,
+}
+
+impl Live {
+    fn remove(&mut self, token: &str) -> Option<Held> {
+        let held = self.by_token.remove(token)?;
+        self.by_end.remove(&(held.end, token.to_owned()));
+        if let Some(c) = held.client
+            && let Some(n) = self.per_client.get_mut(&c)
+        {
+            *n -= 1;
+            if *n == 0 {
+                self.per_client.remove(&c);
+            }
+        }
+        Some(held)
+    }
+}
+
+/// The lock table apid keeps for its life.
 #[derive(Debug, Clone)]
 pub(crate) struct Locks {
     table: Box<MemLs>,
+    /// The live locks' ends and owners, beside dav-server's table (which
+    /// has its own lock): taken briefly, never across an await.
     live: Arc<Mutex<Live>>,
 }
 
@@ -46,6 +89,25 @@ impl Default for Locks {
             live: Arc::default(),
         }
     }
+}
+
+/// Why a request's LOCK was refused, when apid answers it itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Refusal {
+    /// The client holds [`MAX_LOCKS_PER_CLIENT`] locks.
+    ClientFull,
+}
+
+/// The lock table as one request uses it.
+#[derive(Debug, Clone)]
+pub(crate) struct RequestLocks {
+    locks: Locks,
+    client: Option<Client>,
+    /// The `Timeout` the request asked (`Some(None)`: `Infinite`, or
+    /// none); `None`: take what dav-server passes.
+    asked: Option<Option<Duration>>,
+    /// Set by a LOCK refused for the client's cap; read by the caller.
+    refused: Arc<Mutex<Option<Refusal>>>,
 }
 
 /// What a refused LOCK is answered with (dav-server makes it a 423).
@@ -66,7 +128,34 @@ fn bounded(timeout: Option<Duration>) -> Duration {
     timeout.map_or(MAX_TIMEOUT, |t| t.min(MAX_TIMEOUT))
 }
 
+/// The `Timeout` header's first choice (RFC 4918 §10.7): `None` for
+/// `Infinite`, for none, or for one that cannot be read.
+pub(crate) fn asked_timeout(h: &http::HeaderMap) -> Option<Duration> {
+    let v = h.get("timeout")?.to_str().ok()?;
+    let first = v.split(',').next()?.trim();
+    let secs = first
+        .get(..7)
+        .filter(|p| p.eq_ignore_ascii_case("second-"))
+        .and_then(|_| first[7..].parse::<u64>().ok())?;
+    Some(Duration::from_secs(secs))
+}
+
 impl Locks {
+    /// The table for one request from `client`, which asked `asked`
+    /// ([`asked_timeout`]).
+    pub(crate) fn for_request(
+        &self,
+        client: Option<Client>,
+        asked: Option<Duration>,
+    ) -> RequestLocks {
+        RequestLocks {
+            locks: self.clone(),
+            client,
+            asked: Some(asked),
+            refused: Arc::default(),
+        }
+    }
+
     fn live(&self) -> std::sync::MutexGuard<'_, Live> {
         self.live.lock().unwrap_or_else(|e| e.into_inner())
     }
@@ -77,15 +166,15 @@ impl Locks {
         let ended: Vec<(String, DavPath)> = {
             let mut live = self.live();
             let mut ended = Vec::new();
-            while let Some((end, _)) = live.by_end.first() {
-                if *end > now {
+            while let Some((end, token)) = live.by_end.first().cloned() {
+                if end > now {
                     break;
                 }
-                let Some((_, token)) = live.by_end.pop_first() else {
-                    break;
-                };
-                if let Some((path, _)) = live.by_token.remove(&token) {
-                    ended.push((token, path));
+                match live.remove(&token) {
+                    Some(held) => ended.push((token, held.path)),
+                    None => {
+                        live.by_end.pop_first();
+                    }
                 }
             }
             ended
@@ -95,27 +184,42 @@ impl Locks {
         }
     }
 
-    fn track(&self, lock: &DavLock) {
+    fn track(&self, lock: &DavLock, client: Option<Client>) {
         let end = SystemTime::now() + bounded(lock.timeout);
         let mut live = self.live();
-        if let Some((_, old)) = live
-            .by_token
-            .insert(lock.token.clone(), (lock.path.clone(), end))
-        {
-            live.by_end.remove(&(old, lock.token.clone()));
+        // A refresh keeps its owner.
+        let client = live.remove(&lock.token).map_or(client, |old| old.client);
+        if let Some(c) = client {
+            *live.per_client.entry(c).or_default() += 1;
         }
+        live.by_token.insert(
+            lock.token.clone(),
+            Held {
+                path: lock.path.clone(),
+                end,
+                client,
+            },
+        );
         live.by_end.insert((end, lock.token.clone()));
     }
 
     fn forget(&self, token: &str) {
-        let mut live = self.live();
-        if let Some((_, end)) = live.by_token.remove(token) {
-            live.by_end.remove(&(end, token.to_owned()));
-        }
+        self.live().remove(token);
     }
 }
 
-impl DavLockSystem for Locks {
+impl RequestLocks {
+    /// Why this request's LOCK was refused, if apid answers it.
+    pub(crate) fn refused(&self) -> Option<Refusal> {
+        *self.refused.lock().unwrap_or_else(|e| e.into_inner())
+    }
+
+    fn timeout(&self, from_handler: Option<Duration>) -> Duration {
+        bounded(self.asked.unwrap_or(from_handler))
+    }
+}
+
+impl DavLockSystem for RequestLocks {
     fn lock(
         &self,
         path: &DavPath,
@@ -127,24 +231,37 @@ impl DavLockSystem for Locks {
     ) -> LsFuture<'_, Result<DavLock, DavLock>> {
         let (path, principal, owner) = (path.clone(), principal.map(str::to_owned), owner.cloned());
         async move {
-            self.expire().await;
-            if self.live().by_token.len() >= MAX_LOCKS {
+            let ls = &self.locks;
+            ls.expire().await;
+            let (all, mine) = {
+                let live = ls.live();
+                let mine = self
+                    .client
+                    .and_then(|c| live.per_client.get(&c).copied())
+                    .unwrap_or(0);
+                (live.by_token.len(), mine)
+            };
+            if all >= MAX_LOCKS {
                 tracing::warn!("webdav: {MAX_LOCKS} locks are held; a LOCK is refused");
                 return Err(refusal(path, principal, owner));
             }
-            if self.table.discover(&path).await.len() >= MAX_LOCKS_PER_PATH {
+            if mine >= MAX_LOCKS_PER_CLIENT {
+                *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(Refusal::ClientFull);
+                return Err(refusal(path, principal, owner));
+            }
+            if ls.table.discover(&path).await.len() >= MAX_LOCKS_PER_PATH {
                 return Err(refusal(path, principal, owner));
             }
             let owner = owner.filter(|o| {
                 let mut bytes = Vec::new();
                 o.write(&mut bytes).is_ok() && bytes.len() <= MAX_OWNER_BYTES
             });
-            let t = Some(bounded(timeout));
-            let lock = self
+            let t = Some(self.timeout(timeout));
+            let lock = ls
                 .table
                 .lock(&path, principal.as_deref(), owner.as_ref(), t, shared, deep)
                 .await?;
-            self.track(&lock);
+            ls.track(&lock, self.client);
             Ok(lock)
         }
         .boxed()
@@ -153,9 +270,10 @@ impl DavLockSystem for Locks {
     fn unlock(&self, path: &DavPath, token: &str) -> LsFuture<'_, Result<(), ()>> {
         let (path, token) = (path.clone(), token.to_owned());
         async move {
-            self.expire().await;
-            self.table.unlock(&path, &token).await?;
-            self.forget(&token);
+            let ls = &self.locks;
+            ls.expire().await;
+            ls.table.unlock(&path, &token).await?;
+            ls.forget(&token);
             Ok(())
         }
         .boxed()
@@ -169,12 +287,11 @@ impl DavLockSystem for Locks {
     ) -> LsFuture<'_, Result<DavLock, ()>> {
         let (path, token) = (path.clone(), token.to_owned());
         async move {
-            self.expire().await;
-            let lock = self
-                .table
-                .refresh(&path, &token, Some(bounded(timeout)))
-                .await?;
-            self.track(&lock);
+            let ls = &self.locks;
+            ls.expire().await;
+            let t = Some(self.timeout(timeout));
+            let lock = ls.table.refresh(&path, &token, t).await?;
+            ls.track(&lock, self.client);
             Ok(lock)
         }
         .boxed()
@@ -191,9 +308,10 @@ impl DavLockSystem for Locks {
         let (path, principal) = (path.clone(), principal.map(str::to_owned));
         let tokens: Vec<String> = submitted_tokens.into_iter().map(str::to_owned).collect();
         async move {
-            self.expire().await;
+            let ls = &self.locks;
+            ls.expire().await;
             let tokens = tokens.iter().map(String::as_str).collect();
-            self.table
+            ls.table
                 .check(&path, principal.as_deref(), ignore_principal, deep, tokens)
                 .await
         }
@@ -203,8 +321,8 @@ impl DavLockSystem for Locks {
     fn discover(&self, path: &DavPath) -> LsFuture<'_, Vec<DavLock>> {
         let path = path.clone();
         async move {
-            self.expire().await;
-            self.table.discover(&path).await
+            self.locks.expire().await;
+            self.locks.table.discover(&path).await
         }
         .boxed()
     }
@@ -212,26 +330,27 @@ impl DavLockSystem for Locks {
     fn delete(&self, path: &DavPath) -> LsFuture<'_, Result<(), ()>> {
         let path = path.clone();
         async move {
-            let gone: Vec<String> = self
+            let ls = &self.locks;
+            let gone: Vec<String> = ls
                 .table
                 .discover(&path)
                 .await
                 .into_iter()
                 .map(|l| l.token)
                 .collect();
-            let r = self.table.delete(&path).await;
+            let r = ls.table.delete(&path).await;
             // delete removes the locks at and below the path.
             let below: Vec<String> = {
-                let live = self.live();
+                let live = ls.live();
                 let prefix = path.as_bytes();
                 live.by_token
                     .iter()
-                    .filter(|(_, (p, _))| p.as_bytes().starts_with(prefix))
+                    .filter(|(_, h)| h.path.as_bytes().starts_with(prefix))
                     .map(|(t, _)| t.clone())
                     .collect()
             };
             for t in gone.iter().chain(&below) {
-                self.forget(t);
+                ls.forget(t);
             }
             r
         }
@@ -240,101 +359,5 @@ impl DavLockSystem for Locks {
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn p(s: &str) -> DavPath {
-        DavPath::new(s).unwrap()
-    }
-
-    #[tokio::test]
-    async fn a_lock_ends_when_its_time_passes() {
-        let ls = Locks::default();
-        let l = ls
-            .lock(
-                &p("/a"),
-                None,
-                None,
-                Some(Duration::from_millis(50)),
-                false,
-                false,
-            )
-            .await
-            .unwrap();
-        assert!(
-            ls.check(&p("/a"), None, false, false, vec![])
-                .await
-                .is_err()
-        );
-        assert!(
-            ls.check(&p("/a"), None, false, false, vec![&l.token])
-                .await
-                .is_ok()
-        );
-        tokio::time::sleep(Duration::from_millis(80)).await;
-        assert!(ls.check(&p("/a"), None, false, false, vec![]).await.is_ok());
-        assert!(ls.live().by_token.is_empty());
-    }
-
-    #[tokio::test]
-    async fn infinite_is_bounded_and_unlock_forgets() {
-        let ls = Locks::default();
-        let l = ls
-            .lock(&p("/a"), None, None, None, false, false)
-            .await
-            .unwrap();
-        assert_eq!(l.timeout, Some(MAX_TIMEOUT));
-        ls.unlock(&p("/a"), &l.token).await.unwrap();
-        assert!(ls.live().by_token.is_empty() && ls.live().by_end.is_empty());
-        let l = ls
-            .lock(&p("/d/x"), None, None, None, false, false)
-            .await
-            .unwrap();
-        ls.delete(&p("/d/")).await.ok();
-        assert!(!ls.live().by_token.contains_key(&l.token));
-    }
-
-    #[tokio::test]
-    async fn locks_on_one_path_and_owners_are_bounded() {
-        let ls = Locks::default();
-        for _ in 0..MAX_LOCKS_PER_PATH {
-            ls.lock(&p("/a"), None, None, None, true, false)
-                .await
-                .unwrap();
-        }
-        assert!(
-            ls.lock(&p("/a"), None, None, None, true, false)
-                .await
-                .is_err()
-        );
-        let mut big = Element::new("owner");
-        big.children
-            .push(xmltree::XMLNode::Text("x".repeat(MAX_OWNER_BYTES)));
-        let l = ls
-            .lock(&p("/b"), None, Some(&big), None, false, false)
-            .await
-            .unwrap();
-        assert!(l.owner.is_none(), "an owner too large is not kept");
-        let small = Element::new("owner");
-        let l = ls
-            .lock(&p("/c"), None, Some(&small), None, false, false)
-            .await
-            .unwrap();
-        assert!(l.owner.is_some());
-    }
-
-    #[tokio::test]
-    async fn live_locks_are_bounded() {
-        let ls = Locks::default();
-        for i in 0..MAX_LOCKS {
-            ls.lock(&p(&format!("/f{i}")), None, None, None, false, false)
-                .await
-                .unwrap();
-        }
-        assert!(
-            ls.lock(&p("/one-more"), None, None, None, false, false)
-                .await
-                .is_err()
-        );
-    }
-}
+#[path = "locks_test.rs"]
+mod tests;

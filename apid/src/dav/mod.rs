@@ -4,53 +4,63 @@
 //! Before a request reaches `dav-server` it is checked here:
 //! - the path and a COPY or MOVE `Destination`, decoded: a `..`
 //!   segment, an encoded `/` or a NUL is a 400, whatever the encoding; a
-//!   `Destination` that is not literally a `/webdav/` path is a 502 (as
-//!   to another server), so dav-server, which reads it more loosely,
-//!   never acts on a destination apid did not check;
+//!   `Destination` that is not a `/webdav/` path of this server (another
+//!   host, or not literally below `/webdav/`) is a 502 (RFC 4918
+//!   §9.8.5), so dav-server, which reads it more loosely, never acts on a
+//!   destination apid did not check ([`target`]);
 //! - writes (PUT, PATCH, DELETE, MKCOL, PROPPATCH, LOCK, and MOVE's
-//!   source, COPY's and MOVE's destination) only under `plugin/` and
-//!   `corn/`, else 403 `read_only` (the filesystem checks again where a
-//!   name really leads, [`volume`]);
+//!   source, COPY's and MOVE's destination) only under `plugin/` and in
+//!   the mounts under `corn/`, else 403 `read_only` (the filesystem
+//!   checks again where a name really leads, [`volume`]); a write below a
+//!   mount that is not mounted is a 503 ([`guard`]);
 //! - `PROPFIND` with `Depth: infinity` (or none, which means infinity) is
 //!   refused with 403 and `propfind-finite-depth` (RFC 4918 §9.1): a walk
-//!   of the whole volume is not something one request may ask for;
-//! - a MOVE of a folder to another filesystem is a 502 before dav-server
-//!   removes anything at the destination;
+//!   of the whole volume is not something one request may ask for; a
+//!   `LOCK` of infinite depth on the root of a writable area (`plugin/`,
+//!   `corn/`, `corn/<name>/`) is refused with 403: it would lock every
+//!   other client out of it;
+//! - ranged writes, the room a write needs, COPY's budget, and COPY or
+//!   MOVE into itself ([`guard`]);
 //! - uploads and copies run [`UPLOADS`] at a time, listings [`LISTINGS`];
 //!   one that waits longer than [`SLOT_WAIT`] gets 503 with
 //!   `Retry-After`.
 //!
 //! `GET` and `HEAD` of a file are answered by [`crate::send_file`], as
 //! `/file/{cid}` is: the same ranges, validators and streaming, and the
-//! same ETag as PROPFIND's `getetag`. Locks live in apid's memory and end
-//! with it (a client re-locks after a restart), and when their timeout
-//! passes ([`locks`]).
+//! same ETag as PROPFIND's `getetag` ([`reads`]). Locks live in apid's
+//! memory and end with it (a client re-locks after a restart), and when
+//! their timeout passes; each client holds a bounded number ([`locks`]).
 
 mod area;
+mod budget;
 mod disk;
+mod etags;
 mod file;
+mod guard;
 mod locks;
 mod props;
+mod reads;
+mod span;
+mod target;
 mod temp;
 mod volume;
 
-use std::path::{Path, PathBuf};
 use std::sync::Arc;
 use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use dav_server::DavHandler;
+use dav_server::DavConfig;
 use http::{HeaderValue, Method, StatusCode, header};
 use metacore::error::{ApiError, ErrorCode};
 use tokio::sync::Semaphore;
 
-use crate::confine::Roots;
-use crate::send_file::Prefetched;
+use crate::conn::Conn;
 use crate::state::State;
 use area::{Area, area};
-use volume::Volume;
+use target::{Ours, allowed, checked, destination, needs};
+use volume::{Purpose, Volume};
 
 /// Where WebDAV is mounted.
 pub(crate) const PREFIX: &str = "/webdav";
@@ -68,10 +78,15 @@ pub(crate) const DAV_BODY: u64 = 64 * 1024;
 /// How long a request waits for a slot before 503.
 pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(10);
 
-/// The WebDAV handler apid keeps for its life.
+/// The WebDAV handler's configuration and locks, kept for apid's life.
 pub(crate) struct Dav {
-    handler: DavHandler<Arc<volume::Ctx>>,
+    /// dav-server's configuration but for the lock system, which each
+    /// request gets as its own view of [`Dav::locks`].
+    config: DavConfig<Arc<volume::Ctx>>,
+    locks: locks::Locks,
+    /// Bounds the uploads and copies written at once ([`UPLOADS`]).
     uploads: Semaphore,
+    /// Bounds the listings answered at once ([`LISTINGS`]).
     listings: Semaphore,
 }
 
@@ -85,48 +100,18 @@ impl std::fmt::Debug for Dav {
 
 impl Default for Dav {
     fn default() -> Self {
-        let handler = DavHandler::builder()
+        let config = DavConfig::new()
             .strip_prefix(PREFIX)
             .filesystem(Box::new(Volume))
-            .locksystem(Box::new(locks::Locks::default()))
             // Symlinks are followed (where they stay inside), not hidden.
-            .hide_symlinks(false)
-            .build_handler();
+            .hide_symlinks(false);
         Self {
-            handler,
+            config,
+            locks: locks::Locks::default(),
             uploads: Semaphore::new(UPLOADS),
             listings: Semaphore::new(LISTINGS),
         }
     }
-}
-
-/// A path below `/webdav`, decoded and checked: relative to `FILES_PATH`,
-/// with no `..`, no empty or `.` segment, no encoded `/`, no NUL.
-fn checked(raw: &str) -> Result<PathBuf, ApiError> {
-    let bad = |why: &str| ApiError::bad_request(format!("the WebDAV path {why}"));
-    let mut rel = PathBuf::new();
-    for seg in raw.split('/') {
-        let bytes: Vec<u8> = percent_encoding::percent_decode_str(seg).collect();
-        match &bytes[..] {
-            b"" | b"." => {}
-            b".." => return Err(bad("has a `..` segment")),
-            s if s.contains(&b'/') => return Err(bad("has an encoded `/` in a segment")),
-            s if s.contains(&0) => return Err(bad("has a NUL byte")),
-            s => rel.push(<std::ffi::OsStr as std::os::unix::ffi::OsStrExt>::from_bytes(s)),
-        }
-    }
-    Ok(rel)
-}
-
-/// The path part of a `Destination` header below `/webdav`, if it is one.
-fn destination(value: &str) -> Option<&str> {
-    let path = match value.split_once("://") {
-        Some((_, rest)) => &rest[rest.find('/').unwrap_or(rest.len())..],
-        None => value,
-    };
-    let path = path.split(['?', '#']).next().unwrap_or("");
-    let below = path.strip_prefix(PREFIX)?;
-    (below.is_empty() || below.starts_with('/')).then_some(below)
 }
 
 /// A `Destination` that is not a `/webdav/` path of this server: 502, as
@@ -139,55 +124,27 @@ fn not_here() -> Response {
         .into_response()
 }
 
-/// For a MOVE: a folder cannot go to another filesystem (a mount under
-/// `corn/`) by a rename, and dav-server removes what is at the
-/// destination before it tries; refused here first. (A file is copied
-/// and removed, [`volume`].)
-async fn same_filesystem(roots: &Arc<Roots>, from: &Path, to: &Path) -> Result<(), Response> {
-    let (roots, from, to) = (roots.clone(), from.to_path_buf(), to.to_path_buf());
-    let across = tokio::task::spawn_blocking(move || -> std::io::Result<bool> {
-        let src = roots.parent(&from)?;
-        let st = rustix::fs::statat(&src.fd, src.name, rustix::fs::AtFlags::SYMLINK_NOFOLLOW)?;
-        if rustix::fs::FileType::from_raw_mode(st.st_mode) != rustix::fs::FileType::Directory {
-            return Ok(false);
-        }
-        let dst = roots.parent(&to)?;
-        Ok(rustix::fs::fstat(&dst.fd)?.st_dev != st.st_dev)
-    })
-    .await;
-    match across {
-        Ok(Ok(true)) => Err((
-            StatusCode::BAD_GATEWAY,
-            "a folder cannot be moved to another filesystem; copy it, then delete it\n",
-        )
-            .into_response()),
-        // Missing paths and the like: dav-server answers them.
-        _ => Ok(()),
-    }
-}
-
 fn read_only() -> Response {
     ApiError::new(
         ErrorCode::ReadOnly,
-        "this path is read-only: WebDAV writes go under /webdav/plugin/ and /webdav/corn/",
+        "this path is read-only: WebDAV writes go under /webdav/plugin/ and into the mounts \
+         under /webdav/corn/",
     )
     .into_response()
 }
 
-/// What a method needs of the request path to be allowed.
-fn needs(method: &Method) -> Option<Area> {
-    match method.as_str() {
-        "PUT" | "PATCH" | "DELETE" | "MOVE" => Some(Area::Writable),
-        "MKCOL" | "PROPPATCH" | "LOCK" => Some(Area::WritableRoot),
-        _ => None,
-    }
+/// `Depth` is infinity (or absent, which means infinity for LOCK and COPY).
+fn deep(h: &http::HeaderMap) -> bool {
+    h.get("depth")
+        .and_then(|v| v.to_str().ok())
+        .is_none_or(|d| d.trim().eq_ignore_ascii_case("infinity"))
 }
 
-fn allowed(need: Area, rel: &Path) -> bool {
-    matches!(
-        (need, area(rel)),
-        (_, Area::Writable) | (Area::WritableRoot, Area::WritableRoot)
-    )
+/// A LOCK that refreshes a lock: an `If` header and no body.
+fn refreshes(h: &http::HeaderMap) -> bool {
+    h.contains_key("if")
+        && !h.contains_key(header::TRANSFER_ENCODING)
+        && metacore::socket::body::declared_length(h).is_none_or(|n| n == 0)
 }
 
 /// The methods WebDAV here answers; any other is a 405 with `Allow`.
@@ -212,7 +169,8 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         Err(e) => return e.into_response(),
     };
     let method = req.method().clone();
-    if let Some(need) = needs(&method)
+    let need = needs(&method);
+    if let Some(need) = need
         && !allowed(need, &rel)
     {
         return read_only();
@@ -220,14 +178,20 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     // COPY and MOVE: the Destination must name a writable path of this
     // server literally (`/webdav/...`, decoded and checked like the path).
     // dav-server reads the header more loosely (it resolves `..` and
-    // merges slashes before it looks for the prefix) and, with Overwrite,
-    // removes what is at the destination first: whatever it would read
-    // differently is refused here, before it runs.
+    // merges slashes before it looks for the prefix, and ignores the
+    // host) and, with Overwrite, removes what is at the destination
+    // first: whatever it would read differently is refused here, before
+    // it runs.
     let mut dest_rel = None;
     if (method.as_str() == "COPY" || method.as_str() == "MOVE")
         && let Some(v) = req.headers().get("destination")
     {
-        let Some(below) = v.to_str().ok().and_then(destination) else {
+        let host = req
+            .headers()
+            .get(header::HOST)
+            .and_then(|h| h.to_str().ok());
+        let ours = Ours::new(host, st.config.base_url.as_deref());
+        let Some(below) = v.to_str().ok().and_then(|v| destination(v, &ours)) else {
             return not_here();
         };
         match checked(below) {
@@ -248,8 +212,21 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         )
         .into_response();
     }
-    if method.as_str() == "PROPFIND" && !finite_depth(req.headers()) {
-        return infinite_depth();
+    if method.as_str() == "PROPFIND" && !reads::finite_depth(req.headers()) {
+        return reads::infinite_depth();
+    }
+    if method.as_str() == "LOCK"
+        && area(&rel) == Area::WritableRoot
+        && deep(req.headers())
+        && !refreshes(req.headers())
+    {
+        return ApiError::new(
+            ErrorCode::ReadOnly,
+            "a LOCK of Depth: infinity on the root of a writable folder (plugin/, corn/, \
+             corn/<mount>/) would lock every other client out of it: lock what you write \
+             (a file, a folder below it) or send Depth: 0",
+        )
+        .into_response();
     }
     // dav-server lets a litmus run walk a whole tree; nobody else may.
     req.headers_mut().remove("x-litmus");
@@ -257,7 +234,7 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         return ApiError::unavailable("FILES_PATH is not there").into_response();
     };
     if method == Method::GET || method == Method::HEAD {
-        match open_file(&roots, &rel, &method, req.headers()).await {
+        match reads::open_file(&roots, &rel, &method, req.headers()).await {
             Ok(Some((file, meta, ready))) => {
                 return crate::send_file::send_with(
                     &method,
@@ -273,12 +250,6 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             Ok(None) => {}
             Err(r) => return r,
         }
-    }
-    if method.as_str() == "MOVE"
-        && let Some(dest) = &dest_rel
-        && let Err(r) = same_filesystem(&roots, &rel, dest).await
-    {
-        return r;
     }
     let dav = &st.dav;
     // Uploads and copies write bytes; a listing holds a thread while the
@@ -301,234 +272,56 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         },
         None => None,
     };
-    let ctx = Arc::new(volume::Ctx::new(roots));
-    let resp = dav.handler.handle_guarded(req, ctx).await.map(Body::new);
+    let asked = guard::Asked {
+        method: method.clone(),
+        rel: rel.clone(),
+        dest: dest_rel,
+        span: matches!(method.as_str(), "PUT" | "PATCH")
+            .then(|| span::of(method.as_str(), req.headers()))
+            .flatten(),
+        deep: deep(req.headers()),
+        writes_path: need.is_some(),
+    };
+    let budget = match guard::check(&roots, asked).await {
+        Ok(b) => b,
+        Err(r) => return r,
+    };
+    let purpose = match (method.as_str(), budget) {
+        ("COPY", Some(budget)) => Purpose::Copy {
+            budget,
+            source: rel.clone(),
+        },
+        ("LOCK", _) => Purpose::Lock,
+        _ => Purpose::Other,
+    };
+    let client = Conn::of(&req).map(|c| c.client);
+    let locks = dav
+        .locks
+        .for_request(client, locks::asked_timeout(req.headers()));
+    let handler = dav
+        .config
+        .clone()
+        .locksystem(Box::new(locks.clone()))
+        .build_handler();
+    let ctx = Arc::new(volume::Ctx::new(roots, purpose));
+    let resp = handler.handle_guarded(req, ctx).await.map(Body::new);
+    if locks.refused() == Some(locks::Refusal::ClientFull) {
+        if let Some(c) = client {
+            tracing::info!(client = %c, "webdav: a client holds as many locks as one may");
+        }
+        return ApiError::new(
+            ErrorCode::TooManyRequests,
+            format!(
+                "this client holds {} WebDAV locks, as many as one client may; \
+                 unlock some, or wait for their timeout",
+                locks::MAX_LOCKS_PER_CLIENT
+            ),
+        )
+        .into_response();
+    }
     if method.as_str() == "PROPFIND" {
-        resp.map(quote_etags)
+        resp.map(etags::quote_etags)
     } else {
         resp
-    }
-}
-
-/// The multistatus body with every `getetag` quoted, as RFC 4918 §15.6
-/// has it (`"<tag>"`, the value of the `ETag` header); dav-server writes
-/// the tag bare. Streamed: a chunk is held back only from a `<` whose tag
-/// is not complete yet, or from a `getetag` whose end has not come.
-fn quote_etags(body: Body) -> Body {
-    use futures_util::StreamExt;
-    let chunks = futures_util::stream::unfold(
-        (body.into_data_stream(), Vec::<u8>::new(), false),
-        |(mut inner, mut held, done)| async move {
-            if done {
-                return None;
-            }
-            match inner.next().await {
-                Some(Ok(chunk)) => {
-                    held.extend_from_slice(&chunk);
-                    let cut = complete_up_to(&held);
-                    let out = with_quoted_etags(&held[..cut]);
-                    held.drain(..cut);
-                    Some((Ok(bytes::Bytes::from(out)), (inner, held, false)))
-                }
-                Some(Err(e)) => Some((Err(e), (inner, held, true))),
-                None => {
-                    let out = with_quoted_etags(&held);
-                    Some((Ok(bytes::Bytes::from(out)), (inner, Vec::new(), true)))
-                }
-            }
-        },
-    );
-    Body::from_stream(chunks)
-}
-
-const ETAG_OPEN: &[u8] = b"<D:getetag>";
-const ETAG_CLOSE: &[u8] = b"</D:getetag>";
-
-fn find(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).position(|w| w == needle)
-}
-
-fn rfind(hay: &[u8], needle: &[u8]) -> Option<usize> {
-    hay.windows(needle.len()).rposition(|w| w == needle)
-}
-
-/// How much of `buf` can be rewritten now.
-fn complete_up_to(buf: &[u8]) -> usize {
-    if let Some(open) = rfind(buf, ETAG_OPEN)
-        && find(&buf[open..], ETAG_CLOSE).is_none()
-    {
-        return open;
-    }
-    match buf.iter().rposition(|&b| b == b'<') {
-        Some(lt) if !buf[lt..].contains(&b'>') => lt,
-        _ => buf.len(),
-    }
-}
-
-fn with_quoted_etags(buf: &[u8]) -> Vec<u8> {
-    let mut out = Vec::with_capacity(buf.len() + 64);
-    let mut rest = buf;
-    while let Some(open) = find(rest, ETAG_OPEN) {
-        let value_at = open + ETAG_OPEN.len();
-        let Some(len) = find(&rest[value_at..], ETAG_CLOSE) else {
-            break;
-        };
-        out.extend_from_slice(&rest[..value_at]);
-        let value = &rest[value_at..value_at + len];
-        if value.first() == Some(&b'"') || value.starts_with(b"W/") {
-            out.extend_from_slice(value);
-        } else {
-            out.push(b'"');
-            out.extend_from_slice(value);
-            out.push(b'"');
-        }
-        rest = &rest[value_at + len..];
-    }
-    out.extend_from_slice(rest);
-    out
-}
-
-/// The regular file at `rel`, open, with what a short GET will send of
-/// it read ahead; `Ok(None)` for a folder.
-async fn open_file(
-    roots: &Arc<Roots>,
-    rel: &Path,
-    method: &Method,
-    headers: &http::HeaderMap,
-) -> Result<Option<(std::fs::File, std::fs::Metadata, Prefetched)>, Response> {
-    let (roots, rel) = (roots.clone(), rel.to_path_buf());
-    let (method, headers) = (method.clone(), headers.clone());
-    let found = tokio::task::spawn_blocking(move || -> std::io::Result<_> {
-        if rel.as_os_str().is_empty() {
-            return Ok(None);
-        }
-        let p = roots.parent(&rel)?;
-        let (fd, _) = roots.open_entry(&p)?;
-        let file = std::fs::File::from(fd);
-        let meta = file.metadata()?;
-        if !meta.is_file() {
-            return Ok(None);
-        }
-        let ready = Prefetched::read(&method, &headers, &file, &meta);
-        Ok(Some((file, meta, ready)))
-    })
-    .await;
-    match found {
-        Ok(Ok(f)) => Ok(f),
-        // Missing, or refused (which looks missing).
-        Ok(Err(e))
-            if matches!(
-                e.raw_os_error(),
-                Some(libc::ENOENT | libc::ENOTDIR | libc::ELOOP | libc::ENAMETOOLONG)
-            ) =>
-        {
-            Err(ApiError::not_found("nothing at this WebDAV path").into_response())
-        }
-        // Out of descriptors: the file is there, apid is busy.
-        Ok(Err(e)) if matches!(e.raw_os_error(), Some(libc::EMFILE | libc::ENFILE)) => {
-            Err(ApiError::new(
-                ErrorCode::Overloaded,
-                "apid has no descriptor free; try again",
-            )
-            .into_response())
-        }
-        Ok(Err(e)) => Err(ApiError::internal(format!("cannot open the file: {e}")).into_response()),
-        Err(e) => Err(ApiError::internal(format!("opening failed: {e}")).into_response()),
-    }
-}
-
-/// `Depth: 0` or `1`.
-fn finite_depth(h: &http::HeaderMap) -> bool {
-    h.get("depth")
-        .and_then(|v| v.to_str().ok())
-        .is_some_and(|d| matches!(d.trim(), "0" | "1"))
-}
-
-fn infinite_depth() -> Response {
-    let mut r = (
-        StatusCode::FORBIDDEN,
-        "<?xml version=\"1.0\" encoding=\"utf-8\"?>\n\
-         <D:error xmlns:D=\"DAV:\"><D:propfind-finite-depth/></D:error>\n",
-    )
-        .into_response();
-    r.headers_mut().insert(
-        header::CONTENT_TYPE,
-        HeaderValue::from_static("application/xml; charset=utf-8"),
-    );
-    r
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn traversal_in_any_encoding_is_refused() {
-        for bad in [
-            "/plugin/../etc/passwd",
-            "/plugin/%2e%2e/x",
-            "/plugin/%2E%2E/x",
-            "/plugin/a%2fb",
-            "/plugin/a%2Fb",
-            "/plugin/a%00b",
-            "/..",
-        ] {
-            assert!(checked(bad).is_err(), "{bad}");
-        }
-        assert_eq!(
-            checked("/plugin/a%20b/./c").unwrap(),
-            Path::new("plugin/a b/c")
-        );
-        assert_eq!(checked("").unwrap(), Path::new(""));
-        assert_eq!(checked("/").unwrap(), Path::new(""));
-    }
-
-    #[test]
-    fn destinations_are_read_below_the_prefix() {
-        assert_eq!(
-            destination("http://h:1/webdav/plugin/a?x=1"),
-            Some("/plugin/a")
-        );
-        assert_eq!(destination("/webdav/plugin/a"), Some("/plugin/a"));
-        assert_eq!(destination("http://h/webdav"), Some(""));
-        assert_eq!(destination("http://h/webdavx/a"), None);
-        assert_eq!(destination("http://h/other/a"), None);
-    }
-
-    #[test]
-    fn etags_are_quoted_whatever_the_chunks() {
-        let xml: &[u8] = b"<D:response><D:getetag>1-2-3</D:getetag><x/><D:getetag>\"q\"</D:getetag></D:response>";
-        let want: &[u8] = b"<D:response><D:getetag>\"1-2-3\"</D:getetag><x/><D:getetag>\"q\"</D:getetag></D:response>";
-        assert_eq!(with_quoted_etags(xml), want);
-        // Every split into two chunks gives the same output.
-        for at in 0..=xml.len() {
-            let mut held = xml[..at].to_vec();
-            let cut = complete_up_to(&held);
-            let mut out = with_quoted_etags(&held[..cut]);
-            held.drain(..cut);
-            held.extend_from_slice(&xml[at..]);
-            let cut = complete_up_to(&held);
-            out.extend(with_quoted_etags(&held[..cut]));
-            out.extend(with_quoted_etags(&held[cut..]));
-            assert_eq!(out, want, "split at {at}");
-        }
-    }
-
-    #[test]
-    fn writes_need_the_writable_folders() {
-        let w = |m: &str, p: &str| {
-            allowed(
-                needs(&Method::from_bytes(m.as_bytes()).unwrap()).unwrap(),
-                Path::new(p),
-            )
-        };
-        assert!(w("PUT", "plugin/a"));
-        assert!(!w("PUT", "plugin"));
-        assert!(!w("PUT", "watch/a"));
-        assert!(w("MKCOL", "plugin"));
-        assert!(!w("MKCOL", "watch"));
-        assert!(!w("DELETE", "corn"));
-        assert!(w("DELETE", "corn/x"));
-        assert!(needs(&Method::GET).is_none());
     }
 }

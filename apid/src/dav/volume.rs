@@ -22,9 +22,11 @@ use futures_util::{FutureExt, StreamExt};
 use http::StatusCode;
 use rustix::fs::{AtFlags, FileType, Mode};
 
-use super::area::{Area, area, entry_area, read_only, real_area};
+use super::area::{Area, area, entry_area, mounted, parent_mounted, read_only, real_area};
+use super::budget::Budget;
 use super::disk::{
-    Listed, blocking, copy, errno, fs_error, list, open, open_resource, open_resource_at, stat,
+    Listed, Listing, blocking, copy, errno, fs_error, list, open, open_resource, open_resource_at,
+    stat,
 };
 use super::props;
 use crate::confine::Roots;
@@ -36,23 +38,48 @@ const DIR_MODE: u32 = 0o755;
 pub(crate) struct Volume;
 
 /// What one request works with (dav-server's "credentials"): the roots
-/// resolved for it, the volume's quota once asked, and the dead
-/// properties of the entries of the folder it lists, read by the listing
-/// thread beside their `stat` so that an `allprop` PROPFIND of a folder
-/// costs no hand-off to the blocking pool per entry.
+/// resolved for it, what kind of request it is, the volume's quota once
+/// asked, and the dead properties of the entries of the folder it lists,
+/// read by the listing thread beside their `stat` so that an `allprop`
+/// PROPFIND of a folder costs no hand-off to the blocking pool per entry.
 #[derive(Debug)]
 pub(crate) struct Ctx {
     pub roots: Arc<Roots>,
+    purpose: Purpose,
+    /// Asked once per request (a PROPFIND asks for every entry).
     quota: std::sync::Mutex<Option<(u64, Option<u64>)>>,
+    /// Filled by the listing thread, emptied by `get_props`.
     listed: Arc<std::sync::Mutex<Listed>>,
 }
 
+/// What a request is, where the volume treats it apart.
+#[derive(Debug)]
+pub(crate) enum Purpose {
+    Other,
+    /// A LOCK: an unmapped URL is locked without making a file.
+    Lock,
+    /// A COPY of `source`: folder symlinks in it are not followed, and
+    /// what it makes is taken from its budget.
+    Copy {
+        budget: Arc<Budget>,
+        source: PathBuf,
+    },
+}
+
 impl Ctx {
-    pub(crate) fn new(roots: Arc<Roots>) -> Self {
+    pub(crate) fn new(roots: Arc<Roots>, purpose: Purpose) -> Self {
         Self {
             roots,
+            purpose,
             quota: std::sync::Mutex::new(None),
             listed: Arc::default(),
+        }
+    }
+
+    fn budget(&self) -> Option<Arc<Budget>> {
+        match &self.purpose {
+            Purpose::Copy { budget, .. } => Some(budget.clone()),
+            _ => None,
         }
     }
 }
@@ -71,7 +98,8 @@ impl GuardedFileSystem<Creds> for Volume {
         ctx: &'a Creds,
     ) -> FsFuture<'a, Box<dyn DavFile>> {
         let (rel, roots) = (owned(path), ctx.roots.clone());
-        async move { blocking(move || open(&roots, &rel, &options)).await? }.boxed()
+        let lock = matches!(ctx.purpose, Purpose::Lock);
+        async move { blocking(move || open(&roots, &rel, &options, lock)).await? }.boxed()
     }
 
     fn read_dir<'a>(
@@ -87,10 +115,15 @@ impl GuardedFileSystem<Creds> for Volume {
                 .await?
                 .map_err(|e| fs_error(&e))?;
             let listed = ctx.listed.clone();
-            *listed.lock().unwrap_or_else(|e| e.into_inner()) = Listed::of(rel);
+            *listed.lock().unwrap_or_else(|e| e.into_inner()) = Listed::of(rel.clone());
             let (tx, rx) = tokio::sync::mpsc::channel(2);
-            let follow = meta == ReadDirMeta::Data;
-            tokio::task::spawn_blocking(move || list(&roots, fd, &real, follow, &listed, &tx));
+            let how = Listing {
+                follow: meta == ReadDirMeta::Data,
+                // Only in the tree copied: a destination it replaces is
+                // listed whole to be removed.
+                copying: matches!(&ctx.purpose, Purpose::Copy { source, .. } if rel.starts_with(source)),
+            };
+            tokio::task::spawn_blocking(move || list(&roots, fd, &real, how, &listed, &tx));
             let entries = futures_util::stream::unfold(rx, |mut rx| async move {
                 let batch = rx.recv().await?;
                 let items = batch
@@ -121,16 +154,20 @@ impl GuardedFileSystem<Creds> for Volume {
     }
 
     fn create_dir<'a>(&'a self, path: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
-        let (rel, roots) = (owned(path), ctx.roots.clone());
+        let (rel, roots, budget) = (owned(path), ctx.roots.clone(), ctx.budget());
         async move {
             if area(&rel) == Area::ReadOnly {
                 return Err(FsError::Forbidden);
+            }
+            if budget.is_some_and(|b| !b.take(0)) {
+                return Err(FsError::InsufficientStorage);
             }
             blocking(move || -> io::Result<()> {
                 let p = roots.parent(&rel)?;
                 if entry_area(&roots, &p) == Area::ReadOnly {
                     return Err(read_only());
                 }
+                parent_mounted(&roots, &p)?;
                 rustix::fs::mkdirat(&p.fd, p.name, Mode::from_raw_mode(DIR_MODE))?;
                 let _ = rustix::fs::chmodat(
                     &p.fd,
@@ -174,6 +211,8 @@ impl GuardedFileSystem<Creds> for Volume {
                 {
                     return Err(FsError::Forbidden);
                 }
+                parent_mounted(&roots, &a).map_err(err)?;
+                parent_mounted(&roots, &b).map_err(err)?;
                 // A nested META_CORE_PATH is not carried away with a folder.
                 let source = a.real.join(a.name);
                 if roots.meta.as_ref().is_some_and(|m| m.starts_with(&source)) {
@@ -197,7 +236,7 @@ impl GuardedFileSystem<Creds> for Volume {
                     // is copied, then removed. (A folder was refused
                     // before dav-server ran.)
                     Err(rustix::io::Errno::XDEV) if source_kind == FileType::RegularFile => {
-                        copy(&roots, &from, &to)?;
+                        copy(&roots, &from, &to, None)?;
                         rustix::fs::unlinkat(&a.fd, a.name, AtFlags::empty()).map_err(errno)
                     }
                     Err(e) => Err(errno(e)),
@@ -209,8 +248,8 @@ impl GuardedFileSystem<Creds> for Volume {
     }
 
     fn copy<'a>(&'a self, from: &'a DavPath, to: &'a DavPath, ctx: &'a Creds) -> FsFuture<'a, ()> {
-        let (from, to, roots) = (owned(from), owned(to), ctx.roots.clone());
-        async move { blocking(move || copy(&roots, &from, &to)).await? }.boxed()
+        let (from, to, roots, budget) = (owned(from), owned(to), ctx.roots.clone(), ctx.budget());
+        async move { blocking(move || copy(&roots, &from, &to, budget.as_deref())).await? }.boxed()
     }
 
     fn have_props<'a>(
@@ -236,6 +275,11 @@ impl GuardedFileSystem<Creds> for Volume {
                 let (fd, real) = open_resource_at(&roots, &rel)?;
                 if real_area(&roots, &real) == Area::ReadOnly {
                     return Err(read_only());
+                }
+                // The properties of corn/ itself are its own; below it, a
+                // mount's (or its folder's) only while it is mounted.
+                if real != roots.files.join(super::area::CORN) {
+                    mounted(&roots, &fd, &real)?;
                 }
                 Ok(fd)
             })
@@ -334,6 +378,7 @@ impl Volume {
                 if entry_area(&roots, &p) != Area::Writable {
                     return Err(read_only());
                 }
+                parent_mounted(&roots, &p)?;
                 rustix::fs::unlinkat(&p.fd, p.name, flags)?;
                 Ok(())
             })

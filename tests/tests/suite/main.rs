@@ -34,3 +34,8 @@ mod storaged_records;
 mod supervisor;
 mod watcherd;
 mod webdav;
+mod webdav_copy;
+mod webdav_locks;
+mod webdav_mounts;
+mod webdav_raw;
+mod webdav_writes;

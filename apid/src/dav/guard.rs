@@ -1,0 +1,256 @@
+//! The checks a WebDAV write passes before dav-server runs it, made on
+//! the descriptors the volume resolves (on the blocking pool), so that
+//! what can be refused up front is refused before anything is written or
+//! removed, with an answer that says why:
+//!
+//! - below `corn/<name>`, the folder must be a mount point (else 503:
+//!   the mount is not mounted), and nothing is made in `corn/` itself
+//!   (403 `read_only`) ([`super::area`]);
+//! - a PUT or PATCH starts at most at the file's end (else 416 with
+//!   `Content-Range: bytes */<size>`) and what it adds fits the free
+//!   space of the filesystem it lands on (else 507) ([`super::span`]);
+//! - a COPY or MOVE does not put a folder inside itself (409), a MOVE of
+//!   a folder stays on its filesystem (502), and a COPY fits its budget
+//!   ([`super::budget`]; else 507).
+//!
+//! The volume checks the same again where it acts; this is where the
+//! answers come from.
+
+use std::path::{Component, Path, PathBuf};
+use std::sync::Arc;
+
+use axum::response::{IntoResponse, Response};
+use http::{HeaderValue, StatusCode, header};
+use metacore::error::{ApiError, ErrorCode};
+use rustix::fs::{AtFlags, FileType};
+
+use super::area::CORN;
+use super::budget::{Budget, MAX_COPY_ENTRIES, inside, measure};
+use super::disk::{free_bytes, open_resource_at};
+use super::span::{self, Span};
+use crate::confine::Roots;
+
+/// What a request asks that the checks look at.
+#[derive(Debug, Clone)]
+pub(super) struct Asked {
+    pub method: http::Method,
+    /// The request's path, relative to `FILES_PATH`.
+    pub rel: PathBuf,
+    /// A COPY's or MOVE's destination.
+    pub dest: Option<PathBuf>,
+    /// A PUT's or PATCH's span.
+    pub span: Option<Span>,
+    /// `Depth` is infinity (COPY).
+    pub deep: bool,
+    /// The path is written (not only read from, as a COPY's source).
+    pub writes_path: bool,
+}
+
+/// Why a request is refused before it runs.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(super) enum Refusal {
+    /// 403 `read_only`.
+    ReadOnly(&'static str),
+    /// 503: `corn/<name>` is not a mount point.
+    NotMounted(String),
+    /// 416.
+    PastEnd { size: u64 },
+    /// 507: the bytes do not fit.
+    NoRoom { need: u64, free: u64 },
+    /// 507: more entries than a COPY makes.
+    TooMany,
+    /// 409: the destination is the source or inside it.
+    Inside,
+    /// 502: a folder moved to another filesystem.
+    Across,
+}
+
+impl Refusal {
+    pub(super) fn into_response(self) -> Response {
+        let text = |status: StatusCode, msg: String| (status, msg + "\n").into_response();
+        match self {
+            Refusal::ReadOnly(why) => ApiError::new(ErrorCode::ReadOnly, why).into_response(),
+            Refusal::NotMounted(name) => ApiError::new(
+                ErrorCode::StorageUnavailable,
+                format!(
+                    "the mount corn/{name} is not mounted: nothing is written into its folder \
+                     until mountd has mounted it again"
+                ),
+            )
+            .into_response(),
+            Refusal::PastEnd { size } => {
+                let mut r = text(
+                    StatusCode::RANGE_NOT_SATISFIABLE,
+                    format!("a ranged write starts at most at the end of the file ({size} bytes)"),
+                );
+                if let Ok(v) = HeaderValue::from_str(&format!("bytes */{size}")) {
+                    r.headers_mut().insert(header::CONTENT_RANGE, v);
+                }
+                r
+            }
+            Refusal::NoRoom { need, free } => ApiError::new(
+                ErrorCode::InsufficientStorage,
+                format!("the write needs {need} bytes; its filesystem has {free} free"),
+            )
+            .into_response(),
+            Refusal::TooMany => ApiError::new(
+                ErrorCode::InsufficientStorage,
+                format!(
+                    "a COPY makes at most {MAX_COPY_ENTRIES} files and folders; this one would make more"
+                ),
+            )
+            .into_response(),
+            Refusal::Inside => text(
+                StatusCode::CONFLICT,
+                "the Destination is the source or inside it".to_owned(),
+            ),
+            Refusal::Across => text(
+                StatusCode::BAD_GATEWAY,
+                "a folder cannot be moved to another filesystem; copy it, then delete it"
+                    .to_owned(),
+            ),
+        }
+    }
+}
+
+/// Runs the checks of `asked`; a COPY that passes gets its [`Budget`].
+pub(super) async fn check(
+    roots: &Arc<Roots>,
+    asked: Asked,
+) -> Result<Option<Arc<Budget>>, Response> {
+    let roots = roots.clone();
+    match tokio::task::spawn_blocking(move || checks(&roots, &asked)).await {
+        Ok(r) => r.map_err(Refusal::into_response),
+        Err(e) => {
+            Err(ApiError::internal(format!("the checks of a write failed: {e}")).into_response())
+        }
+    }
+}
+
+fn checks(roots: &Roots, a: &Asked) -> Result<Option<Arc<Budget>>, Refusal> {
+    if a.writes_path {
+        mount(roots, &a.rel)?;
+    }
+    if let Some(dest) = &a.dest {
+        mount(roots, dest)?;
+    }
+    if let Some(span) = a.span {
+        room(roots, &a.rel, span)?;
+    }
+    match (a.method.as_str(), &a.dest) {
+        ("COPY", Some(dest)) => copy(roots, &a.rel, dest, a.deep).map(Some),
+        ("MOVE", Some(dest)) => moved(roots, &a.rel, dest).map(|()| None),
+        _ => Ok(None),
+    }
+}
+
+/// A write at `rel`: below `corn/<name>` only while it is mounted.
+fn mount(roots: &Roots, rel: &Path) -> Result<(), Refusal> {
+    let mut parts = rel.components();
+    if parts.next() != Some(Component::Normal(CORN.as_ref())) {
+        return Ok(());
+    }
+    let Some(Component::Normal(name)) = parts.next() else {
+        return Ok(());
+    };
+    let deeper = parts.next().is_some();
+    let Ok((corn, _)) = roots.open_dir(Path::new(CORN)) else {
+        return Ok(());
+    };
+    let only_mounts = "corn/ holds only mounts (made by mountd): nothing is made in it directly";
+    match rustix::fs::statat(&corn, name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::Directory => {
+            let here = rustix::fs::fstat(&corn).map(|c| c.st_dev).ok();
+            if here.is_some_and(|dev| dev != st.st_dev) {
+                Ok(())
+            } else {
+                Err(Refusal::NotMounted(name.to_string_lossy().into_owned()))
+            }
+        }
+        Ok(_) => Err(Refusal::ReadOnly(only_mounts)),
+        // Nothing there: below it, dav-server finds no folder.
+        Err(_) if deeper => Ok(()),
+        Err(_) => Err(Refusal::ReadOnly(only_mounts)),
+    }
+}
+
+/// A PUT or PATCH: where it starts and what it adds.
+fn room(roots: &Roots, rel: &Path, span: Span) -> Result<(), Refusal> {
+    let Ok(p) = roots.parent(rel) else {
+        return Ok(());
+    };
+    let size = match rustix::fs::statat(&p.fd, p.name, AtFlags::SYMLINK_NOFOLLOW) {
+        Ok(st) if FileType::from_raw_mode(st.st_mode) == FileType::RegularFile => {
+            st.st_size.max(0) as u64
+        }
+        // Not a file: dav-server refuses the write.
+        Ok(_) => return Ok(()),
+        Err(_) => 0,
+    };
+    let free = free_bytes(&p.fd).unwrap_or(u64::MAX);
+    span.judge(size, free).map_err(|r| match r {
+        span::Refused::PastEnd { size } => Refusal::PastEnd { size },
+        span::Refused::NoRoom { need, free } => Refusal::NoRoom { need, free },
+    })
+}
+
+/// Where the destination's entry really is, and its folder's free space.
+fn destination(roots: &Roots, dest: &Path) -> Option<(PathBuf, Option<u64>)> {
+    let p = roots.parent(dest).ok()?;
+    Some((p.real.join(p.name), free_bytes(&p.fd)))
+}
+
+/// A COPY: not into itself, and within its budget.
+fn copy(roots: &Roots, from: &Path, to: &Path, deep: bool) -> Result<Arc<Budget>, Refusal> {
+    let unbounded = || Arc::new(Budget::new(MAX_COPY_ENTRIES, u64::MAX));
+    // The source as a COPY reads it: a symlink at the top is followed.
+    let Ok((fd, src)) = open_resource_at(roots, from) else {
+        return Ok(unbounded());
+    };
+    let Some((dst, free)) = destination(roots, to) else {
+        return Ok(unbounded());
+    };
+    if inside(&src, &dst) {
+        return Err(Refusal::Inside);
+    }
+    let free = free.unwrap_or(u64::MAX);
+    let is_dir = rustix::fs::fstat(&fd)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+    if is_dir {
+        let t = measure(roots, from, deep, MAX_COPY_ENTRIES);
+        if t.entries > MAX_COPY_ENTRIES {
+            return Err(Refusal::TooMany);
+        }
+        if t.bytes > free {
+            return Err(Refusal::NoRoom {
+                need: t.bytes,
+                free,
+            });
+        }
+    }
+    Ok(Arc::new(Budget::new(MAX_COPY_ENTRIES, free)))
+}
+
+/// A MOVE: not into itself (the name moves, a symlink itself), and a
+/// folder stays on its filesystem (dav-server removes what is at the
+/// destination before it tries the rename).
+fn moved(roots: &Roots, from: &Path, to: &Path) -> Result<(), Refusal> {
+    let Ok(src) = roots.parent(from) else {
+        return Ok(());
+    };
+    let Ok(dst) = roots.parent(to) else {
+        return Ok(());
+    };
+    if inside(&src.real.join(src.name), &dst.real.join(dst.name)) {
+        return Err(Refusal::Inside);
+    }
+    let Ok(st) = rustix::fs::statat(&src.fd, src.name, AtFlags::SYMLINK_NOFOLLOW) else {
+        return Ok(());
+    };
+    if FileType::from_raw_mode(st.st_mode) == FileType::Directory
+        && rustix::fs::fstat(&dst.fd).is_ok_and(|d| d.st_dev != st.st_dev)
+    {
+        return Err(Refusal::Across);
+    }
+    Ok(())
+}
