@@ -69,9 +69,12 @@ impl RawResponse {
             v["message"].as_str().is_some_and(|m| !m.trim().is_empty()),
             "message of {text}"
         );
+        // As the error table has it (429 is a retryable 4xx).
+        let retryable =
+            metacore::ErrorCode::from_slug(slug).map_or(status >= 500, |code| code.retryable());
         assert_eq!(
             v["retryable"],
-            Value::Bool(status >= 500),
+            Value::Bool(retryable),
             "retryable of {text}"
         );
         assert!(

@@ -92,7 +92,7 @@ async fn one_client_holds_a_bounded_number_of_locks() {
     assert_eq!(r.status, 201, "{}", r.text());
     // The first one stays at its share; its locks hold.
     let r = lock_from(&a, HERE, "/webdav/plugin/again", "").await;
-    assert_eq!(r.status, 503);
+    assert_eq!(r.status, 429);
     let first = lock_from(&a, OTHER, "/webdav/plugin/f0", "").await;
     assert_eq!(first.status, 423, "f0 is still locked");
     // And none of these locks made a file.
