@@ -30,4 +30,6 @@ mod storaged_lifecycle;
 mod storaged_records;
 mod supervisor;
 mod watcherd;
+mod watcherd_names;
+mod watcherd_renames;
 mod webdav;
