@@ -32,4 +32,5 @@ mod supervisor;
 mod watcherd;
 mod watcherd_names;
 mod watcherd_renames;
+mod watcherd_repair;
 mod webdav;

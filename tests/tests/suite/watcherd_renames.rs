@@ -3,8 +3,8 @@
 //! intermediate names, copied, swapped, moved over each other and deleted,
 //! in seeded random orders, then checked once the watcher has settled:
 //! every record's `filePath` is a live file when any live file has its
-//! midhash, every `dup:` row names a live file, no record is lost. And the
-//! repair of a store left with a stale `filePath` while watcherd was down.
+//! midhash, every `dup:` row names a live file, no record is lost. The
+//! model and the checker are shared with `watcherd_repair`.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::time::Duration;
@@ -19,13 +19,13 @@ use serde_json::Value;
 use super::watcherd::{Watched, content, midhash};
 
 /// Short, so a storm settles soon; the rules do not depend on it.
-const DEBOUNCE_MS: &str = "100";
+pub(crate) const DEBOUNCE_MS: &str = "100";
 
 /// A hang guard for a storm to be taken in, not a speed check.
 const SETTLE_DEADLINE: Duration = Duration::from_secs(240);
 
 /// The bytes of content number `id`.
-fn bytes_of(id: u32) -> Vec<u8> {
+pub(crate) fn bytes_of(id: u32) -> Vec<u8> {
     content(50_000 + id, 1200 + (id as usize * 37) % 900)
 }
 
@@ -35,16 +35,16 @@ type Disk = BTreeMap<String, u32>;
 
 /// One file-system step of a storm.
 #[derive(Debug, Clone)]
-enum Op {
+pub(crate) enum Op {
     Rename(String, String),
     Write(String, u32),
     Remove(String),
 }
 
-struct Storm {
+pub(crate) struct Storm {
     rng: StdRng,
     seed: u64,
-    disk: Disk,
+    pub(crate) disk: Disk,
     /// Every content written, by number.
     made: BTreeSet<u32>,
     next_name: u32,
@@ -60,7 +60,7 @@ const DIRS: [&str; 5] = [
 ];
 
 impl Storm {
-    fn new(seed: u64) -> Self {
+    pub(crate) fn new(seed: u64) -> Self {
         Self {
             rng: StdRng::seed_from_u64(seed),
             seed,
@@ -80,12 +80,12 @@ impl Storm {
         format!("{dir}/{dot}n{:05}.mkv", self.next_name)
     }
 
-    fn new_content(&mut self) -> u32 {
+    pub(crate) fn new_content(&mut self) -> u32 {
         self.next_content += 1;
         self.next_content
     }
 
-    fn apply(&mut self, w: &Watched, op: &Op) {
+    pub(crate) fn apply(&mut self, w: &Watched, op: &Op) {
         let files = w.files();
         match op {
             Op::Rename(from, to) => {
@@ -214,7 +214,7 @@ impl Storm {
 
     /// The live files as the watcher announces them: path → midhash,
     /// hidden names left out.
-    fn expected(&self) -> BTreeMap<String, String> {
+    pub(crate) fn expected(&self) -> BTreeMap<String, String> {
         self.disk
             .iter()
             .filter(|(p, _)| !p.rsplit('/').next().unwrap_or("").starts_with('.'))
@@ -242,7 +242,7 @@ fn seen_of(rows: &Rows) -> BTreeMap<String, String> {
 
 /// Until watcherd has nothing pending or gone and its `seen:` rows are
 /// the live files with their contents; the store's rows then.
-async fn settle(w: &Watched, live: &BTreeMap<String, String>, what: &str) -> Rows {
+pub(crate) async fn settle(w: &Watched, live: &BTreeMap<String, String>, what: &str) -> Rows {
     until(
         &format!("the watcher to settle ({what})"),
         SETTLE_DEADLINE,
@@ -340,7 +340,7 @@ fn violations(
     out
 }
 
-fn assert_records_follow_files(w: &Watched, rows: &Rows, storm: &Storm, when: &str) {
+pub(crate) fn assert_records_follow_files(w: &Watched, rows: &Rows, storm: &Storm, when: &str) {
     let files = w.files().display().to_string();
     let v = violations(rows, &files, &storm.expected(), &storm.made_cids());
     assert!(
@@ -426,86 +426,4 @@ async fn a_file_path_overwritten_by_other_content_hands_over_to_the_duplicate() 
         w.abs("plugin/x-copy.mkv"),
         "{rec}"
     );
-}
-
-/// The meta:events entries in the store.
-fn meta_events(w: &Watched) -> i64 {
-    w.query("SELECT count(*) FROM kv WHERE k LIKE 'ev:meta:events/%'")
-}
-
-fn file_events(w: &Watched) -> i64 {
-    w.query("SELECT count(*) FROM kv WHERE k LIKE 'ev:file:events/%'")
-}
-
-#[tokio::test]
-async fn a_stale_file_path_left_while_watcherd_was_down_is_repaired_once_at_start() {
-    let dir = e2e::daemon::test_dir();
-    let mc = super::watcherd::launch(dir.path(), &[("DEBOUNCE_MS", DEBOUNCE_MS)])
-        .start()
-        .await;
-    let port = mc.port();
-    let w = Watched { dir, mc };
-    w.wait_loaded().await;
-    let mut storm = Storm::new(0);
-    let id = storm.new_content();
-    storm.apply(&w, &Op::Write("watch/a.mkv".into(), id));
-    settle(&w, &storm.expected(), "a").await;
-    storm.apply(&w, &Op::Write("plugin/c.mkv".into(), id));
-    settle(&w, &storm.expected(), "its copy").await;
-    let cid = midhash(&bytes_of(id));
-    let rec = w.mc.get_ok(&format!("/meta/{cid}")).await;
-    assert_eq!(rec["metadata"]["filePath"], w.abs("watch/a.mkv"), "{rec}");
-
-    // While nothing runs: the file of the filePath goes, and so does what
-    // the watcher knew of it, as the storms of finding N4 left it: a
-    // filePath that is gone, the live file only a duplicate.
-    let files_before = file_events(&w);
-    let Watched { dir, mut mc } = w;
-    assert!(mc.cli(&["stop"]).status.success());
-    mc.process.wait_exit().await;
-    let files = dir.path().join("files");
-    std::fs::remove_file(files.join("watch/a.mkv")).unwrap();
-    storm.disk.remove("watch/a.mkv");
-    let db = rusqlite::Connection::open(mc.db()).unwrap();
-    assert_eq!(
-        db.execute("DELETE FROM kv WHERE k = 'seen:watch/a.mkv'", [])
-            .unwrap(),
-        1
-    );
-    drop(db);
-
-    let mc = super::watcherd::launch(dir.path(), &[("DEBOUNCE_MS", DEBOUNCE_MS)])
-        .port(port)
-        .start()
-        .await;
-    let w = Watched { dir, mc };
-    w.wait_loaded().await;
-    let passes = w.repair_passes(1).await;
-    let s = w.status().await;
-    assert_eq!(s["repair"]["promoted"], 1, "{s}");
-    let rows = settle(&w, &storm.expected(), "the repair").await;
-    assert_records_follow_files(&w, &rows, &storm, "after the restart");
-    let rec = w.mc.get_ok(&format!("/meta/{cid}")).await;
-    assert_eq!(rec["metadata"]["filePath"], w.abs("plugin/c.mkv"), "{rec}");
-    assert_eq!(w.query("SELECT count(*) FROM kv WHERE k LIKE 'dup:%'"), 0);
-
-    // A scan-all repairs again, and finds nothing to do: nothing changes,
-    // nothing is announced.
-    let meta_before = meta_events(&w);
-    let r: Value = w
-        .watcherd()
-        .call(http::Method::POST, "/watchers/scan-all", None::<&()>)
-        .await
-        .expect("scan-all on watcherd's socket");
-    assert!(r["totalFiles"].is_u64(), "{r}");
-    w.repair_passes(passes + 1).await;
-    let s = w.status().await;
-    assert_eq!(s["repair"]["promoted"], 1, "{s}");
-    assert_eq!(
-        meta_events(&w),
-        meta_before,
-        "the repair wrote nothing twice"
-    );
-    assert_eq!(file_events(&w), files_before, "nothing was announced");
-    assert_eq!(w.roots(), 1);
 }
