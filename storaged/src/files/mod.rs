@@ -11,9 +11,10 @@
 //!
 //! How a path is attached to a record (`attach`):
 //! - the midhash names a record: the path becomes its `filePath` when it
-//!   holds none, holds this path, or holds a path under `FILES_PATH` the
-//!   watcher no longer sees (the file moved on while the watcher was not
-//!   looking); otherwise it is a duplicate, `dup:<rid>/<path>`;
+//!   holds none, holds this path, or holds a path under `FILES_PATH` that
+//!   is not a live file of it (no `seen:` row names the record there: the
+//!   file moved on while the watcher was not looking); otherwise it is a
+//!   duplicate, `dup:<rid>/<path>`;
 //! - the midhash names none, and the path's record holds it as `filePath`:
 //!   the content changed in place, so the record follows it (the old
 //!   midhash member leaves, the new one joins);
