@@ -22,7 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::engine::{Input, KnownFiles, Stats};
 use crate::tree::max_user_watches;
 use crate::watchers::{NewWatcher, WatcherConfig, WatcherUpdate, Watchers};
-use metacore::api::watcherd::{InotifyStatus, WatcherdStatus};
+use metacore::api::watcherd::{InotifyStatus, RepairStatus, WatcherdStatus};
 
 /// How long a scan or reset request waits for the engine.
 pub const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
@@ -98,6 +98,12 @@ async fn status(st: State) -> Json<WatcherdStatus> {
         announced: n(&s.announced),
         refused: n(&s.refused),
         store_waits: n(&s.store_waits),
+        refused_names: s.names.count(),
+        repair: RepairStatus {
+            due: s.repair_due.load(Ordering::Relaxed),
+            passes: n(&s.repair_passes),
+            promoted: n(&s.repair_promoted),
+        },
         inotify: InotifyStatus {
             watched_dirs: n(&s.watched_dirs),
             max_user_watches: max_user_watches(),

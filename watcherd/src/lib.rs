@@ -7,6 +7,7 @@
 //!   limit; the folders past it are polled.
 //! - [`debounce`]: a file announced once, after it has been quiet.
 //! - [`midhash`]: the midhash256 content ID of a file (CONTRACT decision 7).
+//! - [`names`]: file and folder names that are not UTF-8, refused once each.
 //! - [`scan`]: walking a watched tree and the diff with what is known.
 //! - [`watchers`]: `watchers.json`, the polling watchers, in the original's
 //!   format.
@@ -16,6 +17,7 @@ pub mod api;
 pub mod debounce;
 pub mod engine;
 pub mod midhash;
+pub mod names;
 pub mod scan;
 pub mod tree;
 pub mod watchers;

@@ -3,7 +3,9 @@
 //! Paths are relative to `FILES_PATH` with `/` separators, as `file:events`
 //! carries them. The walk descends into every folder, hidden ones included,
 //! and skips files whose name starts with `.` (partial downloads, editor
-//! swap files), as the original did. It does not follow symlinks.
+//! swap files), as the original did. It does not follow symlinks. A file
+//! or folder whose name is not UTF-8 is refused ([`RefusedNames`]): left
+//! out, and a folder not walked into.
 
 use std::collections::BTreeMap;
 use std::io;
@@ -11,6 +13,7 @@ use std::os::unix::fs::MetadataExt;
 use std::path::Path;
 
 use crate::debounce::Seen;
+use crate::names::RefusedNames;
 
 /// The `stat` of a file as the debounce and the diff compare it.
 pub fn seen_of(meta: &std::fs::Metadata) -> Seen {
@@ -24,13 +27,14 @@ pub fn seen_of(meta: &std::fs::Metadata) -> Seen {
 }
 
 /// Every regular, non-hidden file under `root`, by its path relative to
-/// `files_path`, leaving out the folder `skip`. A folder that vanishes or
-/// cannot be read mid-walk is skipped (the next scan sees it); `root`
-/// itself missing is an error.
+/// `files_path`, leaving out the folder `skip` and the names `names`
+/// refuses. A folder that vanishes or cannot be read mid-walk is skipped
+/// (the next scan sees it); `root` itself missing is an error.
 pub fn walk(
     root: &Path,
     files_path: &Path,
     skip: Option<&Path>,
+    names: &RefusedNames,
 ) -> io::Result<BTreeMap<String, Seen>> {
     let mut out = BTreeMap::new();
     let mut dirs = vec![root.to_owned()];
@@ -39,7 +43,7 @@ pub fn walk(
         if skip.is_some_and(|s| dir.starts_with(s)) {
             continue;
         }
-        if let Ok(sub) = list_into(&dir, files_path, &mut out) {
+        if let Ok(sub) = list_into(&dir, files_path, names, &mut out) {
             dirs.extend(sub);
         }
     }
@@ -47,9 +51,13 @@ pub fn walk(
 }
 
 /// The regular, non-hidden files directly in `dir` (a polled folder).
-pub fn list(dir: &Path, files_path: &Path) -> io::Result<BTreeMap<String, Seen>> {
+pub fn list(
+    dir: &Path,
+    files_path: &Path,
+    names: &RefusedNames,
+) -> io::Result<BTreeMap<String, Seen>> {
     let mut out = BTreeMap::new();
-    list_into(dir, files_path, &mut out)?;
+    list_into(dir, files_path, names, &mut out)?;
     Ok(out)
 }
 
@@ -57,6 +65,7 @@ pub fn list(dir: &Path, files_path: &Path) -> io::Result<BTreeMap<String, Seen>>
 fn list_into(
     dir: &Path,
     files_path: &Path,
+    names: &RefusedNames,
     out: &mut BTreeMap<String, Seen>,
 ) -> io::Result<Vec<std::path::PathBuf>> {
     let mut dirs = Vec::new();
@@ -64,10 +73,18 @@ fn list_into(
         let Ok(kind) = entry.file_type() else {
             continue;
         };
+        let name = entry.file_name();
+        let file = kind.is_file() && !name.to_string_lossy().starts_with('.');
+        if !kind.is_dir() && !file {
+            continue;
+        }
         let path = entry.path();
+        if names.refuses(&path, &name) {
+            continue;
+        }
         if kind.is_dir() {
             dirs.push(path);
-        } else if kind.is_file() && !entry.file_name().to_string_lossy().starts_with('.') {
+        } else {
             let (Ok(meta), Some(rel)) = (entry.metadata(), relative(&path, files_path)) else {
                 continue;
             };
@@ -106,17 +123,47 @@ mod tests {
             std::fs::write(path, body).unwrap();
         }
         std::os::unix::fs::symlink(files.join("other"), files.join("watch/link")).unwrap();
-        let found = walk(&files.join("watch"), files, Some(&files.join("watch/sub"))).unwrap();
+        let refused = RefusedNames::default();
+        let found = walk(
+            &files.join("watch"),
+            files,
+            Some(&files.join("watch/sub")),
+            &refused,
+        )
+        .unwrap();
         let names: Vec<&str> = found.keys().map(String::as_str).collect();
         assert_eq!(names, ["watch/.hidden-dir/b.mkv", "watch/a.mkv",]);
         assert_eq!(found["watch/a.mkv"].size, 2);
-        assert!(walk(&files.join("missing"), files, None).is_err());
-        assert_eq!(walk(files, files, None).unwrap().len(), 4);
-        let here: Vec<String> = list(&files.join("watch"), files)
+        assert!(walk(&files.join("missing"), files, None, &refused).is_err());
+        assert_eq!(walk(files, files, None, &refused).unwrap().len(), 4);
+        let here: Vec<String> = list(&files.join("watch"), files, &refused)
             .unwrap()
             .into_keys()
             .collect();
         assert_eq!(here, ["watch/a.mkv"]);
+    }
+
+    #[test]
+    fn names_that_are_not_utf8_are_left_out_and_counted_once() {
+        use std::os::unix::ffi::OsStrExt;
+        let dir = tempfile::tempdir().unwrap();
+        let files = dir.path();
+        let bad = std::ffi::OsStr::from_bytes(b"bad\xff");
+        std::fs::create_dir_all(files.join("watch").join(bad)).unwrap();
+        std::fs::write(files.join("watch").join(bad).join("inside.mkv"), b"x").unwrap();
+        std::fs::write(files.join("watch/ok.mkv"), b"ok").unwrap();
+        let mut file = std::ffi::OsString::from("file-");
+        file.push(bad);
+        std::fs::write(files.join("watch").join(&file), b"y").unwrap();
+        let names = RefusedNames::default();
+        for _ in 0..3 {
+            let found = walk(files, files, None, &names).unwrap();
+            let paths: Vec<&str> = found.keys().map(String::as_str).collect();
+            assert_eq!(paths, ["watch/ok.mkv"]);
+        }
+        assert_eq!(names.count(), 2, "the folder and the file, once each");
+        assert_eq!(list(&files.join("watch"), files, &names).unwrap().len(), 1);
+        assert_eq!(names.count(), 2);
     }
 
     #[test]

@@ -7,7 +7,8 @@
 //! folder is being set up is seen by the walk or by the watch, never by
 //! neither. `FILES_PATH/corn` (the rclone mounts, where inotify sees only
 //! local changes and a walk can list a whole cloud drive) is left to the
-//! polling watchers and to mount scans.
+//! polling watchers and to mount scans. A folder whose name is not UTF-8
+//! is not watched (the walks refuse it and say so: `crate::names`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
@@ -85,7 +86,8 @@ impl Tree {
         self.unwatched.len()
     }
 
-    /// Watches `dir` and every folder under it (symlinks not followed).
+    /// Watches `dir` and every folder under it (symlinks not followed),
+    /// but those whose path under `FILES_PATH` is not UTF-8.
     /// Past the limit, the rest are listed for polling. `dir` itself is
     /// watched again even if it was (a folder made where one was removed
     /// has the old one's name, not its watch). Returns the folders newly
@@ -95,7 +97,7 @@ impl Tree {
         self.watched.remove(dir);
         let mut stack = vec![dir.to_owned()];
         while let Some(d) = stack.pop() {
-            if !self.covers(&d) {
+            if !self.covers(&d) || crate::scan::relative(&d, &self.root).is_none() {
                 continue;
             }
             if self.watch_one(&d) {

@@ -24,6 +24,21 @@ pub struct InotifyStatus {
     pub overflows: u64,
 }
 
+/// The repair a rescan runs (the start-up walk, `scan-all` and the other
+/// API scans, a queue-overflow rescan): each record whose `filePath` names
+/// no live file gets a live duplicate of it as `filePath`. It runs once
+/// the watcher has taken in what the rescan found.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairStatus {
+    /// A rescan asked for a repair that has not run to its end yet.
+    pub due: bool,
+    /// Repairs run to their end.
+    pub passes: u64,
+    /// Records whose `filePath` a repair handed to a live duplicate.
+    pub promoted: u64,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WatcherdStatus {
@@ -42,6 +57,10 @@ pub struct WatcherdStatus {
     pub refused: u64,
     /// Times storaged could not be reached and the engine waited.
     pub store_waits: u64,
+    /// Files and folders skipped because their name is not UTF-8 (each
+    /// logged and counted once; never minted nor announced).
+    pub refused_names: u64,
+    pub repair: RepairStatus,
     pub inotify: InotifyStatus,
     pub watchers: usize,
     pub uptime_ms: u64,

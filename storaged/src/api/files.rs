@@ -1,8 +1,10 @@
-//! The watcher's routes: `/files/observe`, `/files/seen`, `/files/reset`.
+//! The watcher's routes: `/files/observe`, `/files/seen`, `/files/reset`,
+//! `/files/repair`.
 
 use axum::Json;
 use metacore::api::storaged::{
-    MAX_OBSERVATIONS, ObserveBody, Observed, ResetBody, ResetDone, SeenPage, SeenQuery,
+    MAX_OBSERVATIONS, ObserveBody, Observed, RepairBody, RepairDone, ResetBody, ResetDone,
+    SeenPage, SeenQuery,
 };
 use metacore::checked::RelPath;
 use metacore::error::ApiError;
@@ -36,4 +38,14 @@ pub(super) async fn reset(st: State, JsonBody(body): JsonBody<ResetBody>) -> Jso
         RelPath::new(dir.trim_end_matches('/'))?;
     }
     Ok(Json(st.store.reset_files(body).await?))
+}
+
+pub(super) async fn repair(
+    st: State,
+    JsonBody(body): JsonBody<RepairBody>,
+) -> JsonReply<RepairDone> {
+    if !body.root.as_str().starts_with('/') {
+        return Err(ApiError::schema("root is FILES_PATH, an absolute path"));
+    }
+    Ok(Json(st.store.repair_files(body).await?))
 }

@@ -64,6 +64,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/files/observe", post(files::observe))
         .route("/files/seen", get(files::seen))
         .route("/files/reset", post(files::reset))
+        .route("/files/repair", post(files::repair))
         .route("/kv/value", get(kv::get).put(kv::put).delete(kv::delete))
         .route("/kv/range", get(kv::range))
         .route("/kv/tree", get(kv::tree))

@@ -1,8 +1,11 @@
 //! The watcher's methods of [`Store`]: observations applied on the writer
 //! thread (each in its own savepoint, queued together so they share
-//! groups), the `seen:` rows read back, and a reset.
+//! groups), the `seen:` rows read back, a reset, and the repair of
+//! records whose `filePath` names no live file.
 
-use metacore::api::storaged::{ObserveBody, ObserveOutcome, ResetBody, ResetDone, SeenPage};
+use metacore::api::storaged::{
+    ObserveBody, ObserveOutcome, RepairBody, RepairDone, ResetBody, ResetDone, SeenPage,
+};
 use metacore::error::ApiError;
 
 use super::Store;
@@ -45,6 +48,13 @@ impl Store {
     pub async fn reset_files(&self, body: ResetBody) -> Result<ResetDone> {
         self.writer
             .write(move |tx| files::reset(tx, &body.dirs, &body.watcher_id))
+            .await
+    }
+
+    /// One page of the repair, in one write transaction.
+    pub async fn repair_files(&self, body: RepairBody) -> Result<RepairDone> {
+        self.writer
+            .write(move |tx| files::repair(tx, body.root.as_str(), body.after))
             .await
     }
 }

@@ -29,12 +29,12 @@ const SETTLED: Duration = Duration::from_millis(3 * DEBOUNCE_MS + 600);
 
 const TOKEN: &str = "watchers-admin-token";
 
-struct Watched {
-    dir: TempDir,
-    mc: MetaCore,
+pub(crate) struct Watched {
+    pub(crate) dir: TempDir,
+    pub(crate) mc: MetaCore,
 }
 
-fn launch(dir: &Path, env: &[(&str, &str)]) -> Launch {
+pub(crate) fn launch(dir: &Path, env: &[(&str, &str)]) -> Launch {
     let mut l = Launch::in_dir(dir, "run").env("DEBOUNCE_MS", &DEBOUNCE_MS.to_string());
     for (k, v) in env {
         l = l.env(k, v);
@@ -43,7 +43,7 @@ fn launch(dir: &Path, env: &[(&str, &str)]) -> Launch {
 }
 
 impl Watched {
-    async fn start(env: &[(&str, &str)]) -> Self {
+    pub(crate) async fn start(env: &[(&str, &str)]) -> Self {
         let dir = test_dir();
         let mc = launch(dir.path(), env).start().await;
         let w = Self { dir, mc };
@@ -51,15 +51,15 @@ impl Watched {
         w
     }
 
-    fn files(&self) -> PathBuf {
+    pub(crate) fn files(&self) -> PathBuf {
         self.dir.path().join("files")
     }
 
-    fn watcherd(&self) -> SocketClient {
+    pub(crate) fn watcherd(&self) -> SocketClient {
         SocketClient::new("watcherd", &self.mc.run_dir().join("watcherd.sock"))
     }
 
-    async fn status(&self) -> Value {
+    pub(crate) async fn status(&self) -> Value {
         self.watcherd()
             .get("/status")
             .await
@@ -67,7 +67,7 @@ impl Watched {
     }
 
     /// Until watcherd has read back what it knew and set up its watches.
-    async fn wait_loaded(&self) {
+    pub(crate) async fn wait_loaded(&self) {
         until("watcherd to load and watch", DAEMON_DEADLINE, || async {
             let s: Value = self.watcherd().get("/status").await.ok()?;
             let ready = !s["enabled"].as_bool()?
@@ -77,30 +77,42 @@ impl Watched {
         .await;
     }
 
+    /// Until watcherd's repairs (asked for by rescans) have run at least
+    /// `passes` times and none is due; the passes run.
+    pub(crate) async fn repair_passes(&self, passes: u64) -> u64 {
+        until("watcherd's repairs to run", DAEMON_DEADLINE, || async {
+            let s: Value = self.watcherd().get("/status").await.ok()?;
+            let r = &s["repair"];
+            let done = r["passes"].as_u64()?;
+            (done >= passes && r["due"] == false).then_some(done)
+        })
+        .await
+    }
+
     /// A follower of every file event from the oldest kept.
-    async fn follow(&self) -> Follower {
+    pub(crate) async fn follow(&self) -> Follower {
         Follower::connect(self.mc.port(), "/api/events/files", Some("0")).await
     }
 
-    async fn follow_after(&self, id: &str) -> Follower {
+    pub(crate) async fn follow_after(&self, id: &str) -> Follower {
         Follower::connect(self.mc.port(), "/api/events/files", Some(id)).await
     }
 
-    fn write(&self, rel: &str, bytes: &[u8]) {
+    pub(crate) fn write(&self, rel: &str, bytes: &[u8]) {
         let path = self.files().join(rel);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(path, bytes).unwrap();
     }
 
-    fn abs(&self, rel: &str) -> String {
+    pub(crate) fn abs(&self, rel: &str) -> String {
         self.files().join(rel).display().to_string()
     }
 
-    fn roots(&self) -> i64 {
+    pub(crate) fn roots(&self) -> i64 {
         self.query("SELECT count(*) FROM kv WHERE k LIKE 'idx:roots/%'")
     }
 
-    fn query(&self, sql: &str) -> i64 {
+    pub(crate) fn query(&self, sql: &str) -> i64 {
         let c = rusqlite::Connection::open(self.mc.db()).unwrap();
         c.query_row(sql, [], |r| r.get(0)).unwrap()
     }
@@ -131,7 +143,7 @@ impl Watched {
 /// midhash256 computed here, from the contract's words (decision 7):
 /// SHA-256 over the size as 8 big-endian bytes, then the whole file up to
 /// 1 MiB, else the 1 MiB starting at `(size - 1 MiB) / 2`.
-fn midhash(bytes: &[u8]) -> String {
+pub(crate) fn midhash(bytes: &[u8]) -> String {
     const MIB: usize = 1 << 20;
     let sample = if bytes.len() <= MIB {
         bytes
@@ -146,7 +158,7 @@ fn midhash(bytes: &[u8]) -> String {
 }
 
 /// Distinct bytes per seed.
-fn content(seed: u32, len: usize) -> Vec<u8> {
+pub(crate) fn content(seed: u32, len: usize) -> Vec<u8> {
     let mut x = seed.wrapping_mul(2_654_435_761).wrapping_add(1);
     (0..len)
         .map(|_| {
@@ -414,6 +426,7 @@ async fn an_inotify_queue_overflow_rescans_and_every_file_is_announced_once() {
     // Each file is at least three events (create, modify, close): a burst
     // of this many, with nobody reading, overflows the kernel's queue.
     let n = queue / 3 + 1000;
+    let passes = w.repair_passes(1).await;
     let pid = w.mc.daemon(Daemon::Watcherd).await.pid.unwrap();
     signal(pid, Signal::STOP);
     let dir = w.files().join("watch");
@@ -435,6 +448,8 @@ async fn an_inotify_queue_overflow_rescans_and_every_file_is_announced_once() {
     let s = w.status().await;
     assert!(s["inotify"]["overflows"].as_u64().unwrap() >= 1, "{s}");
     assert_eq!(s["knownFiles"], n as u64);
+    // The rescan asked for a repair of stale filePaths, run once settled.
+    w.repair_passes(passes + 1).await;
 }
 
 #[tokio::test]

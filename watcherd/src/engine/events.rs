@@ -9,7 +9,7 @@ impl Engine {
             self.stats.overflows.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("inotify queue overflowed: rescanning the whole tree");
             let files = self.settings.files.clone();
-            self.walk_again(files);
+            self.walk_again(files, true);
             return;
         }
         match event.kind {
@@ -40,13 +40,19 @@ impl Engine {
             self.on_absent(path);
             return;
         };
+        let announceable = meta.is_dir() || (meta.is_file() && !hidden(path));
+        if !announceable {
+            return;
+        }
+        if scan::relative(path, &self.settings.files).is_none() {
+            // A name that is not UTF-8: never watched nor announced.
+            self.stats.names.refuse(path);
+            return;
+        }
         if meta.is_dir() {
             // A folder made or moved in: watch it, then walk it.
-            self.walk_again(path.to_owned());
-        } else if meta.is_file()
-            && !hidden(path)
-            && let Some(rel) = self.rel(path)
-        {
+            self.walk_again(path.to_owned(), false);
+        } else if let Some(rel) = self.rel(path) {
             self.touch(rel, scan::seen_of(&meta));
         }
     }

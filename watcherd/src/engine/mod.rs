@@ -20,6 +20,10 @@
 //!
 //! What is known is read back from storaged's `seen:` rows at start, so a
 //! restart announces exactly what changed while watcherd was down.
+//!
+//! A rescan (the start-up walk, an API scan, a queue overflow's) asks for
+//! a [`repair`] of the records whose `filePath` names no live file; it runs
+//! once what the rescan found is committed.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
@@ -29,8 +33,8 @@ use std::sync::{Arc, Mutex, RwLock};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
-    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, ResetBody, SeenQuery,
-    StoragedClient,
+    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, RepairBody, ResetBody,
+    SeenQuery, StoragedClient,
 };
 use metacore::checked::{FilePath, RelPath};
 use metacore::cid::Cid;
@@ -44,17 +48,20 @@ use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::debounce::{Debouncer, Seen, Settle};
+use crate::names::RefusedNames;
 use crate::scan;
 use crate::tree::{MOUNTS_DIR, Tree};
 use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
 
 mod events;
 mod gone;
+mod repair;
 mod reset;
 mod settle;
 mod walks;
 
 use gone::Gone;
+use repair::Repair;
 use walks::Walk;
 
 /// Observations sent and what storaged did with each, in order.
@@ -94,6 +101,12 @@ pub struct Stats {
     pub announced: AtomicU64,
     pub refused: AtomicU64,
     pub store_waits: AtomicU64,
+    /// File and folder names that are not UTF-8, skipped.
+    pub names: RefusedNames,
+    /// A rescan asked for a repair that has not run to its end.
+    pub repair_due: AtomicBool,
+    pub repair_passes: AtomicU64,
+    pub repair_promoted: AtomicU64,
     /// Folders being walked now, and when each watcher root was last
     /// walked to the end (Unix ms).
     pub walking: Mutex<HashMap<PathBuf, usize>>,
@@ -167,6 +180,8 @@ pub struct Engine {
     dirty: BTreeSet<String>,
     /// The batch storaged is committing now.
     inflight: Option<tokio::task::JoinHandle<Option<Sent>>>,
+    /// The repair rescans asked for.
+    repair: Repair,
     stats: Arc<Stats>,
     shutdown: Shutdown,
 }
@@ -201,6 +216,7 @@ impl Engine {
             inflight_paths: HashSet::new(),
             dirty: BTreeSet::new(),
             inflight: None,
+            repair: Repair::default(),
             stats,
             shutdown,
         })
@@ -212,7 +228,7 @@ impl Engine {
             return;
         }
         let files = self.settings.files.clone();
-        self.walk(files, true, None);
+        self.walk(files, true, true, None);
         loop {
             self.publish_stats();
             let wake = self.next_wake();
@@ -244,6 +260,7 @@ impl Engine {
             }
             self.poll_watchers();
             self.settle_round().await;
+            self.repair_step().await;
         }
     }
 
@@ -322,6 +339,7 @@ impl Engine {
             self.debounce.next_due(),
             self.gone.next_due(self.settings.quiet),
             self.next_poll.values().min().copied(),
+            self.repair_wake(),
         ]
         .into_iter()
         .flatten()
@@ -342,7 +360,7 @@ impl Engine {
                 started,
                 found,
             } => self.on_walked(scope, started, found),
-            Input::Scan { dir, reply } => self.walk(dir, false, Some(reply)),
+            Input::Scan { dir, reply } => self.walk(dir, false, true, Some(reply)),
             Input::Reset {
                 dirs,
                 watcher_id,

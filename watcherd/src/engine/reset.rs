@@ -66,7 +66,7 @@ impl Engine {
         let mut waits = Vec::new();
         for d in dirs {
             let (tx, rx) = oneshot::channel();
-            self.walk(d, false, Some(tx));
+            self.walk(d, false, false, Some(tx));
             waits.push(rx);
         }
         tokio::spawn(async move {

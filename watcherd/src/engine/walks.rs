@@ -10,36 +10,45 @@ pub(super) struct Walk {
     pub(super) waiters: Vec<oneshot::Sender<Result<usize, ApiError>>>,
     pub(super) again: bool,
     pub(super) watch: bool,
+    /// A rescan: a repair is due once what it found is committed.
+    pub(super) repair: bool,
 }
 
 impl Engine {
     /// A walk that must see what happened since it was asked for (a
     /// folder that appeared, a queue overflow): if one of the folder is
     /// under way, it runs again when that one ends.
-    pub(super) fn walk_again(&mut self, dir: PathBuf) {
+    pub(super) fn walk_again(&mut self, dir: PathBuf, repair: bool) {
         if let Some(w) = self.walks.get_mut(&dir) {
             w.again = true;
             w.watch = true;
+            w.repair |= repair;
             return;
         }
-        self.walk(dir, true, None);
+        self.walk(dir, true, repair, None);
     }
 
     /// Walks a folder's tree on the blocking pool (after watching its
     /// folders when `watch`); the result comes back as [`Input::Walked`].
     /// One walk of a folder at a time: asked again meanwhile, the asker
-    /// waits for the one under way.
+    /// waits for the one under way. A rescan (`repair`) asks for a repair
+    /// once it is taken in.
     pub(super) fn walk(
         &mut self,
         dir: PathBuf,
         watch: bool,
+        repair: bool,
         done: Option<oneshot::Sender<Result<usize, ApiError>>>,
     ) {
         if let Some(w) = self.walks.get_mut(&dir) {
             w.waiters.extend(done);
+            w.repair |= repair;
             return;
         }
-        let mut w = Walk::default();
+        let mut w = Walk {
+            repair,
+            ..Walk::default()
+        };
         w.waiters.extend(done);
         self.walks.insert(dir.clone(), w);
         self.stats
@@ -50,6 +59,7 @@ impl Engine {
         let tree = self.tree.clone();
         let files = self.settings.files.clone();
         let inputs = self.inputs.clone();
+        let stats = self.stats.clone();
         let started = Instant::now();
         tokio::task::spawn_blocking(move || {
             let skip = files.join(MOUNTS_DIR);
@@ -57,7 +67,7 @@ impl Engine {
                 tree.lock().expect("tree lock").watch_all(&dir);
             }
             let skip = (!dir.starts_with(&skip)).then_some(skip);
-            let found = scan::walk(&dir, &files, skip.as_deref());
+            let found = scan::walk(&dir, &files, skip.as_deref(), &stats.names);
             let _ = inputs.blocking_send(Input::Walked {
                 scope: Scope::Tree(dir),
                 started,
@@ -75,6 +85,7 @@ impl Engine {
         let tree = self.tree.clone();
         let files = self.settings.files.clone();
         let inputs = self.inputs.clone();
+        let stats = self.stats.clone();
         tokio::task::spawn_blocking(move || {
             let dirs: Vec<PathBuf> = {
                 let mut tree = tree.lock().expect("tree lock");
@@ -86,7 +97,7 @@ impl Engine {
             };
             for d in dirs {
                 let started = Instant::now();
-                let found = scan::list(&d, &files);
+                let found = scan::list(&d, &files, &stats.names);
                 // A folder made inside a polled one is polled too.
                 if let Ok(entries) = std::fs::read_dir(&d) {
                     let mut tree = tree.lock().expect("tree lock");
@@ -184,11 +195,14 @@ impl Engine {
                 .expect("scan lock")
                 .insert(dir.clone(), unix_ms());
         }
+        if walk.repair {
+            self.request_repair();
+        }
         for done in walk.waiters {
             let _ = done.send(Ok(count));
         }
         if walk.again {
-            self.walk(dir, walk.watch, None);
+            self.walk(dir, walk.watch, walk.repair, None);
         }
     }
 
@@ -224,7 +238,7 @@ impl Engine {
             let due = self.next_poll.entry(id).or_insert(now + every);
             if now >= *due {
                 *due = now + every;
-                self.walk(path, false, None);
+                self.walk(path, false, false, None);
             }
         }
         if now >= self.next_unwatched_poll {

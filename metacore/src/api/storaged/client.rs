@@ -319,6 +319,14 @@ impl StoragedClient {
             .await
     }
 
+    /// One page of the repair of records whose `filePath` names no live
+    /// file (at most [`REPAIR_PAGE`] records, one transaction).
+    pub async fn repair_files(&self, body: &RepairBody) -> Result<RepairDone, ClientError> {
+        self.inner
+            .call(Method::POST, "/files/repair", Some(body))
+            .await
+    }
+
     pub async fn append(&self, entry: &CheckedEntry) -> Result<StreamId, ClientError> {
         let body = AppendBody {
             fields: entry.fields().clone(),

@@ -1,7 +1,8 @@
 //! The wire types of the watcher's routes on storaged's socket
 //! (`/files/...`): what watcherd observed of the files under `FILES_PATH`,
 //! applied with the record change and the `file:events` entry in one
-//! transaction; the `seen:` rows it keeps, read back at start; and a reset.
+//! transaction; the `seen:` rows it keeps, read back at start; a reset;
+//! and the repair of records whose `filePath` names no live file.
 
 use serde::{Deserialize, Serialize};
 
@@ -132,6 +133,38 @@ pub struct ResetDone {
     pub forgotten: u64,
     /// The `reset` entry.
     pub id: StreamId,
+}
+
+/// Most records one `POST /files/repair` looks at: a page is one write
+/// transaction, so a store with many duplicates does not hold the writer
+/// for long.
+pub const REPAIR_PAGE: usize = 256;
+
+/// `POST /files/repair`: one page of the repair a rescan runs. Each record
+/// with duplicates whose `filePath` names no live file of it (none, or a
+/// path under `root` without its `seen:` row) gets its first live
+/// duplicate with one of its midhashes as `filePath`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairBody {
+    /// `FILES_PATH`, absolute.
+    pub root: FilePath,
+    /// The page starts after this record (the last page's `next`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub after: Option<Rid>,
+}
+
+/// What one page of the repair did.
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RepairDone {
+    /// Records with duplicates looked at.
+    pub records: u64,
+    /// Of them, those whose `filePath` a live duplicate took over.
+    pub promoted: u64,
+    /// Pass as `after` for the next page; absent on the last.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next: Option<Rid>,
 }
 
 #[cfg(test)]

@@ -11,14 +11,24 @@
 //!
 //! How a path is attached to a record (`attach`):
 //! - the midhash names a record: the path becomes its `filePath` when it
-//!   holds none, holds this path, or holds a path under `FILES_PATH` the
-//!   watcher no longer sees (the file moved on while the watcher was not
-//!   looking); otherwise it is a duplicate, `dup:<rid>/<path>`;
+//!   holds none, holds this path, or holds a path under `FILES_PATH` that
+//!   is not a live file of it (no `seen:` row names the record there: the
+//!   file moved on while the watcher was not looking); otherwise it is a
+//!   duplicate, `dup:<rid>/<path>`;
 //! - the midhash names none, and the path's record holds it as `filePath`:
 //!   the content changed in place, so the record follows it (the old
 //!   midhash member leaves, the new one joins);
 //! - otherwise a record is minted: `filePath`, `sizeByte`, `mtimeNano` and
 //!   the midhash as its `cids/` member.
+//!
+//! A record's `filePath` that stops naming its file (deleted, moved away,
+//! overwritten with other content) is handed to a live duplicate of it in
+//! the same transaction ([`handover`]); a rescan's repair does the same for
+//! a record left with a stale one.
+
+mod handover;
+
+pub(crate) use handover::repair;
 
 use std::collections::BTreeMap;
 
@@ -153,16 +163,7 @@ fn attach(
     let abs = absolute(root, path);
     let (rid, minted) = match cid_index::owner(tx.conn, &file.midhash)? {
         Some(rid) => {
-            let current = tx.get(&field_key(rid, "filePath"))?;
-            let takes_path = match current.as_deref() {
-                None => true,
-                Some(p) if p == abs => true,
-                Some(p) => match relative_to(root, p) {
-                    Some(rel) => rel != *path && read_seen(tx, &rel)?.is_none(),
-                    None => false,
-                },
-            };
-            if takes_path {
+            if handover::takes_path(tx, root, rid, &abs)? {
                 put_file_fields(tx, rid, &abs, file)?;
             } else {
                 tx.insert_new(&dup_key(rid, &abs), "")?;
@@ -191,18 +192,20 @@ fn attach(
     };
     records::ensure_root(tx, rid)?;
     if let Some(b) = before.filter(|b| b.rid != rid) {
-        release(tx, b.rid, &abs)?;
+        release(tx, root, b.rid, &abs)?;
     }
     Ok((rid, minted))
 }
 
 /// The path `abs` no longer holds the content of `rid`'s record (it was
 /// overwritten with another's): not its duplicate, and not its `filePath`
-/// (a write by that record's CID must not reach the other content).
-fn release(tx: &mut Tx<'_>, rid: Rid, abs: &str) -> Result<()> {
+/// (a write by that record's CID must not reach the other content); a
+/// live duplicate of the record takes the `filePath` over, if it has one.
+fn release(tx: &mut Tx<'_>, root: &str, rid: Rid, abs: &str) -> Result<()> {
     tx.delete_raw(&dup_key(rid, abs))?;
     if tx.get(&field_key(rid, "filePath"))?.as_deref() == Some(abs) {
         records::delete_field_row(tx, rid, "filePath")?;
+        handover::hand_over(tx, root, rid)?;
     }
     Ok(())
 }
@@ -244,14 +247,26 @@ fn present(
 }
 
 /// Forgets a path; true when it had been seen (and `delete` announced).
+/// When it was its record's `filePath`, a live duplicate takes it over.
 fn gone(tx: &mut Tx<'_>, root: &str, path: &RelPath, out: &mut ObserveOutcome) -> Result<bool> {
     let Some(before) = read_seen(tx, path)? else {
         return Ok(false);
     };
     tx.delete_raw(&seen_key(path))?;
-    tx.delete_raw(&dup_key(before.rid, &absolute(root, path)))?;
+    left(tx, root, before.rid, &absolute(root, path))?;
     announce(tx, "delete", path, None, None, out)?;
     Ok(true)
+}
+
+/// The file of `rid`'s record left `abs` (whose `seen:` row is gone):
+/// not its duplicate any more, and if it was its `filePath`, a live
+/// duplicate takes that over (the record keeps the old one otherwise).
+fn left(tx: &mut Tx<'_>, root: &str, rid: Rid, abs: &str) -> Result<()> {
+    tx.delete_raw(&dup_key(rid, abs))?;
+    if tx.get(&field_key(rid, "filePath"))?.as_deref() == Some(abs) {
+        handover::hand_over(tx, root, rid)?;
+    }
+    Ok(())
 }
 
 fn moved(
@@ -272,20 +287,23 @@ fn moved(
     let (abs_from, abs_to) = (absolute(root, from), absolute(root, path));
     let rid = if cid_index::owner(tx.conn, &file.midhash)? == Some(old.rid) {
         let rid = old.rid;
-        // The old path is not a duplicate any more, whatever it was.
+        // The old path is not a duplicate any more, whatever it was; the
+        // new one is the `filePath` when the old one was (or it names no
+        // live file of the record), else a duplicate.
         tx.delete_raw(&dup_key(rid, &abs_from))?;
-        let current = tx.get(&field_key(rid, "filePath"))?;
-        if current.as_deref() == Some(&abs_from) || current.is_none() {
+        if handover::takes_path(tx, root, rid, &abs_to)? {
             put_file_fields(tx, rid, &abs_to, file)?;
-        } else if current.as_deref() != Some(&abs_to) {
+        } else {
             tx.insert_new(&dup_key(rid, &abs_to), "")?;
         }
         if let Some(b) = before.as_ref().filter(|b| b.rid != rid) {
-            release(tx, b.rid, &abs_to)?;
+            release(tx, root, b.rid, &abs_to)?;
         }
         rid
     } else {
-        // The record was deleted or lost its alias since: attach afresh.
+        // The record was deleted or lost its alias since: the old path
+        // leaves it, and the new one is attached afresh.
+        left(tx, root, old.rid, &abs_from)?;
         let (rid, minted) = attach(tx, root, path, file, before.as_ref())?;
         out.minted = minted;
         rid
