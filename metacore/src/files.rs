@@ -38,6 +38,34 @@ pub fn ensure_dir(path: &Path, mode: u32) -> io::Result<()> {
     std::fs::set_permissions(path, std::fs::Permissions::from_mode(mode))
 }
 
+/// Creates the folder `path` and every missing folder on its way, each
+/// with `mode` whatever the umask (the umask of a meta-core process is
+/// 077: [`private_by_default`]); folders that exist are left as they are.
+/// For the folders other services go through (`FILES_PATH`, its
+/// `watch/` and `plugin/`), where [`ensure_dir`] would leave the missing
+/// parents private.
+pub fn ensure_dir_tree(path: &Path, mode: u32) -> io::Result<()> {
+    use std::os::unix::fs::PermissionsExt;
+    let mut missing = Vec::new();
+    let mut at = path;
+    while !at.is_dir() {
+        missing.push(at);
+        match at.parent() {
+            Some(p) if !p.as_os_str().is_empty() => at = p,
+            _ => break,
+        }
+    }
+    for dir in missing.into_iter().rev() {
+        match std::fs::create_dir(dir) {
+            Ok(()) => std::fs::set_permissions(dir, std::fs::Permissions::from_mode(mode))?,
+            // Made meanwhile by another process: theirs to keep.
+            Err(e) if e.kind() == io::ErrorKind::AlreadyExists && dir.is_dir() => {}
+            Err(e) => return Err(e),
+        }
+    }
+    Ok(())
+}
+
 /// Writes `bytes` to `path` through a temp file in the same folder, synced,
 /// then renamed over it, then the folder synced: a reader sees the old file
 /// or the new one, and a crash leaves one of them. The file gets `mode`
@@ -168,5 +196,22 @@ mod tests {
         assert_eq!(aside, dir.path().join("watchers.json.unreadable-1747"));
         assert_eq!(std::fs::read(&aside).unwrap(), b"{not json");
         assert!(!p.exists());
+    }
+
+    #[test]
+    fn a_tree_of_folders_gets_the_mode_at_every_level_it_makes() {
+        let dir = tempfile::tempdir().unwrap();
+        let mode = |p: &Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+        let kept = dir.path().join("kept");
+        std::fs::create_dir(&kept).unwrap();
+        std::fs::set_permissions(&kept, std::fs::Permissions::from_mode(0o700)).unwrap();
+        let deep = kept.join("a/b/c");
+        ensure_dir_tree(&deep, 0o755).unwrap();
+        for d in [kept.join("a"), kept.join("a/b"), deep.clone()] {
+            assert_eq!(mode(&d), 0o755, "{}", d.display());
+        }
+        assert_eq!(mode(&kept), 0o700, "a folder that was there is left alone");
+        ensure_dir_tree(&deep, 0o700).unwrap();
+        assert_eq!(mode(&deep), 0o755);
     }
 }

@@ -133,12 +133,15 @@ async fn prepare(config: &Config, shutdown: Shutdown) -> Result<Prepared, RunErr
         (layout.locks_dir(), SHARED_DIR),
         (layout.run_dir.clone(), PRIVATE_DIR),
         (config.log_dir.clone(), PRIVATE_DIR),
-        (layout.files.clone(), SHARED_DIR),
     ];
     dirs.extend(layout.db.parent().map(|d| (d.to_path_buf(), PRIVATE_DIR)));
     for (dir, mode) in dirs {
         ensure_dir(&dir, mode).map_err(io_err("create", &dir))?;
     }
+    // FILES_PATH and every folder made on its way: the mesh's services go
+    // through them.
+    metacore::files::ensure_dir_tree(&layout.files, SHARED_DIR)
+        .map_err(io_err("create", &layout.files))?;
     // As PID 1 we inherit orphans anyway; otherwise ask for them, so that
     // nothing a daemon started outlives the tree unreaped.
     if std::process::id() != 1

@@ -46,9 +46,11 @@ pub enum RunError {
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     let layout = config.layout();
     let files = std::path::absolute(&config.files_path).unwrap_or(config.files_path.clone());
-    std::fs::create_dir_all(&files).map_err(|source| RunError::Files {
-        path: files.clone(),
-        source,
+    metacore::files::ensure_dir_tree(&files, metacore::files::SHARED_DIR).map_err(|source| {
+        RunError::Files {
+            path: files.clone(),
+            source,
+        }
     })?;
     let (watchers, opened) =
         Watchers::open(&config.meta_core_path, &files, unix_ms()).map_err(RunError::Watchers)?;

@@ -144,7 +144,10 @@ impl Watchers {
         };
         for dir in DEFAULT_DIRS {
             let path = files_path.join(dir);
-            std::fs::create_dir_all(&path).map_err(|e| io(e, &path))?;
+            // Other containers read them (a sorter's watch/, a plugin's
+            // plugin/): 0755, whatever the umask.
+            metacore::files::ensure_dir_tree(&path, metacore::files::SHARED_DIR)
+                .map_err(|e| io(e, &path))?;
             let path = path.display().to_string();
             if !w.watchers.iter().any(|c| c.path == path) {
                 w.watchers.push(WatcherConfig {

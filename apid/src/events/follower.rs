@@ -119,6 +119,9 @@ pub(crate) struct Follower {
     /// followers), and this follower's while it has one.
     bulk: Arc<Semaphore>,
     bulk_turn: Option<OwnedSemaphorePermit>,
+    /// What is sent before anything else (the `gap` of an ID past the
+    /// head).
+    preface: Option<Bytes>,
     _slots: Slots,
 }
 
@@ -142,6 +145,9 @@ pub(crate) enum Start {
     Resume(StreamId, String),
     /// The `meta` snapshot, then after `head`.
     Snapshot { head: StreamId, ts_ms: u64 },
+    /// The client's ID (as it sent it) is past the head: a `gap`, then
+    /// after `head`.
+    Ahead { head: StreamId, raw: String },
 }
 
 impl Follower {
@@ -154,7 +160,12 @@ impl Follower {
         slots: Slots,
     ) -> Self {
         let mut requested = None;
+        let mut preface = None;
         let (phase, cursor) = match start {
+            Start::Ahead { head, raw } => {
+                preface = Some(frame::gap(&raw, head));
+                (Phase::CatchUp, head)
+            }
             Start::Live(rx, head) => (Phase::Live(rx), head),
             Start::After(id) => (Phase::CatchUp, id),
             Start::Resume(id, raw) => {
@@ -186,6 +197,7 @@ impl Follower {
             garbled: 0,
             bulk: events.bulk.clone(),
             bulk_turn: None,
+            preface,
             _slots: slots,
         }
     }
@@ -202,6 +214,9 @@ impl Follower {
 
     /// The next bytes to send, or `None` when the stream ends.
     async fn next_chunk(&mut self) -> Option<Bytes> {
+        if let Some(first) = self.preface.take() {
+            return Some(first);
+        }
         loop {
             if self.shutdown.is_triggered() {
                 return None;

@@ -191,11 +191,25 @@ fn last_event_id(
     match text.as_deref().map(str::trim) {
         None | Some("") => Ok(None),
         Some(t) => match StreamId::parse(t) {
-            Ok(id) => Ok(Some((id, t.to_owned()))),
+            Ok(id) => Ok(Some((id, echoed(t)))),
             Err(_) => Err(ApiError::bad_request(format!(
-                "Last-Event-ID {t:?} is not an event ID: expected <ms>-<seq>, <ms>, 0 or 0-0"
+                "Last-Event-ID {:?} is not an event ID: expected <ms>-<seq>, <ms>, 0 or 0-0",
+                echoed(t)
             ))),
         },
+    }
+}
+
+/// Most characters of a client's ID said back to it (in a 400, or a
+/// `gap`'s `requested`): an ID is at most 35, and a client's header
+/// should not come back whole in an answer or a log.
+const ECHOED: usize = 64;
+
+/// `id` as said back: its first [`ECHOED`] characters, then `...`.
+fn echoed(id: &str) -> String {
+    match id.char_indices().nth(ECHOED) {
+        None => id.to_owned(),
+        Some((at, _)) => format!("{}...", &id[..at]),
     }
 }
 
@@ -276,6 +290,11 @@ async fn start(
             ts_ms: metacore::clock::unix_ms(),
         },
         Asked::Id(StreamId::ZERO, _) => Start::After(StreamId::ZERO),
+        // An ID past the head (a store restored from an older copy, a
+        // client of another meta-core) is told as one retention passed:
+        // a `gap`, then the head onwards. Following on from it would skip
+        // every entry until the IDs caught up with it.
+        Asked::Id(id, raw) if id > head => Start::Ahead { head, raw },
         // Whether retention trimmed past it is told by the first page read,
         // in the same transaction as the page: no trim can fall between.
         Asked::Id(id, raw) => Start::Resume(id, raw),

@@ -266,6 +266,49 @@ async fn a_cursor_older_than_retention_gets_one_gap_then_the_oldest_onwards() {
     );
 }
 
+/// An ID past the head (issue 23, N14) is told as one that retention
+/// passed: a `gap`, then the head onwards; following on from it silently
+/// would skip every entry until the IDs caught up with it.
+#[tokio::test]
+async fn an_id_past_the_head_gets_a_gap_then_the_head_onwards() {
+    let (s, a) = start().await;
+    let rid = random_rid().to_string();
+    write_fields(&a, &rid, 0, 2).await;
+    let head = head(s.client(), StreamName::Meta).await;
+    let ahead = format!(
+        "{}-0",
+        head.to_string()
+            .split('-')
+            .next()
+            .unwrap()
+            .parse::<u64>()
+            .unwrap()
+            + 3_600_000
+    );
+    for stream in [META, FILES] {
+        let now = if stream == META {
+            head
+        } else {
+            self::head(s.client(), StreamName::Files).await
+        };
+        let mut f = Follower::connect(a.port(), stream, Some(&ahead)).await;
+        let gap = f.event().await;
+        assert_eq!(gap.event, "gap", "{stream}");
+        check_component(&document(), "GapEvent", &gap.data).unwrap();
+        assert_eq!(
+            gap.data,
+            json!({"requested": ahead, "resumeFrom": now.to_string(), "reason": "retention"}),
+            "{stream}"
+        );
+        if stream == META {
+            // What commits next comes, though its ID is below the client's.
+            write_fields(&a, &rid, 10, 1).await;
+            let next = f.event().await;
+            assert_eq!(next.field("key"), format!("file:{rid}/f10"));
+        }
+    }
+}
+
 #[tokio::test]
 async fn a_malformed_id_is_a_400_envelope_before_any_stream() {
     let (_s, a) = start().await;
@@ -286,6 +329,16 @@ async fn a_malformed_id_is_a_400_envelope_before_any_stream() {
             a.get(&q).await.assert_error(400, "bad_request");
         }
     }
+    // A long one is said back cut short.
+    let long = "x".repeat(5000);
+    let r = a.send("GET", META, "", &[("last-event-id", &long)]).await;
+    r.assert_error(400, "bad_request");
+    assert!(r.text().contains(&"x".repeat(64)), "{}", r.text());
+    assert!(
+        !r.text().contains(&"x".repeat(65)),
+        "echoed whole: {} bytes",
+        r.text().len()
+    );
     // An unknown stream is a 404 like any unknown path.
     a.get("/api/events/other")
         .await

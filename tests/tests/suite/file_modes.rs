@@ -60,6 +60,18 @@ async fn files_are_private_but_what_others_read() {
         for d in [root.clone(), root.join("locks"), root.join("services")] {
             assert_eq!(mode(&d), 0o755, "umask {mask}: {}", d.display());
         }
+        // The shared folders of FILES_PATH other containers read (N17).
+        let files = dir.path().join("files");
+        for d in [files.clone(), files.join("watch"), files.join("plugin")] {
+            assert_eq!(mode(&d), 0o755, "umask {mask}: {}", d.display());
+        }
+        // The admin token is the tree's own.
+        assert_eq!(mode(&root.join("secrets")), 0o700, "umask {mask}: secrets/");
+        assert_eq!(
+            mode(&root.join("secrets/admin-token")),
+            0o600,
+            "umask {mask}: the token"
+        );
         let own: Vec<_> = std::fs::read_dir(root.join("services"))
             .unwrap()
             .map(|e| e.unwrap().path())
