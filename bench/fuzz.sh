@@ -2,7 +2,9 @@
 # Runs schemathesis (pip install schemathesis) over apid's OpenAPI document
 # against a fresh meta-core on its embedded SQLite, every daemon running:
 # server errors, status codes, content types and response schemas are held
-# to the document. Prints schemathesis's summary; exits with its status.
+# to the document, twice: as an anonymous client (every admin route must
+# answer its documented 401) and with the admin token meta-core made.
+# Prints schemathesis's summaries; exits non-zero if either run failed.
 #   cargo build --release --bins && bench/fuzz.sh [MAX_EXAMPLES]
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -22,8 +24,18 @@ for _ in $(seq 100); do
   sleep 0.1
 done
 curl -sf "http://127.0.0.1:$port/api/openapi.json" >"$work/openapi.json"
+token=$(target/release/meta-core admin-token)
 # The two routes that empty the store are left out: they would wipe what
 # the other cases write.
-schemathesis run "$work/openapi.json" --url "http://127.0.0.1:$port" \
-  -c not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
-  -n "$examples" --exclude-path-regex '/api/snapshot/wipe|/api/metadata/clear' 2>&1 | tail -40
+fuzz() { # <label> [schemathesis options...]
+  echo "=== $1"
+  shift
+  schemathesis run "$work/openapi.json" --url "http://127.0.0.1:$port" \
+    -c not_a_server_error,status_code_conformance,content_type_conformance,response_schema_conformance \
+    -n "$examples" --exclude-path-regex '/api/snapshot/wipe|/api/metadata/clear' "$@" 2>&1 | tail -40
+  return "${PIPESTATUS[0]}"
+}
+status=0
+fuzz "without a token" || status=1
+fuzz "with the admin token" -H "Authorization: Bearer $token" || status=1
+exit $status

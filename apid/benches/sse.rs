@@ -10,6 +10,11 @@
 //! 2. **Snapshot.** One follower of `meta` from `0` on a store of 169,000
 //!    records of 40 fields: events per second and apid's RSS while it
 //!    streams (sampled every 100 ms), which must stay flat.
+//! 3. **Stalled followers.** 2,000 followers ask for the snapshot and never
+//!    read (a 4 KiB receive buffer each): apid's RSS before, at its peak
+//!    over the write stall (sampled every 100 ms), and once they are cut
+//!    off, beside the figure the outside attack measured (193 MB to 1,136
+//!    MB for 2,000).
 //!
 //! Printed beside the issue's targets and the figures it cites for scale:
 //! Centrifugo's p99 of 200 ms at a million connections on 20 pods, ~31 KB
@@ -18,7 +23,8 @@
 //!
 //! `cargo build --release --bins && cargo bench -p apid --bench sse`
 //! (env: `BENCH_SSE_FOLLOWERS` 1000, `BENCH_SSE_SECS` 60,
-//! `BENCH_SSE_RATE` 1000 field changes/s, `BENCH_RECORDS` 169000).
+//! `BENCH_SSE_RATE` 1000 field changes/s, `BENCH_RECORDS` 169000,
+//! `BENCH_SSE_STALLED` 2000).
 //!
 //! Latency is the follower's clock at receipt minus the entry's `ts`
 //! (storaged's clock when the transaction began, in whole ms): both on this
@@ -408,6 +414,58 @@ async fn snapshot(port: u16, apid_pid: u32, records: u64) {
     );
 }
 
+/// Phase 3: followers of the snapshot that never read.
+async fn stalled(port: u16, apid_pid: u32, n: u64) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let (_, before) = rss_mib(apid_pid);
+    let mut conns = Vec::new();
+    for _ in 0..n {
+        let sock = tokio::net::TcpSocket::new_v4().unwrap();
+        sock.set_recv_buffer_size(4096).unwrap();
+        let mut tcp = sock
+            .connect(([127, 0, 0, 1], port).into())
+            .await
+            .expect("connect to apid");
+        tcp.write_all(b"GET /api/events/meta?lastEventId=0 HTTP/1.1\r\nHost: x\r\n\r\n")
+            .await
+            .unwrap();
+        conns.push(tcp);
+    }
+    // The write stall (10 s) cuts them off once they have taken nothing for
+    // that long; sample until then and a little after.
+    let mut peak: f64 = 0.0;
+    let until = Instant::now() + Duration::from_secs(25);
+    while Instant::now() < until {
+        peak = peak.max(rss_mib(apid_pid).1);
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let (_, after) = rss_mib(apid_pid);
+    let mut closed = 0;
+    for tcp in &mut conns {
+        // A cut-off connection reads its buffered bytes, then EOF or reset.
+        let mut buf = vec![0u8; 1 << 16];
+        loop {
+            match tokio::time::timeout(Duration::from_millis(20), tcp.read(&mut buf)).await {
+                Ok(Ok(0)) | Ok(Err(_)) => {
+                    closed += 1;
+                    break;
+                }
+                Ok(Ok(_)) => continue,
+                Err(_) => break,
+            }
+        }
+    }
+    println!();
+    println!("stalled: {n} followers of the snapshot that never read");
+    println!(
+        "  apid RSS: before {before:.1} MiB, peak {peak:.1} MiB (+{:.1} MiB, {:.0} KiB a follower), \
+         after {after:.1} MiB; {closed} of {n} cut off   (the outside attack: 193 MB -> 1,136 MB \
+         for 2,000, about 480 KiB a follower)",
+        peak - before,
+        (peak - before) * 1024.0 / n as f64
+    );
+}
+
 #[tokio::main(flavor = "multi_thread", worker_threads = 2)]
 async fn main() {
     if std::env::args().any(|a| a == "--list" || a == "--test") {
@@ -455,6 +513,7 @@ async fn main() {
     let apid_pid = apid.pid();
 
     snapshot(port, apid_pid, records).await;
+    stalled(port, apid_pid, env_u64("BENCH_SSE_STALLED", 2000)).await;
     fan_out(port, apid_pid, &client, followers, secs).await;
 
     apid.stop();

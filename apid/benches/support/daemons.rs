@@ -6,14 +6,27 @@
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
+/// Where the daemons are taken from: `BENCH_BIN_DIR`, else beside the
+/// apid Cargo built for the benchmark.
+fn bin_dir() -> PathBuf {
+    match std::env::var_os("BENCH_BIN_DIR") {
+        Some(dir) => PathBuf::from(dir),
+        None => PathBuf::from(env!("CARGO_BIN_EXE_apid"))
+            .parent()
+            .map(Path::to_path_buf)
+            .unwrap_or_default(),
+    }
+}
+
 /// One daemon process; killed on drop unless stopped.
 pub(crate) struct Daemon(Option<Child>);
 
 impl Daemon {
-    /// storaged, from beside the apid binary Cargo built for the benchmark.
+    /// storaged, from beside the apid binary Cargo built for the benchmark
+    /// (or from `BENCH_BIN_DIR`, to measure another build's daemons with
+    /// this benchmark).
     pub(crate) fn storaged(dir: &Path, port: u16) -> Self {
-        let apid = PathBuf::from(env!("CARGO_BIN_EXE_apid"));
-        let bin = apid.with_file_name("storaged");
+        let bin = bin_dir().join("storaged");
         assert!(
             bin.is_file(),
             "{} is missing: run `cargo build --release --bins` first",
@@ -23,7 +36,7 @@ impl Daemon {
     }
 
     pub(crate) fn apid(dir: &Path, port: u16) -> Self {
-        Self::spawn(Path::new(env!("CARGO_BIN_EXE_apid")), dir, port)
+        Self::spawn(&bin_dir().join("apid"), dir, port)
     }
 
     fn spawn(bin: &Path, dir: &Path, port: u16) -> Self {
@@ -34,6 +47,9 @@ impl Daemon {
             .env("META_CORE_HTTP_HOST", "127.0.0.1")
             .env("META_CORE_HTTP_PORT", port.to_string())
             .env("RUST_LOG", "warn")
+            // The benchmark's one address stands for many clients.
+            .env("META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT", "1000000")
+            .env("META_CORE_HTTP_MAX_CONNECTIONS_PER_CLIENT", "1000000")
             .stdout(Stdio::null())
             .spawn()
             .unwrap_or_else(|e| panic!("spawn {}: {e}", bin.display()));
