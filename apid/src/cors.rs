@@ -10,12 +10,14 @@
 //! - A list of origins: those, and only those, may call every route, the
 //!   admin ones included (an operator's console): the answer names the
 //!   origin, with `Vary: Origin`.
-//! - A write (`POST`, `PUT`, `PATCH`, `DELETE`) that carries an `Origin`
-//!   and a body that is not JSON is a 415 on every route that reads JSON:
-//!   a page may post a `text/plain` or form body cross-site without asking
-//!   first, and the routes read such a body as JSON. Service clients send
-//!   no `Origin` and are not affected; WebDAV and the snapshot import
-//!   (ZIP bodies) are not JSON routes.
+//! - A `POST` that carries an `Origin` and a body that is not JSON is a
+//!   415 on every route that reads JSON: a page may post a `text/plain` or
+//!   form body cross-site without asking first, and the routes read such a
+//!   body as JSON. (`PUT`, `PATCH` and `DELETE` are always preflighted, so
+//!   the CORS answer governs them.) Service clients send no `Origin` and
+//!   are not affected; WebDAV and the snapshot import (ZIP bodies) are not
+//!   JSON routes. A request to an admin route that carries an `Origin` not
+//!   allowed there is a 403 `origin_refused` whatever its method or body.
 
 use std::sync::Arc;
 
@@ -144,6 +146,16 @@ pub(crate) async fn cors(State(st): State<Arc<AppState>>, req: Request, next: Ne
             .into_response(),
             _ => http::StatusCode::OK.into_response(),
         }
+    } else if admin && origin.is_some() && matches!(who, Allowed::None) {
+        // A page may send a bodiless or `text/plain` POST without asking
+        // first: an admin route refuses it outright (with
+        // `META_CORE_ADMIN_OPEN` it would otherwise be carried out).
+        ApiError::new(
+            ErrorCode::OriginRefused,
+            "this route is an admin route: no page of another origin may call it \
+             unless META_CORE_CORS_ORIGINS lists that origin",
+        )
+        .into_response()
     } else if let Some(refusal) = cross_site_non_json(req.headers(), req.method(), &path) {
         refusal.into_response()
     } else {
@@ -192,13 +204,11 @@ fn decorate(h: &mut HeaderMap, who: Allowed<'_>, listed: bool, preflight: Option
     );
 }
 
-/// A write from a page (it carries `Origin`) whose body is not JSON, on a
-/// route that reads JSON: a 415.
+/// A `POST` from a page (it carries `Origin`) whose body is not JSON, on
+/// a route that reads JSON: a 415. The other writing methods are always
+/// preflighted.
 fn cross_site_non_json(h: &HeaderMap, method: &Method, path: &str) -> Option<ApiError> {
-    let write = matches!(
-        *method,
-        Method::POST | Method::PUT | Method::PATCH | Method::DELETE
-    );
+    let write = *method == Method::POST;
     let json_route = !path.starts_with(crate::dav::PREFIX) && path != "/api/snapshot/import";
     if !write || !json_route || !h.contains_key(header::ORIGIN) {
         return None;
@@ -289,10 +299,12 @@ mod tests {
             header::CONTENT_TYPE,
             HeaderValue::from_static("application/merge-patch+json"),
         );
-        assert!(cross_site_non_json(&h, &Method::PATCH, "/meta/x").is_none());
+        assert!(cross_site_non_json(&h, &Method::POST, "/meta/x/_add/y").is_none());
         h.remove(header::CONTENT_TYPE);
-        assert!(cross_site_non_json(&h, &Method::PATCH, "/meta/x").is_some());
+        assert!(cross_site_non_json(&h, &Method::POST, "/meta/x/_add/y").is_some());
+        // Preflighted methods are the CORS answer's to allow.
+        assert!(cross_site_non_json(&h, &Method::PATCH, "/meta/x").is_none());
         h.insert(header::CONTENT_LENGTH, HeaderValue::from_static("0"));
-        assert!(cross_site_non_json(&h, &Method::DELETE, "/meta/x").is_none());
+        assert!(cross_site_non_json(&h, &Method::POST, "/meta/x/_add/y").is_none());
     }
 }

@@ -50,6 +50,10 @@ const MAX_BUF: usize = 64 * 1024;
 /// How long a connection refused for its client's cap gets to read the
 /// 429 before it is closed.
 const REFUSE_GRACE: Duration = Duration::from_secs(1);
+/// Refused connections being answered at once; past it one is closed
+/// without an answer, so a client opening connections faster than they
+/// are answered holds no more than this many besides its share.
+const REFUSALS: usize = 64;
 /// Between two warnings that clients were refused for their cap.
 const REFUSED_WARN_EVERY: Duration = Duration::from_secs(10);
 
@@ -107,6 +111,8 @@ pub(crate) async fn serve(
     let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
     let per_client = PerClient::new(limits.per_client);
     let refusal = refusal(limits.per_client);
+    // Refusals being written; each holds no connection slot.
+    let refusing = std::sync::Arc::new(tokio::sync::Semaphore::new(REFUSALS));
     // Warned once each time the slots run out, not at every connection.
     let mut warned = false;
     let mut refused = Refused::default();
@@ -150,11 +156,20 @@ pub(crate) async fn serve(
         let client = Client::of(peer.ip());
         let Some(held) = per_client.try_take(client) else {
             refused.note(client, limits.per_client);
-            let refusal = refusal.clone();
-            tokio::spawn(async move {
-                let _slot = slot;
-                refuse(tcp, &refusal).await;
-            });
+            // The slot goes back at once: a client past its share must not
+            // hold the table with connections that are being refused.
+            drop(slot);
+            match refusing.clone().try_acquire_owned() {
+                Ok(turn) => {
+                    let refusal = refusal.clone();
+                    tokio::spawn(async move {
+                        let _turn = turn;
+                        refuse(tcp, &refusal).await;
+                    });
+                }
+                // Too many being answered: closed unanswered.
+                Err(_) => drop(tcp),
+            }
             continue;
         };
         let _ = tcp.set_nodelay(true);

@@ -138,6 +138,18 @@ pub enum TokenError {
         path.display()
     )]
     Unusable { path: PathBuf },
+    #[error(
+        "META_CORE_ADMIN_TOKEN is no usable token (longer than {MAX_TOKEN} bytes, or with \
+         spaces or control characters inside)"
+    )]
+    UnusableEnvironment,
+}
+
+/// One word of printable characters, at most [`MAX_TOKEN`] bytes.
+fn usable(token: &str) -> bool {
+    !token.is_empty()
+        && token.len() <= MAX_TOKEN
+        && !token.chars().any(|c| c.is_whitespace() || c.is_control())
 }
 
 /// The admin access of `config`: open when opted out, else the
@@ -186,7 +198,9 @@ fn read_or_make(path: &Path) -> Result<(AdminToken, bool), TokenError> {
             .map_err(io("set the mode of", dir))?;
     }
     let token = AdminToken(hex(&rand::random::<[u8; 32]>()));
-    let tmp = dir.join(format!(".admin-token.{}.tmp", std::process::id()));
+    // A random name: a pid is reused (the supervisor is pid 1 in every
+    // container), and a temporary a kill left must not stop the next start.
+    let tmp = dir.join(format!(".admin-token.{}.tmp", hex(&rand::random::<[u8; 8]>())));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -242,10 +256,7 @@ fn read(path: &Path) -> Result<AdminToken, TokenError> {
         .read_to_string(&mut text)
         .map_err(io("read"))?;
     let token = text.trim();
-    let usable = !token.is_empty()
-        && token.len() <= MAX_TOKEN
-        && !token.chars().any(|c| c.is_whitespace() || c.is_control());
-    if !usable {
+    if !usable(token) {
         return Err(TokenError::Unusable {
             path: path.to_path_buf(),
         });
@@ -307,6 +318,12 @@ mod tests {
         assert_eq!(s, Source::Environment);
         assert!(a.allows(Some("Bearer s3cret")) && a.allows(Some("bearer  s3cret ")));
         assert!(!a.allows(Some("Bearer s3cre")) && !a.allows(None) && !a.allows(Some("s3cret")));
+        let (a, _) = resolve(&config(dir.path(), &[("META_CORE_ADMIN_TOKEN", "s3cret\n")])).unwrap();
+        assert!(a.allows(Some("Bearer s3cret")), "an env file's newline is not the token's");
+        assert!(matches!(
+            resolve(&config(dir.path(), &[("META_CORE_ADMIN_TOKEN", "two words")])),
+            Err(TokenError::UnusableEnvironment)
+        ));
         let (a, s) = resolve(&config(dir.path(), &[("META_CORE_ADMIN_OPEN", "true")])).unwrap();
         assert_eq!((a.clone(), s), (AdminAccess::Open, Source::OptedOut));
         assert!(a.allows(None));

@@ -44,11 +44,14 @@ use super::hub::{Hub, Item};
 /// Entries read from the store per catch-up page.
 const CATCH_UP_PAGE: u32 = 256;
 /// A catch-up chunk stops growing past this many bytes (entries are up to
-/// 64 KiB each); the rest of its page is read again next time.
-const MAX_CHUNK: usize = 256 * 1024;
-/// Keys read per snapshot page: about 200 KiB of events, held until the
-/// follower's connection takes them.
-const SNAPSHOT_PAGE: u32 = 2000;
+/// 64 KiB each); the rest of its page is read again next time. What a
+/// follower that stops reading holds, as a snapshot page is.
+const MAX_CHUNK: usize = 128 * 1024;
+/// Keys read per snapshot page: about 100 KiB of events, held until the
+/// follower's connection takes them (the next page is read only then: a
+/// follower that stops reading holds one page and the 64 KiB hyper keeps
+/// of a connection, `crate::serve`).
+const SNAPSHOT_PAGE: u32 = 1000;
 /// Garbled reads in a row after which a stream ends.
 const MAX_GARBLED: u32 = 5;
 /// Waits between reads while storaged is away.
@@ -115,10 +118,6 @@ pub(crate) struct Follower {
     retry: Duration,
     /// Garbled reads in a row.
     garbled: u32,
-    /// The turns to read the snapshot or catch up (shared by all
-    /// followers), and this follower's while it has one.
-    bulk: Arc<Semaphore>,
-    bulk_turn: Option<OwnedSemaphorePermit>,
     /// What is sent before anything else (the `gap` of an ID past the
     /// head).
     preface: Option<Bytes>,
@@ -128,10 +127,9 @@ pub(crate) struct Follower {
 /// What a follower holds for its life: its place among all followers, and
 /// among its client's (given back when it is dropped).
 #[derive(Debug)]
-#[allow(dead_code)]
 pub(crate) struct Slots {
-    pub(crate) slot: OwnedSemaphorePermit,
-    pub(crate) held: Option<crate::conn::Held>,
+    pub(crate) _slot: OwnedSemaphorePermit,
+    pub(crate) _held: Option<crate::conn::Held>,
 }
 
 /// Where a follower starts.
@@ -195,8 +193,6 @@ impl Follower {
             last_write: Instant::now(),
             retry: RETRY_FIRST,
             garbled: 0,
-            bulk: events.bulk.clone(),
-            bulk_turn: None,
             preface,
             _slots: slots,
         }
@@ -223,18 +219,9 @@ impl Follower {
             }
             let read = match &mut self.phase {
                 Phase::Done => return None,
-                Phase::Live(_) => {
-                    self.bulk_turn = None;
-                    self.live().await
-                }
-                Phase::Snapshot(_) => match self.take_bulk_turn().await {
-                    Ok(()) => self.snapshot_page().await,
-                    Err(stall) => Err(stall),
-                },
-                Phase::CatchUp => match self.take_bulk_turn().await {
-                    Ok(()) => self.catch_up_page().await,
-                    Err(stall) => Err(stall),
-                },
+                Phase::Live(_) => self.live().await,
+                Phase::Snapshot(_) => self.snapshot_page().await,
+                Phase::CatchUp => self.catch_up_page().await,
             };
             match read {
                 Ok(Some(chunk)) => {
@@ -273,23 +260,6 @@ impl Follower {
                     }
                 }
             }
-        }
-    }
-
-    /// A turn to read the store page by page (see `BULK_FOLLOWERS`), kept
-    /// until the follower goes live; a keep-alive when the wait for one
-    /// would outlast a silence.
-    async fn take_bulk_turn(&mut self) -> Result<(), Stall> {
-        if self.bulk_turn.is_some() {
-            return Ok(());
-        }
-        tokio::select! {
-            turn = self.bulk.clone().acquire_owned() => {
-                self.bulk_turn = Some(turn.expect("never closed"));
-                Ok(())
-            }
-            _ = tokio::time::sleep_until(self.last_write + self.keepalive) => Err(Stall::Quiet),
-            _ = self.shutdown.wait() => Err(Stall::End),
         }
     }
 
@@ -334,11 +304,14 @@ impl Follower {
         read: impl Future<Output = Result<T, ClientError>>,
     ) -> Result<T, Stall> {
         let slot_then_read = async {
-            let _slot = self.reads.acquire().await.expect("never closed");
-            read.await
+            // The semaphore is never closed; if it were, the stream ends.
+            let Ok(_slot) = self.reads.acquire().await else {
+                return Err(Stall::End);
+            };
+            read.await.map_err(stall)
         };
         tokio::select! {
-            r = slot_then_read => r.map_err(stall),
+            r = slot_then_read => r,
             _ = tokio::time::sleep_until(self.last_write + self.keepalive) => Err(Stall::Quiet),
             _ = self.shutdown.wait() => Err(Stall::End),
         }

@@ -44,14 +44,6 @@ use hub::Hub;
 /// Store reads (connects, catch-up and snapshot pages) in flight for all
 /// followers.
 const CONCURRENT_READS: usize = 8;
-/// Followers reading their way through the snapshot or catching up from
-/// the store at once. Each holds at most one page (about 200 KiB) that its
-/// connection has not taken yet; one that stopped reading keeps its turn
-/// only until its write stall closes it. The others wait for a turn,
-/// keep-alives going out meanwhile. Live followers share the ring's
-/// batches and need no turn.
-const BULK_FOLLOWERS: usize = 32;
-
 /// The follower limit: `META_CORE_SSE_MAX_FOLLOWERS`, but never more than
 /// seven eighths of `META_CORE_HTTP_MAX_CONNECTIONS`, so that event streams
 /// cannot take the connections `/health` and the other requests need.
@@ -69,9 +61,6 @@ pub struct Events {
     max_followers: usize,
     /// Streams per client, at most `META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT`.
     per_client: Arc<PerClient>,
-    /// Turns to read the snapshot or catch up, [`BULK_FOLLOWERS`] at once:
-    /// what bounds the pages followers hold while their clients read.
-    bulk: Arc<Semaphore>,
     /// Reads of the store by followers catching up, at most
     /// [`CONCURRENT_READS`] at once: a thousand followers resuming after an
     /// apid restart queue here instead of opening a thousand connections
@@ -99,7 +88,6 @@ impl Events {
             reads: Arc::new(Semaphore::new(CONCURRENT_READS)),
             max_followers,
             per_client: PerClient::new(config.sse_max_followers_per_client),
-            bulk: Arc::new(Semaphore::new(BULK_FOLLOWERS)),
             keepalive: config.sse_keepalive,
             shutdown,
         }
@@ -279,7 +267,11 @@ async fn start(
         Some((id, raw)) => Asked::Id(id, raw),
     };
     let bounds = {
-        let _read = events.reads.acquire().await.expect("never closed");
+        let _read = events
+            .reads
+            .acquire()
+            .await
+            .map_err(|_| ApiError::unavailable("apid is stopping"))?;
         st.store.stream_bounds(stream).await?
     };
     let head = bounds.last.unwrap_or(StreamId::ZERO);
@@ -299,7 +291,10 @@ async fn start(
         // in the same transaction as the page: no trim can fall between.
         Asked::Id(id, raw) => Start::Resume(id, raw),
     };
-    let slots = follower::Slots { slot, held };
+    let slots = follower::Slots {
+        _slot: slot,
+        _held: held,
+    };
     Ok(Follower::new(
         events,
         st.store.clone(),

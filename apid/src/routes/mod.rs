@@ -117,9 +117,10 @@ async fn buffered_bodies(
     metacore::socket::body::budget(req, next).await
 }
 
-/// The mutating admin routes, behind `META_CORE_ADMIN_TOKEN` when it is
-/// set (`GET /api/kv/value` is a read and stays open; axum merges the
-/// methods of one path across the two routers).
+/// The admin routes, always behind the admin token unless the operator
+/// opened them (`metacore::admin`): the writes, and the reads of the
+/// mounts and watchers. `GET /api/kv/value` is a read and stays open (axum
+/// merges the methods of one path across the two routers).
 fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
         .route("/api/metadata/batch", post(editor::batch))

@@ -130,6 +130,19 @@ async fn only_an_explicit_opt_out_opens_the_admin_routes() {
         a.process().stderr().contains("OPEN to anyone"),
         "the opt-out is a warning in the log"
     );
+    // Open to the services, not to the pages their users visit: a page may
+    // send a bodiless POST without asking first.
+    let r = a
+        .send(
+            "POST",
+            "/api/snapshot/wipe?scope=metadata",
+            "",
+            &[("origin", "http://evil.example")],
+        )
+        .await;
+    r.assert_error(403, "origin_refused");
+    let kept = a.get_ok("/api/kv/value?key=udl:b").await;
+    assert_eq!(kept["value"], "2", "the wipe was refused: {kept}");
     assert!(!s.dir().join("meta-core/secrets").exists());
     drop(a);
 

@@ -719,22 +719,24 @@ async fn pages_of_other_origins_cannot_write_cross_site_or_reach_admin_routes() 
     ];
     for (method, path, body) in [
         ("POST", format!("/meta/{rid}/_add/tags"), "x".to_owned()),
-        (
-            "PATCH",
-            format!("/meta/{rid}"),
-            r#"{"title":"pwned"}"#.to_owned(),
-        ),
-        (
-            "POST",
-            "/api/metadata/batch".to_owned(),
-            r#"{"updates":[]}"#.to_owned(),
-        ),
+        ("POST", "/file/cid".to_owned(), r#"{"path":"x"}"#.to_owned()),
         ("POST", "/api/metadata/search".to_owned(), "{}".to_owned()),
     ] {
-        a.admin()
-            .send(method, &path, body, &page)
+        a.send(method, &path, body, &page)
             .await
             .assert_error(415, "unsupported_media_type");
+    }
+    // An admin route refuses a page outright, whatever it sends (even a
+    // bodiless POST a page may send without asking, even with the token).
+    for (path, body) in [
+        ("/api/metadata/batch", r#"{"updates":[]}"#),
+        ("/api/snapshot/wipe?scope=metadata", ""),
+        ("/api/metadata/clear", ""),
+    ] {
+        a.admin()
+            .send("POST", path, body, &page)
+            .await
+            .assert_error(403, "origin_refused");
     }
     assert_same(&before, &dump(&s.db_path()), "cross-site writes");
     // A service sends no Origin: its text body is taken as ever.
