@@ -200,7 +200,10 @@ fn read_or_make(path: &Path) -> Result<(AdminToken, bool), TokenError> {
     let token = AdminToken(hex(&rand::random::<[u8; 32]>()));
     // A random name: a pid is reused (the supervisor is pid 1 in every
     // container), and a temporary a kill left must not stop the next start.
-    let tmp = dir.join(format!(".admin-token.{}.tmp", hex(&rand::random::<[u8; 8]>())));
+    let tmp = dir.join(format!(
+        ".admin-token.{}.tmp",
+        hex(&rand::random::<[u8; 8]>())
+    ));
     let written = (|| {
         let mut f = std::fs::OpenOptions::new()
             .write(true)
@@ -318,10 +321,20 @@ mod tests {
         assert_eq!(s, Source::Environment);
         assert!(a.allows(Some("Bearer s3cret")) && a.allows(Some("bearer  s3cret ")));
         assert!(!a.allows(Some("Bearer s3cre")) && !a.allows(None) && !a.allows(Some("s3cret")));
-        let (a, _) = resolve(&config(dir.path(), &[("META_CORE_ADMIN_TOKEN", "s3cret\n")])).unwrap();
-        assert!(a.allows(Some("Bearer s3cret")), "an env file's newline is not the token's");
+        let (a, _) = resolve(&config(
+            dir.path(),
+            &[("META_CORE_ADMIN_TOKEN", "s3cret\n")],
+        ))
+        .unwrap();
+        assert!(
+            a.allows(Some("Bearer s3cret")),
+            "an env file's newline is not the token's"
+        );
         assert!(matches!(
-            resolve(&config(dir.path(), &[("META_CORE_ADMIN_TOKEN", "two words")])),
+            resolve(&config(
+                dir.path(),
+                &[("META_CORE_ADMIN_TOKEN", "two words")]
+            )),
             Err(TokenError::UnusableEnvironment)
         ));
         let (a, s) = resolve(&config(dir.path(), &[("META_CORE_ADMIN_OPEN", "true")])).unwrap();

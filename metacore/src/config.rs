@@ -114,9 +114,19 @@ pub struct Config {
     /// (`META_CORE_IMPORT_MAX_ENTRIES`); a larger one is refused whole.
     pub import_max_entries: u64,
     /// Most bytes a snapshot archive may expand to, all entries together
-    /// (`META_CORE_IMPORT_MAX_BYTES`); a larger one is refused whole.
+    /// (`META_CORE_IMPORT_MAX_BYTES`, default [`IMPORT_MAX_BYTES_DEFAULT`]);
+    /// a larger one is refused whole.
     pub import_max_bytes: u64,
 }
+
+/// The default of `META_CORE_IMPORT_MAX_BYTES`: 4 GiB, twice the 2 GiB a
+/// snapshot upload may be. A measured export of video records expands to
+/// about twice its size (records alone; less with plugin output, which is
+/// mostly images that do not compress), so an export as large as an
+/// upload can be imports, and a 2 GiB upload cannot make meta-core expand
+/// more than 4 GiB (docs/decisions.md, "An import expands at most twice
+/// the upload").
+pub const IMPORT_MAX_BYTES_DEFAULT: u64 = 4 << 30;
 
 impl fmt::Debug for Config {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
@@ -453,7 +463,7 @@ impl Config {
             )?,
             import_max_bytes: r.parse(
                 "META_CORE_IMPORT_MAX_BYTES",
-                16 << 30,
+                IMPORT_MAX_BYTES_DEFAULT,
                 "a byte count of at least 1 MiB",
                 |v| *v >= 1 << 20,
             )?,
@@ -549,6 +559,22 @@ mod tests {
                 cfg(&[("META_CORE_CORS_ORIGINS", bad)]).unwrap_err().var,
                 "META_CORE_CORS_ORIGINS",
                 "{bad}"
+            );
+        }
+    }
+
+    #[test]
+    fn an_import_expands_to_at_most_twice_the_upload_unless_configured() {
+        assert_eq!(cfg(&[]).unwrap().import_max_bytes, 4 << 30);
+        let c = cfg(&[("META_CORE_IMPORT_MAX_BYTES", "17179869184")]).unwrap();
+        assert_eq!(c.import_max_bytes, 16 << 30);
+        for refused in ["1048575", "4GiB", "-1"] {
+            assert_eq!(
+                cfg(&[("META_CORE_IMPORT_MAX_BYTES", refused)])
+                    .unwrap_err()
+                    .var,
+                "META_CORE_IMPORT_MAX_BYTES",
+                "{refused}"
             );
         }
     }

@@ -1,6 +1,7 @@
 //! `POST /api/metadata/search`: the original's request and answer around
 //! storaged's `POST /search`, which applies its semantics (RID order,
-//! fresh on commit).
+//! fresh on commit); `GET /api/schema` and `POST /api/schema/rescan`, one
+//! rescan at a time.
 
 use axum::Json;
 use metacore::api::storaged::{SearchFilter, SearchQuery};
@@ -215,9 +216,23 @@ pub(crate) struct RescanAnswer {
     pub schema: SchemaAnswer,
 }
 
+/// The turn of the rescan apid is relaying. One at a time: a rescan
+/// holds storaged's writer for its whole run, so a second asked for
+/// meanwhile is answered 409 here, without a socket call, rather than
+/// queued as a second full recount. storaged refuses a second one too, for
+/// any caller of its socket (`storaged/src/schema/rescans.rs`), so a
+/// rescan still running after its client went away is guarded there.
+static RESCAN_TURN: tokio::sync::Semaphore = tokio::sync::Semaphore::const_new(1);
+
 /// `POST /api/schema/rescan` (admin): the counters rebuilt from every
-/// stored value, in one transaction.
+/// stored value, in one transaction; 409 `conflict` while one runs.
 pub(crate) async fn rescan(st: State) -> JsonReply<RescanAnswer> {
+    let _turn = RESCAN_TURN.try_acquire().map_err(|_| {
+        ApiError::new(
+            ErrorCode::Conflict,
+            "a schema rescan is under way; retry when it has finished",
+        )
+    })?;
     let r = st.store.rescan_schema().await?;
     Ok(Json(RescanAnswer {
         published_events: r.values,

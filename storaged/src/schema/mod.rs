@@ -7,9 +7,11 @@
 //! [`classify::contribution`] as it sets a value and taking the old
 //! value's off as it replaces or deletes one; a read hands the counters to
 //! [`aggregate::aggregate`].
-//! Counting instead of rescanning keeps the schema O(kinds), not O(values).
+//! Counting instead of rescanning keeps the schema O(kinds), not O(values);
+//! the rescan that rebuilds the counters runs one at a time ([`rescans`]).
 
 pub(crate) mod aggregate;
 pub(crate) mod classify;
 pub(crate) mod counts;
 mod golang;
+pub(crate) mod rescans;

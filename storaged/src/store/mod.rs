@@ -55,6 +55,9 @@ pub struct Store {
     exclude: Arc<[String]>,
     /// Whether the search index is kept (see `Options::search_index`).
     indexed: bool,
+    /// The turn of the schema rescan under way: one at a time, a second is
+    /// a 409 ([`crate::schema::rescans`]).
+    rescans: crate::schema::rescans::Rescans,
 }
 
 impl Store {
@@ -134,6 +137,7 @@ impl Store {
             checkpointer: Mutex::new(Some(checkpointer)),
             exclude: opts.exclude_prefixes.clone().into(),
             indexed: opts.search_index,
+            rescans: crate::schema::rescans::Rescans::new(),
         })
     }
 

@@ -30,17 +30,23 @@ impl Store {
     }
 
     /// Counts every stored value again, in one write (the writer waits
-    /// for it), and answers the schema it gives.
+    /// for it), and answers the schema it gives. One at a time: while a
+    /// rescan is queued, running or committing, another is refused with a
+    /// 409 `conflict`. The turn travels with the write and comes back with
+    /// its answer after COMMIT (or is dropped with a write that failed or
+    /// never ran), so it ends with the write, even if this caller stopped
+    /// waiting.
     pub async fn rescan_schema(&self) -> Result<SchemaRescanned> {
-        self.writer
-            .write(|tx| {
+        let turn = self.rescans.begin()?;
+        let (rescanned, _turn) = self
+            .writer
+            .write(move |tx| {
                 let values = crate::schema::counts::rescan(tx)?;
-                Ok(SchemaRescanned {
-                    values,
-                    fields: crate::schema::counts::schema(tx.conn)?,
-                })
+                let fields = crate::schema::counts::schema(tx.conn)?;
+                Ok((SchemaRescanned { values, fields }, turn))
             })
-            .await
+            .await?;
+        Ok(rescanned)
     }
 
     /// The same answer by a scan of every record, without the index: the
@@ -52,3 +58,7 @@ impl Store {
             .await
     }
 }
+
+#[cfg(test)]
+#[path = "search_test.rs"]
+mod tests;

@@ -1,6 +1,7 @@
 //! `POST /api/metadata/search` over HTTP against storaged on a real file:
 //! the original's request and answer, its filter semantics end to end, RID
-//! order, `limit` and `total`, fresh on commit, and its bad requests.
+//! order, `limit` and `total`, fresh on commit, and its bad requests; the
+//! schema's counters, and one rescan of them at a time.
 
 use e2e::fixtures::random_rid;
 use e2e::{Apid, Launch};
@@ -310,4 +311,70 @@ async fn the_schema_follows_every_write() {
     assert_eq!(r["schema"]["fields"], f);
     // The first record's eight left besides its cids/ member, the second's one.
     assert_eq!(r["published_events"], 9, "{r}");
+}
+
+/// One rescan at a time (issue 23, N17): of two rescans asked for
+/// together, one is answered 200 and the other 409 `conflict` (retryable,
+/// saying a rescan is under way), and one asked for after the first has
+/// finished is a 200 again. The overlap is made certain, not timed:
+/// storaged is stopped (SIGSTOP) while both are sent, so the one apid
+/// relays first cannot finish before the other is answered, and storaged
+/// is let go (SIGCONT) only once that answer came.
+#[tokio::test]
+async fn a_rescan_asked_for_while_one_runs_is_a_conflict() {
+    use futures_util::StreamExt;
+    use rustix::process::{Pid, Signal, kill_process};
+    let dir = e2e::daemon::test_dir();
+    let s = Launch::in_dir(dir.path()).start().await;
+    let a = Apid::start(&s).await;
+    for i in 0..50 {
+        let rid = random_rid();
+        a.ok_json(
+            "PATCH",
+            &format!("/meta/{rid}"),
+            &json!({"year": format!("{}", 1950 + i), "title": format!("t{i}")}),
+        )
+        .await;
+    }
+    let signal = |sig| {
+        kill_process(Pid::from_raw(s.pid() as i32).unwrap(), sig).unwrap();
+    };
+    // The held rescan waits for storaged as long as the test keeps it
+    // stopped: a generous deadline, a hang guard only.
+    let admin = a.admin().with_deadline(e2e::wait::DAEMON_DEADLINE * 3);
+    signal(Signal::STOP);
+    let mut both: futures_util::stream::FuturesUnordered<_> = (0..2)
+        .map(|_| admin.send("POST", "/api/schema/rescan", "", &[]))
+        .collect();
+    let refused = e2e::wait::within(
+        "one of two rescans to be answered while storaged is stopped",
+        e2e::wait::DAEMON_DEADLINE,
+        both.next(),
+    )
+    .await
+    .unwrap();
+    signal(Signal::CONT);
+    // `assert_error` holds a 4xx to `retryable: false`; this one is
+    // retryable (the error table's `conflict`).
+    assert_eq!(refused.status, 409, "{}", refused.text());
+    let envelope = refused.json();
+    assert_eq!(
+        (&envelope["error"], &envelope["retryable"]),
+        (&json!("conflict"), &json!(true)),
+        "{envelope}"
+    );
+    assert!(
+        envelope["message"]
+            .as_str()
+            .unwrap()
+            .contains("rescan is under way"),
+        "{envelope}"
+    );
+    let held = both.next().await.unwrap();
+    assert_eq!(held.status, 200, "{}", held.text());
+    assert_eq!(held.json()["published_events"], 100);
+
+    let after = admin.send("POST", "/api/schema/rescan", "", &[]).await;
+    assert_eq!(after.status, 200, "{}", after.text());
+    assert_eq!(after.json()["schema"]["source"], "rescan");
 }

@@ -208,7 +208,8 @@ async fn export_wipe_import_gives_back_the_same_rows() {
         dry.plugin_output,
         Some(PluginReport {
             written: 2,
-            skipped: 0
+            skipped: 0,
+            skipped_files: Vec::new(),
         })
     );
     assert_same(
@@ -439,12 +440,15 @@ async fn bad_archives_are_refused_and_bad_entries_counted() {
             .filter(|f| f.hash_id != rid)
             .all(|f| f.error.is_some())
     );
+    let plugin_report = r.plugin_output.clone().unwrap();
+    assert_eq!((plugin_report.written, plugin_report.skipped), (1, 1));
     assert_eq!(
-        r.plugin_output,
-        Some(PluginReport {
-            written: 1,
-            skipped: 1
-        })
+        plugin_report
+            .skipped_files
+            .iter()
+            .map(|f| (f.path.as_str(), f.error.as_str()))
+            .collect::<Vec<_>>(),
+        [("../x", "the path leaves the plugin output folder")]
     );
     assert!(!work.path().join("files/x").exists(), "../x stays out");
     assert_eq!(std::fs::read(plugin.join("ok/y.txt")).unwrap(), b"fine");

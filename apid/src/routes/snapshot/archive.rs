@@ -6,6 +6,7 @@
 use std::fs::File;
 use std::io::{self, Read, Seek, Write};
 use std::path::{Component, Path, PathBuf};
+use std::sync::atomic::{AtomicU64, Ordering};
 
 use metacore::error::ApiError;
 use metacore::record::Fields;
@@ -15,6 +16,7 @@ use serde_json::Value;
 use zip::write::SimpleFileOptions;
 use zip::{CompressionMethod, ZipWriter};
 
+use super::checked::{EntryFault, copy_checked, read_checked};
 use crate::nested::flatten;
 
 /// The manifest's `schemaVersion` written and the only one read.
@@ -167,15 +169,12 @@ pub fn confined(rel: &str) -> Option<PathBuf> {
     (!out.as_os_str().is_empty()).then_some(out)
 }
 
-pub(super) fn read_record(entry: &mut impl Read) -> Result<Fields, String> {
-    let mut bytes = Vec::new();
-    entry
-        .take(MAX_RECORD_BYTES + 1)
-        .read_to_end(&mut bytes)
-        .map_err(|e| format!("cannot read the entry: {e}"))?;
-    if bytes.len() as u64 > MAX_RECORD_BYTES {
-        return Err(format!("the entry is larger than {MAX_RECORD_BYTES} bytes"));
-    }
+/// One `metadata/<rid>.json` entry, which declares `declared` bytes, as
+/// flat fields; refused when its bytes are not what its header says
+/// ([`copy_checked`]), when it is over [`MAX_RECORD_BYTES`], or when it is
+/// not a JSON object.
+pub(super) fn read_record(entry: &mut impl Read, declared: u64) -> Result<Fields, String> {
+    let bytes = read_checked(entry, declared, MAX_RECORD_BYTES).map_err(|e| e.to_string())?;
     let doc: Value = serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
     if !doc.is_object() {
         return Err("not a JSON object".into());
@@ -183,19 +182,49 @@ pub(super) fn read_record(entry: &mut impl Read) -> Result<Fields, String> {
     Ok(flatten(&doc))
 }
 
-/// Writes `base/rel`, refusing a path that leaves `base`, or goes through
-/// or onto a symbolic link. On a dry run only the path is checked.
+/// Why a plugin output entry is not written. The messages name no path of
+/// ours: they go into the import's report.
+#[derive(Debug, thiserror::Error)]
+pub(super) enum PluginSkip {
+    #[error("the path leaves the plugin output folder")]
+    Outside,
+    #[error("the entry is a symbolic link")]
+    Link,
+    #[error("a symbolic link or a folder is in the way")]
+    InTheWay,
+    #[error(transparent)]
+    Entry(#[from] EntryFault),
+    #[error("cannot write the file")]
+    Write(#[source] io::Error),
+}
+
+/// Where a plugin file is written before it is checked whole: beside its
+/// destination, so the rename that puts it there stays on one volume.
+fn part_path(dest: &Path) -> PathBuf {
+    static NEXT: AtomicU64 = AtomicU64::new(0);
+    let n = NEXT.fetch_add(1, Ordering::Relaxed);
+    let name = dest.file_name().unwrap_or_default().to_string_lossy();
+    dest.with_file_name(format!(".{name}.import-{}-{n}.part", std::process::id()))
+}
+
+/// Writes `base/rel` from `data`, an entry declaring `declared` bytes,
+/// refusing a path that leaves `base`, or goes through or onto a symbolic
+/// link. The bytes go to a part file beside the destination and replace
+/// it only once the whole entry was read and checked ([`copy_checked`]),
+/// so a damaged entry leaves nothing behind, not even a truncated file. On
+/// a dry run the path is checked and the entry read and checked, nothing
+/// written.
 pub(super) fn write_plugin_file(
     base: &Path,
     rel: &str,
     data: &mut impl Read,
+    declared: u64,
     dry_run: bool,
-) -> bool {
-    let Some(rel) = confined(rel) else {
-        return false;
-    };
+) -> Result<(), PluginSkip> {
+    let rel = confined(rel).ok_or(PluginSkip::Outside)?;
     if dry_run {
-        return true;
+        copy_checked(data, declared, &mut io::sink())?;
+        return Ok(());
     }
     let mut dir = base.to_path_buf();
     let parents = rel
@@ -203,26 +232,37 @@ pub(super) fn write_plugin_file(
         .map(|p| p.components().collect::<Vec<_>>())
         .unwrap_or_default();
     if !real_dir(&dir, true) {
-        return false;
+        return Err(PluginSkip::InTheWay);
     }
     for comp in parents {
         dir.push(comp);
         if !real_dir(&dir, false) {
-            return false;
+            return Err(PluginSkip::InTheWay);
         }
     }
-    use std::os::unix::fs::OpenOptionsExt;
     let dest = base.join(&rel);
-    let file = std::fs::OpenOptions::new()
-        .write(true)
-        .create(true)
-        .truncate(true)
-        .custom_flags(libc::O_NOFOLLOW)
-        .open(&dest);
-    match file {
-        Ok(mut f) => io::copy(data, &mut f).is_ok(),
-        Err(_) => false,
+    match std::fs::symlink_metadata(&dest) {
+        Ok(m) if !m.is_file() => return Err(PluginSkip::InTheWay),
+        Ok(_) => {}
+        Err(e) if e.kind() == io::ErrorKind::NotFound => {}
+        Err(e) => return Err(PluginSkip::Write(e)),
     }
+    use std::os::unix::fs::OpenOptionsExt;
+    let part = part_path(&dest);
+    let mut file = std::fs::OpenOptions::new()
+        .write(true)
+        .create_new(true)
+        .custom_flags(libc::O_NOFOLLOW)
+        .open(&part)
+        .map_err(PluginSkip::Write)?;
+    let written = copy_checked(data, declared, &mut file)
+        .map_err(PluginSkip::from)
+        .and_then(|_| file.flush().map_err(PluginSkip::Write))
+        .and_then(|()| std::fs::rename(&part, &dest).map_err(PluginSkip::Write));
+    if written.is_err() {
+        let _ = std::fs::remove_file(&part);
+    }
+    written
 }
 
 /// `dir` is (or is made) a directory that is not a symbolic link.
@@ -286,20 +326,43 @@ mod tests {
     fn plugin_files_are_written_inside_and_never_through_links() {
         let dir = tempfile::tempdir().unwrap();
         let base = dir.path().join("plugin");
-        assert!(write_plugin_file(&base, "x/y.txt", &mut &b"hi"[..], false));
+        write_plugin_file(&base, "x/y.txt", &mut &b"hi"[..], 2, false).unwrap();
         assert_eq!(std::fs::read(base.join("x/y.txt")).unwrap(), b"hi");
         let outside = tempfile::tempdir().unwrap();
         std::os::unix::fs::symlink(outside.path(), base.join("link")).unwrap();
-        for refused in ["../escaped", "link/z.txt"] {
+        std::os::unix::fs::symlink(outside.path().join("t"), base.join("onto")).unwrap();
+        for refused in ["../escaped", "link/z.txt", "onto"] {
             assert!(
-                !write_plugin_file(&base, refused, &mut &b"no"[..], false),
+                write_plugin_file(&base, refused, &mut &b"no"[..], 2, false).is_err(),
                 "{refused}"
             );
         }
         assert!(!dir.path().join("escaped").exists());
         assert!(!outside.path().join("z.txt").exists());
-        assert!(write_plugin_file(&base, "dry.txt", &mut &b"no"[..], true));
+        assert!(!outside.path().join("t").exists());
+        write_plugin_file(&base, "dry.txt", &mut &b"no"[..], 2, true).unwrap();
         assert!(!base.join("dry.txt").exists(), "a dry run writes nothing");
+    }
+
+    /// An entry that is not what it declares leaves no file, no part file,
+    /// and the file it would have replaced as it was.
+    #[test]
+    fn a_damaged_plugin_entry_leaves_nothing_behind() {
+        let dir = tempfile::tempdir().unwrap();
+        let base = dir.path().join("plugin");
+        write_plugin_file(&base, "kept.txt", &mut &b"old"[..], 3, false).unwrap();
+        for (name, declared) in [("kept.txt", 9), ("new.txt", 9), ("long.txt", 1)] {
+            let e = write_plugin_file(&base, name, &mut &b"new"[..], declared, false).unwrap_err();
+            assert!(matches!(e, PluginSkip::Entry(_)), "{name}: {e:?}");
+            let e = write_plugin_file(&base, name, &mut &b"new"[..], declared, true).unwrap_err();
+            assert!(matches!(e, PluginSkip::Entry(_)), "{name}, dry run: {e:?}");
+        }
+        assert_eq!(std::fs::read(base.join("kept.txt")).unwrap(), b"old");
+        let left: Vec<_> = std::fs::read_dir(&base)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
+        assert_eq!(left, ["kept.txt"], "no part file, no new file");
     }
 
     #[test]

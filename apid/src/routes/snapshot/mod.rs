@@ -1,11 +1,13 @@
 //! Snapshots: `GET /api/snapshot/export` streams every record as a ZIP
 //! ([`export`]), `POST /api/snapshot/import` reads one back, replace or
 //! merge ([`import`]), `POST /api/snapshot/wipe?scope=metadata` deletes
-//! every record ([`wipe`]); [`archive`] holds the format's rules. The
+//! every record ([`wipe`]); [`archive`] holds the format's rules, and
+//! [`checked`] how an entry is held to its header (CRC-32, size). The
 //! functions under the routes take a [`metacore::api::storaged::StoragedClient`]
 //! and no axum type, so they can be driven directly.
 
 mod archive;
+mod checked;
 mod export;
 mod import;
 mod wipe;
@@ -22,8 +24,8 @@ pub use archive::{
 };
 pub use export::{ChannelWriter, ExportOptions, export_roots, export_to};
 pub use import::{
-    FileReport, ImportOptions, ImportReport, MAX_IMPORT_BYTES, PluginReport, import_file,
-    import_from, spool,
+    FileReport, ImportOptions, ImportReport, MAX_IMPORT_BYTES, PluginReport, SkippedFile,
+    import_file, import_from, spool,
 };
 pub use wipe::{WipeResult, wipe};
 

@@ -68,10 +68,23 @@ pub struct FileReport {
     pub error: Option<String>,
 }
 
+/// What became of the archive's `cache/plugin-output/` entries.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "camelCase")]
 pub struct PluginReport {
     pub written: u64,
     pub skipped: u64,
+    /// The first skipped entries (at most [`unpack::MAX_SKIPPED_LISTED`];
+    /// `skipped` counts them all).
+    pub skipped_files: Vec<SkippedFile>,
+}
+
+/// One skipped plugin output entry and why.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct SkippedFile {
+    /// Its path under `cache/plugin-output/`, as the archive names it.
+    pub path: String,
+    pub error: String,
 }
 
 /// The answer of `POST /api/snapshot/import`.
@@ -449,6 +462,16 @@ mod tests {
                 json_bytes(&f)
             );
         }
+    }
+
+    /// The expansion bound's default is twice the upload limit
+    /// (docs/decisions.md, "An import expands at most twice the upload").
+    #[test]
+    fn the_default_expansion_is_twice_the_upload_limit() {
+        assert_eq!(
+            metacore::config::IMPORT_MAX_BYTES_DEFAULT,
+            2 * MAX_IMPORT_BYTES
+        );
     }
 
     #[tokio::test]

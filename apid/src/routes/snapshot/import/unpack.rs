@@ -1,9 +1,11 @@
 //! The blocking side of an import: the ZIP read one entry at a time, its
 //! bounds checked first (entries, expanded bytes, free space for plugin
 //! output), each record sent on as an [`Item`], plugin output written.
+//! Every entry is read to its end and held to its header (CRC-32 and
+//! size, [`crate::routes::snapshot::checked`]): one that is not is
+//! skipped and reported, never imported or written in part.
 
 use std::fs::File;
-use std::io::Read;
 use std::path::Path;
 
 use metacore::error::{ApiError, ErrorCode};
@@ -12,11 +14,17 @@ use metacore::rid::Rid;
 use tokio::sync::mpsc;
 use zip::ZipArchive;
 
-use super::{ImportOptions, PluginReport};
+use super::{ImportOptions, PluginReport, SkippedFile};
 use crate::routes::snapshot::archive::{
-    MAX_MANIFEST_BYTES, METADATA_PREFIX, PLUGIN_PREFIX, check_manifest, read_record,
+    MAX_MANIFEST_BYTES, METADATA_PREFIX, PLUGIN_PREFIX, PluginSkip, check_manifest, read_record,
     write_plugin_file,
 };
+use crate::routes::snapshot::checked::read_checked;
+
+/// Skipped plugin output entries the answer names (all are counted in
+/// `skipped`), so that an archive of a million bad entries does not make a
+/// million-line answer.
+pub(super) const MAX_SKIPPED_LISTED: usize = 100;
 
 /// One `metadata/<rid>.json` read from the archive.
 pub(super) struct Item {
@@ -36,13 +44,11 @@ pub(super) fn read_zip(
         .map_err(|e| ApiError::bad_request(format!("not a ZIP archive: {e}")))?;
     check_bounds(&mut zip, opts)?;
     {
-        let entry = zip
+        let mut entry = zip
             .by_name("manifest.json")
             .map_err(|_| ApiError::bad_request("the snapshot has no manifest.json"))?;
-        let mut bytes = Vec::new();
-        entry
-            .take(MAX_MANIFEST_BYTES)
-            .read_to_end(&mut bytes)
+        let declared = entry.size();
+        let bytes = read_checked(&mut entry, declared, MAX_MANIFEST_BYTES)
             .map_err(|e| ApiError::bad_request(format!("cannot read manifest.json: {e}")))?;
         check_manifest(&bytes)?;
     }
@@ -71,10 +77,11 @@ pub(super) fn read_zip(
             .strip_prefix(METADATA_PREFIX)
             .and_then(|s| s.strip_suffix(".json"))
         {
+            let declared = entry.size();
             let item = match Rid::parse(stem) {
                 Ok(rid) => Item {
                     hash_id: rid.to_string(),
-                    parsed: read_record(&mut entry).map(|f| (rid, f)),
+                    parsed: read_record(&mut entry, declared).map(|f| (rid, f)),
                 },
                 Err(e) => Item {
                     hash_id: stem.to_owned(),
@@ -86,15 +93,26 @@ pub(super) fn read_zip(
             }
         } else if let Some(rel) = name.strip_prefix(PLUGIN_PREFIX) {
             let p = plugin.get_or_insert_default();
-            // No more than the entry declares, which the bounds counted.
+            // Read to its end but never past what it declares, which the
+            // bounds counted.
             let declared = entry.size();
-            let ok = !entry.is_symlink()
-                && write_plugin_file(plugin_dir, rel, &mut (&mut entry).take(declared), dry_run);
-            if ok {
-                p.written += 1;
+            let written = if entry.is_symlink() {
+                Err(PluginSkip::Link)
             } else {
-                tracing::warn!(entry = %name, "snapshot import skips a plugin output entry");
-                p.skipped += 1;
+                write_plugin_file(plugin_dir, rel, &mut entry, declared, dry_run)
+            };
+            match written {
+                Ok(()) => p.written += 1,
+                Err(why) => {
+                    tracing::warn!(entry = %name, "snapshot import skips a plugin output entry: {why}");
+                    p.skipped += 1;
+                    if p.skipped_files.len() < MAX_SKIPPED_LISTED {
+                        p.skipped_files.push(SkippedFile {
+                            path: rel.to_owned(),
+                            error: why.to_string(),
+                        });
+                    }
+                }
             }
         }
     }
