@@ -511,7 +511,12 @@ async fn expensive_reads_are_bounded() {
     for i in 0..120_000 {
         fields.insert(format!("f{i:06}"), serde_json::Value::String("v".into()));
     }
-    let r = a
+    // A write this large takes seconds in a debug build on a busy machine:
+    // the client waits as long as it takes (this test bounds rows, not time).
+    let slow: e2e::apid::Http = (*a)
+        .clone()
+        .with_deadline(std::time::Duration::from_secs(300));
+    let r = slow
         .send_json(
             "PUT",
             &format!("/meta/{rid}"),
@@ -519,6 +524,7 @@ async fn expensive_reads_are_bounded() {
         )
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
+    let a = &slow;
     let r = a
         .get_ok("/api/kv/search?contains=no-such-key&limit=5")
         .await;

@@ -213,6 +213,7 @@ async fn an_archive_past_the_bounds_is_refused_with_nothing_written() {
         manifest(),
         a_record(),
         ("cache/plugin-output/small.bin".into(), vec![0u8; 1 << 20]),
+        ("cache/plugin-output/sub/dir/x.txt".into(), b"x".to_vec()),
     ]);
     let r = import(&a, ok).await;
     assert_eq!(r.status, 200, "{}", r.text());
@@ -220,6 +221,16 @@ async fn an_archive_past_the_bounds_is_refused_with_nothing_written() {
         std::fs::metadata(plugin.join("small.bin")).unwrap().len(),
         1 << 20
     );
+    // What other containers read is theirs to read (N17), whatever apid's
+    // umask (077).
+    use std::os::unix::fs::PermissionsExt;
+    let mode = |p: &std::path::Path| std::fs::metadata(p).unwrap().permissions().mode() & 0o777;
+    for f in [plugin.join("small.bin"), plugin.join("sub/dir/x.txt")] {
+        assert_eq!(mode(&f), 0o644, "{}", f.display());
+    }
+    for d in [plugin.clone(), plugin.join("sub"), plugin.join("sub/dir")] {
+        assert_eq!(mode(&d), 0o755, "{}", d.display());
+    }
 }
 
 /// Plugin output larger than the free space where it goes is refused

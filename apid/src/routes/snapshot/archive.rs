@@ -249,12 +249,19 @@ pub(super) fn write_plugin_file(
     }
     use std::os::unix::fs::OpenOptionsExt;
     let part = part_path(&dest);
+    // Other containers read what plugins left (N17): 0644 whatever the
+    // umask, as WebDAV makes them.
     let mut file = std::fs::OpenOptions::new()
         .write(true)
         .create_new(true)
+        .mode(metacore::files::SHARED_FILE)
         .custom_flags(libc::O_NOFOLLOW)
         .open(&part)
         .map_err(PluginSkip::Write)?;
+    file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(
+        metacore::files::SHARED_FILE,
+    ))
+    .map_err(PluginSkip::Write)?;
     let written = copy_checked(data, declared, &mut file)
         .map_err(PluginSkip::from)
         .and_then(|_| file.flush().map_err(PluginSkip::Write))
@@ -265,14 +272,19 @@ pub(super) fn write_plugin_file(
     written
 }
 
-/// `dir` is (or is made) a directory that is not a symbolic link.
+/// `dir` is (or is made, 0755 whatever the umask: other containers read
+/// it) a directory that is not a symbolic link.
 fn real_dir(dir: &Path, all: bool) -> bool {
+    use std::os::unix::fs::PermissionsExt;
+    let shared = metacore::files::SHARED_DIR;
     match std::fs::symlink_metadata(dir) {
         Ok(m) => m.is_dir(),
         Err(e) if e.kind() == io::ErrorKind::NotFound => if all {
-            std::fs::create_dir_all(dir)
+            metacore::files::ensure_dir_tree(dir, shared)
         } else {
-            std::fs::create_dir(dir)
+            std::fs::create_dir(dir).and_then(|()| {
+                std::fs::set_permissions(dir, std::fs::Permissions::from_mode(shared))
+            })
         }
         .is_ok(),
         Err(_) => false,
