@@ -77,7 +77,7 @@ async fn get_from(host: u8, port: u16, path: &str) -> (String, TcpStream) {
 }
 
 #[tokio::test]
-async fn one_client_holds_its_share_of_connections_and_streams_and_no_more() {
+async fn one_client_holds_its_share_of_streams_and_no_more() {
     let (_s, a) = start().await;
     let port = a.port();
     let greedy = 2;
@@ -92,18 +92,41 @@ async fn one_client_holds_its_share_of_connections_and_streams_and_no_more() {
     assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
     assert!(answer.contains("too_many_requests"), "{answer}");
     assert!(
+        answer.contains("META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT"),
+        "{answer}"
+    );
+    assert!(
         answer.to_ascii_lowercase().contains("retry-after: 1"),
         "{answer}"
     );
     // ...while another client follows as it likes.
     let (answer, _other) = get_from(3, port, "/api/events/meta").await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    // A stream given back is free for the greedy client again.
+    drop(held.pop());
+    let _again = e2e::wait::until("the greedy client's freed stream", IO_DEADLINE, || async {
+        let (answer, tcp) = get_from(greedy, port, "/api/events/meta").await;
+        answer.starts_with("HTTP/1.1 200").then_some(tcp)
+    })
+    .await;
+}
 
-    // Connections that never send a header fill the greedy client's share.
-    while held.len() < CONNECTIONS_PER_CLIENT {
-        held.push(connect_from(greedy, port).await);
+#[tokio::test]
+async fn one_client_holds_its_share_of_connections_and_no_more() {
+    let (_s, a) = start().await;
+    let port = a.port();
+    let greedy = 4;
+    // Its whole share, each connection served (then kept alive, held).
+    let mut held = Vec::new();
+    for i in 0..CONNECTIONS_PER_CLIENT {
+        let (answer, tcp) = get_from(greedy, port, "/health").await;
+        assert!(
+            answer.starts_with("HTTP/1.1 200"),
+            "connection {i}: {answer}"
+        );
+        held.push(tcp);
     }
-    // Its next one is answered 429 at once and closed, unread.
+    // The next one is answered 429 at once, unread, and closed.
     let mut refused = connect_from(greedy, port).await;
     let answer = head(&mut refused).await;
     assert!(answer.starts_with("HTTP/1.1 429"), "{answer}");
@@ -116,7 +139,12 @@ async fn one_client_holds_its_share_of_connections_and_streams_and_no_more() {
         .await
         .expect("closed in time");
     assert!(n.is_ok(), "the refused connection is closed: {n:?}");
-    // The health probe, from elsewhere, is answered.
+    // Connections that never send a header from another client are its
+    // own share; the health probe, from elsewhere again, is answered.
+    let mut idle = Vec::new();
+    for _ in 0..CONNECTIONS_PER_CLIENT {
+        idle.push(connect_from(5, port).await);
+    }
     let (answer, _) = get_from(1, port, "/health").await;
     assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     // A connection given back is free for the greedy client again.
