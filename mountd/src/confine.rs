@@ -10,6 +10,12 @@
 //!   local folder, that folder, its symlinks resolved, must exist and must
 //!   not overlap (be inside, equal to, or an ancestor of) any of
 //!   meta-core's places: [`Place`].
+//! - The remote's own root (`fsinfo` of `remote:`, the path empty) is
+//!   judged too (review finding 4): an alias of `/`, or of `/srv` when
+//!   FILES_PATH is `/srv/files`, holds a place, so any `rclonePath`
+//!   could reach past it (`etc`, `proc`); it is refused whatever the
+//!   path. And what is served, resolved, must be inside that root,
+//!   resolved: no `..` (rclone cleans it today), no symlink out of it.
 //! - The mount's folder and `corn/`, resolved, must not overlap them
 //!   either (FILES_PATH aside: the folder is in it by design).
 //!
@@ -157,6 +163,22 @@ pub enum Refusal {
         place: Place,
     },
     #[error(
+        "rcloneRemote: the root of {remote:?} is a local folder that overlaps {} (holds it, \
+         is it or is inside it), one of meta-core's own places, which any rclonePath could \
+         then reach: point the alias at a folder that holds none of meta-core's places",
+        .place.name()
+    )]
+    /// The remote's own root (`remote:`) holds, is or is in a place.
+    RootOverlaps { remote: String, place: Place },
+    #[error(
+        "rclonePath: {path:?} leads out of the root of {remote:?} (through a symlink or `..`), \
+         which no mount may leave: name a folder inside that root, or configure an alias \
+         remote for the other folder"
+    )]
+    /// What `remote:path` serves, resolved, is not inside the remote's
+    /// own root, resolved.
+    Outside { remote: String, path: String },
+    #[error(
         "rcloneRemote: {remote:?} (rclonePath {path:?}) serves a local folder that does not exist"
     )]
     Missing { remote: String, path: String },
@@ -165,6 +187,12 @@ pub enum Refusal {
          {path:?}) serves, so it cannot be checked"
     )]
     NoFolder { remote: String, path: String },
+    #[error(
+        "rcloneRemote: rclone names no absolute local folder as the root of {0:?}, so what \
+         it serves cannot be checked"
+    )]
+    /// rclone names no absolute local folder as the remote's own root.
+    NoRoot(String),
 }
 
 impl Refusal {
@@ -240,8 +268,9 @@ pub async fn judge_type(rc: &Rc, c: &MountConfig, within: Duration) -> Result<()
     }
 }
 
-/// Asks rclone what `c` would serve and judges it; each question is
-/// answered within `within`. rclone's cache of remotes is cleared first,
+/// Asks rclone what `c` would serve (`remote:path`) and, when that is a
+/// local folder, the remote's own root (`remote:`), and judges them; each
+/// question is answered within `within`. rclone's cache of remotes is cleared first,
 /// so the answer follows rclone.conf as it is now: the caller holds the
 /// manager's `confine` lock from here to its `mount/mount` (if it
 /// mounts), so no other clear comes between.
@@ -257,23 +286,42 @@ pub async fn judge_served(
     call_within(rc, "fscache/clear", "{}", within)
         .await
         .map_err(Judged::NoInfo)?;
-    let body = serde_json::json!({ "fs": fs_string(c) }).to_string();
+    let joined = fs_info(rc, &fs_string(c), within).await?;
+    if !joined.features.is_local {
+        return Ok(());
+    }
+    let own = fs_info(rc, &format!("{}:", c.rclone_remote), within).await?;
+    served(c, &joined, &own, places).map_err(Judged::Refused)
+}
+
+/// What rclone says of `fs` (`operations/fsinfo`), within `within`.
+async fn fs_info(rc: &Rc, fs: &str, within: Duration) -> Result<FsInfo, Judged> {
+    let body = serde_json::json!({ "fs": fs }).to_string();
     let info = call_within(rc, "operations/fsinfo", &body, within)
         .await
         .map_err(Judged::NoInfo)?;
-    let info: FsInfo = serde_json::from_value(info).map_err(|e| Judged::NoInfo(e.to_string()))?;
-    served(c, &info, places).map_err(Judged::Refused)
+    serde_json::from_value(info).map_err(|e| Judged::NoInfo(e.to_string()))
 }
 
-/// The judgement of what rclone says `c` serves.
-fn served(c: &MountConfig, info: &FsInfo, places: &Places) -> Result<(), Refusal> {
-    if !info.features.is_local {
+/// The judgement of what rclone says `c` serves (`joined`, its
+/// `remote:path`) and of the remote's own root (`own`, its `remote:`).
+fn served(c: &MountConfig, joined: &FsInfo, own: &FsInfo, places: &Places) -> Result<(), Refusal> {
+    if !joined.features.is_local {
         return Ok(());
     }
     let (remote, path) = (c.rclone_remote.clone(), c.rclone_path.clone());
-    let root = Path::new(&info.root);
+    let root = Path::new(&joined.root);
     if !root.is_absolute() {
         return Err(Refusal::NoFolder { remote, path });
+    }
+    let own_root = Path::new(&own.root);
+    if !own.features.is_local || !own_root.is_absolute() {
+        return Err(Refusal::NoRoot(remote));
+    }
+    let (real_own, _) = resolve(own_root);
+    if let Some(place) = places.overlapped(&real_own, &[]) {
+        tracing::warn!(mount = %c.id, remote = %remote, root = %real_own.display(), place = place.name(), "refused: the remote's own root holds or is in one of meta-core's places");
+        return Err(Refusal::RootOverlaps { remote, place });
     }
     let (real, exists) = resolve(root);
     if let Some(place) = places.overlapped(&real, &[]) {
@@ -283,6 +331,10 @@ fn served(c: &MountConfig, info: &FsInfo, places: &Places) -> Result<(), Refusal
             path,
             place,
         });
+    }
+    if !real.starts_with(&real_own) {
+        tracing::warn!(mount = %c.id, remote = %remote, root = %real_own.display(), folder = %real.display(), "refused: the mount would serve a folder out of its remote's root");
+        return Err(Refusal::Outside { remote, path });
     }
     if !exists {
         return Err(Refusal::Missing { remote, path });
@@ -317,140 +369,5 @@ pub fn target(places: &Places, corn: &Path, point: &Path) -> Result<(), String> 
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-
-    fn places(dir: &Path) -> Places {
-        let d = dir.display();
-        let env = [
-            ("META_CORE_PATH", format!("{d}/mc")),
-            ("FILES_PATH", format!("{d}/files")),
-            ("META_CORE_DB_PATH", format!("{d}/db/meta-core.db")),
-            ("META_CORE_RUN_DIR", format!("{d}/run")),
-        ];
-        let config = Config::from_lookup(|k| {
-            env.iter()
-                .find(|(name, _)| *name == k)
-                .map(|(_, v)| v.clone())
-        })
-        .unwrap();
-        Places::new(&config)
-    }
-
-    fn mount(remote: &str) -> MountConfig {
-        serde_json::from_value(serde_json::json!({"id": "m", "name": "m", "type": "rclone",
-            "enabled": true, "desiredMounted": true, "mountPath": "", "rcloneRemote": remote,
-            "rclonePath": "p"}))
-        .unwrap()
-    }
-
-    fn info(root: &str, is_local: bool) -> FsInfo {
-        FsInfo {
-            root: root.into(),
-            features: Features { is_local },
-        }
-    }
-
-    #[test]
-    fn overlap_is_by_whole_components_both_ways() {
-        let (a, b) = (Path::new("/data"), Path::new("/data/db"));
-        assert!(overlaps(a, b) && overlaps(b, a) && overlaps(a, a));
-        assert!(!overlaps(Path::new("/data2"), a));
-        assert!(overlaps(Path::new("/"), a));
-    }
-
-    #[test]
-    fn a_missing_path_resolves_through_its_existing_part() {
-        let dir = tempfile::tempdir().unwrap();
-        let real = std::fs::canonicalize(dir.path()).unwrap();
-        std::fs::create_dir(real.join("target")).unwrap();
-        std::os::unix::fs::symlink(real.join("target"), real.join("link")).unwrap();
-        assert_eq!(resolve(&real.join("link")), (real.join("target"), true));
-        assert_eq!(
-            resolve(&real.join("link/a/b")),
-            (real.join("target/a/b"), false)
-        );
-        assert_eq!(
-            resolve(&real.join("link/a/../c")),
-            (real.join("target/c"), false)
-        );
-    }
-
-    #[test]
-    fn a_local_folder_in_or_around_a_place_is_refused_by_the_places_name() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = std::fs::canonicalize(dir.path()).unwrap();
-        for sub in ["mc/db", "media", "db"] {
-            std::fs::create_dir_all(d.join(sub)).unwrap();
-        }
-        std::os::unix::fs::symlink(d.join("mc"), d.join("media/link")).unwrap();
-        let p = places(&d);
-        let c = mount("al");
-        let refused = |root: &Path| match served(&c, &info(&root.display().to_string(), true), &p) {
-            Err(Refusal::Overlaps { place, .. }) => Some(place),
-            _ => None,
-        };
-        assert_eq!(refused(Path::new("/")), Some(Place::MetaCorePath));
-        assert_eq!(refused(&d), Some(Place::MetaCorePath));
-        assert_eq!(refused(&d.join("mc/db")), Some(Place::MetaCorePath));
-        assert_eq!(refused(&d.join("media/link")), Some(Place::MetaCorePath));
-        assert_eq!(refused(&d.join("db")), Some(Place::DbFolder));
-        assert_eq!(refused(&d.join("files/plugin")), Some(Place::FilesPath));
-        assert_eq!(refused(&d.join("run")), Some(Place::RunDir));
-        // The log dir defaults to META_CORE_PATH/logs.
-        assert_eq!(refused(&d.join("mc/logs/x")), Some(Place::MetaCorePath));
-        assert_eq!(refused(&d.join("media")), None);
-        assert!(served(&c, &info(&d.join("media").display().to_string(), true), &p).is_ok());
-        assert!(matches!(
-            served(
-                &c,
-                &info(&d.join("media/later").display().to_string(), true),
-                &p
-            ),
-            Err(Refusal::Missing { .. })
-        ));
-        // Local without a folder named (rclone's `hasher` over a local
-        // folder reports `Root: ""`): it cannot be checked.
-        for root in ["relative", ""] {
-            assert!(matches!(
-                served(&c, &info(root, true), &p),
-                Err(Refusal::NoFolder { .. })
-            ));
-        }
-        // Not a local folder (a network remote, a union): not judged here.
-        assert!(served(&c, &info("/", false), &p).is_ok());
-        // No message shows a place's path.
-        let e = Refusal::Overlaps {
-            remote: "al".into(),
-            path: "p".into(),
-            place: Place::DbFolder,
-        }
-        .to_string();
-        assert!(e.starts_with("rcloneRemote") && e.contains("META_CORE_DB_PATH"));
-        assert!(!e.contains(&d.display().to_string()), "{e}");
-    }
-
-    #[test]
-    fn a_mount_folder_in_meta_core_path_is_refused() {
-        let dir = tempfile::tempdir().unwrap();
-        let d = std::fs::canonicalize(dir.path()).unwrap();
-        let p = places(&d);
-        let corn = d.join("files/corn");
-        std::fs::create_dir_all(&corn).unwrap();
-        assert!(target(&p, &corn, &corn.join("x")).is_ok());
-        // corn/ a symlink into META_CORE_PATH.
-        std::fs::create_dir_all(d.join("mc/inside")).unwrap();
-        let linked = d.join("files2");
-        std::fs::create_dir_all(&linked).unwrap();
-        std::os::unix::fs::symlink(d.join("mc/inside"), linked.join("corn")).unwrap();
-        let e = target(&p, &linked.join("corn"), &linked.join("corn/x")).unwrap_err();
-        assert!(e.contains("META_CORE_PATH"), "{e}");
-        assert!(!e.contains("mc/inside"), "{e}");
-        // META_CORE_PATH nested under corn/: its folder, or one above it.
-        let nested = places(&corn.join("n"));
-        let e = target(&nested, &corn, &corn.join("n")).unwrap_err();
-        assert!(e.contains("META_CORE_PATH"), "{e}");
-        assert!(target(&nested, &corn, &corn.join("n/mc")).is_err());
-        assert!(target(&nested, &corn, &corn.join("other")).is_ok());
-    }
-}
+#[path = "confine_test.rs"]
+mod tests;

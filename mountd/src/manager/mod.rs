@@ -195,11 +195,12 @@ impl Manager {
 
     /// Judges what a new mount would serve before it is stored, within
     /// `until`: a 400 naming `rcloneRemote` for a remote that is not
-    /// configured, is of type `local`, or serves one of meta-core's
-    /// places; 503 when rclone cannot read its configuration by then.
-    /// What it serves, when that cannot be known by `until` (or is a
-    /// folder that does not exist yet), is judged at each mount attempt
-    /// instead.
+    /// configured, is of type `local`, serves one of meta-core's places
+    /// or has a root that holds one (a 400 naming `rclonePath` for a
+    /// path out of the remote's root); 503 when rclone cannot read its
+    /// configuration by then. What it serves, when that cannot be known
+    /// by `until` (or is a folder that does not exist yet), is judged at
+    /// each mount attempt instead.
     pub async fn judge_new(
         &self,
         rc: &Rc,

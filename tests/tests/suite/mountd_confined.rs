@@ -3,7 +3,10 @@
 //! from `mounts.json`); an alias whose folder overlaps one of meta-core's
 //! own places (META_CORE_PATH, FILES_PATH, the database's folder, the log
 //! and run directories) is refused, however it gets there (a symlink, an
-//! ancestor, `/`); an alias keeps every `rclonePath` under its root; an
+//! ancestor, `/`); so is an alias whose own root holds one of them (an
+//! alias of `/`, however many aliases down, with `rclonePath: "etc"`),
+//! and a path through a symlink out of the alias's root (review finding
+//! 4); an alias keeps every `rclonePath` under its root; an
 //! rclone.conf changed after the create is judged again at the next
 //! mount, the API's and the keeper's; and a mount folder that resolves
 //! into META_CORE_PATH is never mounted. Compiled as ignored where this
@@ -365,5 +368,129 @@ async fn a_mount_folder_that_resolves_into_meta_core_path_is_refused() {
     let why = made["error"].as_str().unwrap();
     assert!(why.contains("META_CORE_PATH"), "{why}");
     assert!(!why.contains(&inside.display().to_string()), "{why}");
+    assert_eq!(mounts_under(dir.path()), vec![], "nothing mounted");
+}
+
+/// What a refusal of an alias's own root says: the remote, the place by
+/// its variable, what to do, and no path.
+fn refused_for_its_root(e: &metacore::ApiError, body: &Value, place: &str, shown: &str) {
+    assert_eq!(e.code, ErrorCode::BadRequest, "{body}: {e}");
+    assert!(e.message.starts_with("rcloneRemote"), "{body}: {e}");
+    assert!(e.message.contains(place), "{body}: names {place}: {e}");
+    assert!(
+        e.message
+            .contains("point the alias at a folder that holds none of meta-core's places"),
+        "{body}: says what to do: {e}"
+    );
+    assert!(!e.message.contains(shown), "{body}: no path: {e}");
+}
+
+/// Review finding 4: only the joined root was judged, so an alias of `/`
+/// (or of a root-less local remote's `/`) with `rclonePath: "etc"` served
+/// the host's `/etc`. The remote's own root is judged too: one that holds
+/// (or is in) one of meta-core's places is refused whatever the path, at
+/// create, through any number of aliases; a path that leaves the
+/// remote's root through a symlink is refused; a legitimate alias with a
+/// sub-path still mounts.
+#[tokio::test]
+#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
+async fn an_alias_whose_own_root_holds_a_place_is_refused_whatever_its_rclone_path() {
+    let dir = e2e::daemon::test_dir();
+    let d = dir.path();
+    // FILES_PATH under `srv/`, as `/srv/files` beside `/srv/media`.
+    let srv = d.join("srv");
+    let files = srv.join("files");
+    for folder in [srv.join("media/films/2024"), d.join("elsewhere")] {
+        std::fs::create_dir_all(folder).unwrap();
+    }
+    std::fs::write(srv.join("media/films/2024/a.txt"), "alpha").unwrap();
+    std::fs::write(d.join("elsewhere/b.txt"), "beta").unwrap();
+    std::os::unix::fs::symlink(d.join("elsewhere"), srv.join("media/out")).unwrap();
+    alias_remote(d, "hostroot", "/");
+    alias_remote(d, "twice", "hostroot:");
+    add_remote(d, "[loc]\ntype = local\n");
+    alias_remote(d, "viloc", "loc:/");
+    alias_remote(d, "srv", &srv.display().to_string());
+    alias_remote(d, "media", &srv.join("media").display().to_string());
+    alias_remote(d, "films", "media:films");
+    let m = Mountd::spawn_with(d, &[("FILES_PATH", files.display().to_string())]);
+    m.rclone_in("running").await;
+    let shown = d.display().to_string();
+    let cases = [
+        ("hostroot", "etc", "META_CORE_PATH"),
+        ("hostroot", "proc/1", "META_CORE_PATH"),
+        // An alias of an alias whose last root is `/`.
+        ("twice", "etc", "META_CORE_PATH"),
+        // An alias of a remote of type local (the migration the refusal
+        // of `local` invites), at its `/`.
+        ("viloc", "etc", "META_CORE_PATH"),
+        // `/srv` when FILES_PATH is `/srv/files`.
+        ("srv", "media", "FILES_PATH"),
+    ];
+    for (remote, path, place) in cases {
+        let body =
+            json!({"name": "x", "type": "rclone", "rcloneRemote": remote, "rclonePath": path});
+        let e = m.refused(Method::POST, "/mounts", Some(body.clone())).await;
+        refused_for_its_root(&e, &body, place, &shown);
+    }
+    // A path through a symlink out of the alias's root.
+    let body = json!({"name": "x", "type": "rclone", "rcloneRemote": "media", "rclonePath": "out"});
+    let e = m.refused(Method::POST, "/mounts", Some(body.clone())).await;
+    assert_eq!(e.code, ErrorCode::BadRequest, "{body}: {e}");
+    assert!(e.message.starts_with("rclonePath"), "{body}: {e}");
+    assert!(e.message.contains("root"), "{body}: {e}");
+    assert!(!e.message.contains(&shown), "{body}: no path: {e}");
+    assert!(!m.mounts_file().exists(), "nothing stored");
+    assert_eq!(corn_folders(&files), Vec::<String>::new());
+    assert_eq!(mounts_under(d), vec![], "nothing mounted");
+
+    // Legitimate: an alias with a sub-path, an alias of an alias with one.
+    for (name, remote, path) in [("films", "media", "films"), ("year", "films", "2024")] {
+        let made = m
+            .create(
+                json!({"name": name, "type": "rclone", "rcloneRemote": remote, "rclonePath": path}),
+            )
+            .await;
+        assert_eq!(made["mounted"], true, "{made}");
+    }
+    assert_eq!(
+        std::fs::read_to_string(files.join("corn/films/2024/a.txt")).unwrap(),
+        "alpha"
+    );
+    assert_eq!(
+        std::fs::read_to_string(files.join("corn/year/a.txt")).unwrap(),
+        "alpha"
+    );
+}
+
+/// The same judgement at every mount attempt: a hand-edited mounts.json
+/// naming an alias of `/` with `rclonePath: "etc"` is never mounted, and
+/// its error says why and what to do.
+#[tokio::test]
+#[cfg_attr(no_fuse, ignore = "no rclone or FUSE on this machine")]
+async fn an_alias_of_the_hosts_root_in_mounts_json_is_never_mounted() {
+    let dir = e2e::daemon::test_dir();
+    alias_remote(dir.path(), "hostroot", "/");
+    let stored = "5d0c7c2e-8a1b-4f6e-9c3d-2b7a1e0f4c59";
+    let mounts = dir.path().join("meta-core/mounts");
+    std::fs::create_dir_all(&mounts).unwrap();
+    std::fs::write(
+        mounts.join("mounts.json"),
+        format!(
+            r#"{{"version":1,"mounts":[{{"id":"{stored}","name":"etc","type":"rclone","enabled":true,"desiredMounted":true,"mountPath":"","rcloneRemote":"hostroot","rclonePath":"etc"}}]}}"#
+        ),
+    )
+    .unwrap();
+    let m = Mountd::start(dir.path()).await;
+    let s = error_with(&m, stored, "META_CORE_PATH").await;
+    assert_eq!(s["mounted"], false, "{s}");
+    let why = s["error"].as_str().unwrap();
+    assert!(why.contains("holds none of meta-core's places"), "{why}");
+    assert!(!why.contains(&dir.path().display().to_string()), "{why}");
+    let written = std::fs::read_to_string(m.error_file(stored)).unwrap();
+    assert!(written.contains("META_CORE_PATH"), "{written}");
+    // Tried again by the keeper, refused again.
+    m.looks(2).await;
+    assert!(!is_mounted(&m.files().join("corn/etc")));
     assert_eq!(mounts_under(dir.path()), vec![], "nothing mounted");
 }
