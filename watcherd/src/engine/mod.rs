@@ -48,9 +48,10 @@ use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::debounce::{Debouncer, Seen, Settle};
+use crate::exclude::{Excluded, MOUNTS_DIR};
 use crate::names::RefusedNames;
 use crate::scan;
-use crate::tree::{MOUNTS_DIR, Tree};
+use crate::tree::Tree;
 use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
 
 mod events;
@@ -154,6 +155,8 @@ pub struct Settings {
     pub quiet: Duration,
     /// How often folders past the inotify limit are listed.
     pub poll_unwatched: Duration,
+    /// What is left alone under `files`.
+    pub excluded: Excluded,
 }
 
 #[derive(Debug)]
@@ -369,13 +372,12 @@ impl Engine {
         }
     }
 
-    /// Inside `FILES_PATH`, outside the mounts folder (what inotify
-    /// watches). Never takes the tree's lock: a walk holding it may be
-    /// waiting on notify's thread, which may be waiting on this engine to
-    /// take its events.
+    /// Inside `FILES_PATH`, outside the mounts folder and meta-core's own
+    /// folders (what inotify watches). Never takes the tree's lock: a walk
+    /// holding it may be waiting on notify's thread, which may be waiting
+    /// on this engine to take its events.
     fn covers(&self, path: &Path) -> bool {
-        path.starts_with(&self.settings.files)
-            && !path.starts_with(self.settings.files.join(MOUNTS_DIR))
+        self.settings.excluded.covers(path)
     }
 
     /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).
