@@ -23,7 +23,8 @@
 //!
 //! A rescan (the start-up walk, an API scan, a queue overflow's) asks for
 //! a [`repair`] of the records whose `filePath` names no live file; it runs
-//! once what the rescan found is committed.
+//! once what the rescan found is committed (the watcher has settled, or,
+//! on a tree that never does, 2 × `DEBOUNCE_MS` later once nothing is due).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
