@@ -155,7 +155,12 @@ impl Apid {
 /// opened, else the one apid made in `secrets/admin-token` of
 /// `META_CORE_PATH` (`<dir>/meta-core` unless `env` says otherwise).
 pub fn admin_token(dir: &Path, env: &[(String, String)]) -> Option<String> {
-    let given = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let given = |k: &str| {
+        env.iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
     if let Some(t) = given("META_CORE_ADMIN_TOKEN").filter(|t| !t.is_empty()) {
         return Some(t);
     }

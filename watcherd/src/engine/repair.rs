@@ -149,7 +149,7 @@ impl Engine {
         let now = Instant::now();
         let watching = self.watching(now);
         let may = self.repair.next_run(watching, self.repair_bound());
-        if !may.is_some_and(|t| now >= t) {
+        if may.is_none_or(|t| now < t) {
             return;
         }
         if !watching.settled {
