@@ -264,3 +264,86 @@ async fn a_repair_hands_stale_file_paths_to_live_duplicates_page_by_page_once() 
     assert_eq!(last_id(&store, StreamName::Meta).await, meta);
     assert_eq!(store.roots().await.unwrap(), u64::from(n) + 2);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_file_path_the_watcher_cannot_see_leave_is_kept_by_the_repair() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = open(&dir);
+    let set_path = |n: u32, p: &'static str| {
+        let store = &store;
+        async move {
+            store
+                .set_field(
+                    Target::Cid(hash_of(n)),
+                    CheckedField::new("filePath", p).unwrap(),
+                )
+                .await
+                .unwrap();
+        }
+    };
+    // Each record has a live file and a live duplicate; a sorter then
+    // writes its filePath: under corn/ (a mount, which inotify does not
+    // see), a hidden name (never announced), a plain folder (which the
+    // watcher covers: this one names no live file and is repaired).
+    for (n, to) in [
+        (1, "/files/corn/gdrive/films/x.mkv"),
+        (2, "/files/watch/.x.mkv.partial"),
+        (3, "/files/corn"),
+        (4, "/files/watch/sorted/x.mkv"),
+    ] {
+        one(&store, present(&format!("watch/f{n}.mkv"), n)).await;
+        one(&store, present(&format!("plugin/f{n}.mkv"), n)).await;
+        set_path(n, to).await;
+    }
+    let (done, _) = repair_all(&store).await;
+    assert_eq!((done.records, done.promoted), (4, 1), "{done:?}");
+    assert_eq!(
+        field(&store, 1, "filePath").await.as_deref(),
+        Some("/files/corn/gdrive/films/x.mkv")
+    );
+    assert_eq!(
+        field(&store, 2, "filePath").await.as_deref(),
+        Some("/files/watch/.x.mkv.partial")
+    );
+    assert_eq!(
+        field(&store, 3, "filePath").await.as_deref(),
+        Some("/files/corn")
+    );
+    assert_eq!(
+        field(&store, 4, "filePath").await.as_deref(),
+        Some("/files/plugin/f4.mkv"),
+        "a covered path with no live file is repaired"
+    );
+    // Again, and after another copy turns up: still the sorter's.
+    one(&store, present("watch/another.mkv", 1)).await;
+    repair_all(&store).await;
+    assert_eq!(
+        field(&store, 1, "filePath").await.as_deref(),
+        Some("/files/corn/gdrive/films/x.mkv")
+    );
+
+    // Under corn/ a polling watcher does see files come and go: the
+    // observations that say so move the filePath themselves.
+    one(&store, present("corn/gdrive/m.mkv", 5)).await;
+    one(&store, present("plugin/m.mkv", 5)).await;
+    one(
+        &store,
+        Observation::Moved {
+            from: rel("corn/gdrive/m.mkv"),
+            path: rel("corn/gdrive/n.mkv"),
+            file: state(5),
+        },
+    )
+    .await;
+    assert_eq!(
+        field(&store, 5, "filePath").await.as_deref(),
+        Some("/files/corn/gdrive/n.mkv"),
+        "the rename under corn/ is followed"
+    );
+    one(&store, gone("corn/gdrive/n.mkv")).await;
+    assert_eq!(
+        field(&store, 5, "filePath").await.as_deref(),
+        Some("/files/plugin/m.mkv"),
+        "its delete hands it to the live duplicate"
+    );
+}

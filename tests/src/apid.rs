@@ -152,16 +152,23 @@ impl Apid {
 
 /// The admin token an apid in `dir` started with `env` asks for:
 /// `META_CORE_ADMIN_TOKEN` when given, none when the admin routes were
-/// opened, else the one apid made in `meta-core/secrets/admin-token`.
+/// opened, else the one apid made in `secrets/admin-token` of
+/// `META_CORE_PATH` (`<dir>/meta-core` unless `env` says otherwise).
 pub fn admin_token(dir: &Path, env: &[(String, String)]) -> Option<String> {
-    let given = |k: &str| env.iter().find(|(n, _)| n == k).map(|(_, v)| v.clone());
+    let given = |k: &str| {
+        env.iter()
+            .rev()
+            .find(|(n, _)| n == k)
+            .map(|(_, v)| v.clone())
+    };
     if let Some(t) = given("META_CORE_ADMIN_TOKEN").filter(|t| !t.is_empty()) {
         return Some(t);
     }
     if given("META_CORE_ADMIN_OPEN").is_some_and(|v| v == "true") {
         return None;
     }
-    let file = dir.join("meta-core/secrets/admin-token");
+    let meta = given("META_CORE_PATH").map_or_else(|| dir.join("meta-core"), PathBuf::from);
+    let file = meta.join("secrets/admin-token");
     let text = std::fs::read_to_string(&file)
         .unwrap_or_else(|e| panic!("apid is ready but {} is not: {e}", file.display()));
     Some(text.trim().to_owned())

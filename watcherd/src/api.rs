@@ -119,7 +119,7 @@ async fn status(st: State) -> Json<WatcherdStatus> {
 impl AppState {
     fn status_of(&self, c: &WatcherConfig) -> WatcherStatus {
         let dir = PathBuf::from(&c.path);
-        let mounts = self.files.join(crate::tree::MOUNTS_DIR);
+        let mounts = self.files.join(crate::exclude::MOUNTS_DIR);
         let in_mounts = dir.starts_with(&mounts);
         let prefix = crate::scan::relative(&dir, &self.files)
             .filter(|r| !r.is_empty())

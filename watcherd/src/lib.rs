@@ -6,6 +6,8 @@
 //! - [`tree`]: the inotify watches, one per folder, up to the kernel's
 //!   limit; the folders past it are polled.
 //! - [`debounce`]: a file announced once, after it has been quiet.
+//! - [`exclude`]: what is left alone under `FILES_PATH` (`corn/`, meta-core's
+//!   own folders nested there).
 //! - [`midhash`]: the midhash256 content ID of a file (CONTRACT decision 7).
 //! - [`names`]: file and folder names that are not UTF-8, refused once each.
 //! - [`scan`]: walking a watched tree and the diff with what is known.
@@ -16,6 +18,7 @@
 pub mod api;
 pub mod debounce;
 pub mod engine;
+pub mod exclude;
 pub mod midhash;
 pub mod names;
 pub mod scan;

@@ -15,6 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::api::{self, AppState};
 use crate::engine::{Engine, Input, KnownFiles, Settings, Stats};
+use crate::exclude::Excluded;
 use crate::tree::Tree;
 use crate::watchers::{OpenError, Watchers};
 
@@ -92,10 +93,18 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             notify::Config::default(),
         )
         .map_err(RunError::Inotify)?;
+        let excluded = Excluded::of(&files, &config);
+        for dir in excluded.own() {
+            tracing::info!(
+                dir = %dir.display(),
+                "meta-core's own folder is inside FILES_PATH: it is neither watched nor announced"
+            );
+        }
         let settings = Settings {
             files: files.clone(),
             quiet: config.debounce,
             poll_unwatched: config.watch_interval,
+            excluded: excluded.clone(),
         };
         let engine = Engine::new(
             settings,
@@ -104,6 +113,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             Arc::new(Mutex::new(Tree::new(
                 watcher,
                 &files,
+                excluded,
                 (config.watch_max_dirs > 0).then_some(config.watch_max_dirs),
             ))),
             tx.clone(),

@@ -10,7 +10,7 @@
 use std::collections::BTreeMap;
 use std::io;
 use std::os::unix::fs::MetadataExt;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 
 use crate::debounce::Seen;
 use crate::names::RefusedNames;
@@ -27,20 +27,20 @@ pub fn seen_of(meta: &std::fs::Metadata) -> Seen {
 }
 
 /// Every regular, non-hidden file under `root`, by its path relative to
-/// `files_path`, leaving out the folder `skip` and the names `names`
-/// refuses. A folder that vanishes or cannot be read mid-walk is skipped
+/// `files_path`, leaving out the folders `skip` (and everything under them,
+/// `root` included) and the names `names` refuses. A folder that vanishes or cannot be read mid-walk is skipped
 /// (the next scan sees it); `root` itself missing is an error.
 pub fn walk(
     root: &Path,
     files_path: &Path,
-    skip: Option<&Path>,
+    skip: &[PathBuf],
     names: &RefusedNames,
 ) -> io::Result<BTreeMap<String, Seen>> {
     let mut out = BTreeMap::new();
     let mut dirs = vec![root.to_owned()];
     std::fs::metadata(root)?;
     while let Some(dir) = dirs.pop() {
-        if skip.is_some_and(|s| dir.starts_with(s)) {
+        if skip.iter().any(|s| dir.starts_with(s)) {
             continue;
         }
         if let Ok(sub) = list_into(&dir, files_path, names, &mut out) {
@@ -67,8 +67,8 @@ fn list_into(
     files_path: &Path,
     names: &RefusedNames,
     out: &mut BTreeMap<String, Seen>,
-) -> io::Result<Vec<std::path::PathBuf>> {
-    let mut dirs = Vec::new();
+) -> io::Result<Vec<PathBuf>> {
+    let mut dirs: Vec<PathBuf> = Vec::new();
     for entry in std::fs::read_dir(dir)?.flatten() {
         let Ok(kind) = entry.file_type() else {
             continue;
@@ -127,15 +127,15 @@ mod tests {
         let found = walk(
             &files.join("watch"),
             files,
-            Some(&files.join("watch/sub")),
+            &[files.join("watch/sub")],
             &refused,
         )
         .unwrap();
         let names: Vec<&str> = found.keys().map(String::as_str).collect();
         assert_eq!(names, ["watch/.hidden-dir/b.mkv", "watch/a.mkv",]);
         assert_eq!(found["watch/a.mkv"].size, 2);
-        assert!(walk(&files.join("missing"), files, None, &refused).is_err());
-        assert_eq!(walk(files, files, None, &refused).unwrap().len(), 4);
+        assert!(walk(&files.join("missing"), files, &[], &refused).is_err());
+        assert_eq!(walk(files, files, &[], &refused).unwrap().len(), 4);
         let here: Vec<String> = list(&files.join("watch"), files, &refused)
             .unwrap()
             .into_keys()
@@ -157,7 +157,7 @@ mod tests {
         std::fs::write(files.join("watch").join(&file), b"y").unwrap();
         let names = RefusedNames::default();
         for _ in 0..3 {
-            let found = walk(files, files, None, &names).unwrap();
+            let found = walk(files, files, &[], &names).unwrap();
             let paths: Vec<&str> = found.keys().map(String::as_str).collect();
             assert_eq!(paths, ["watch/ok.mkv"]);
         }

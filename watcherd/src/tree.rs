@@ -5,21 +5,21 @@
 //!
 //! Folders are watched before they are walked, so a file written while a
 //! folder is being set up is seen by the walk or by the watch, never by
-//! neither. `FILES_PATH/corn` (the rclone mounts, where inotify sees only
-//! local changes and a walk can list a whole cloud drive) is left to the
-//! polling watchers and to mount scans. A folder whose name is not UTF-8
-//! is not watched (the walks refuse it and say so: `crate::names`).
+//! neither. What [`Excluded`] leaves alone is not watched: `FILES_PATH/corn`
+//! (the rclone mounts, left to the polling watchers and to mount scans) and
+//! meta-core's own folders nested in `FILES_PATH`. A folder whose name is
+//! not UTF-8 is not watched (the walks refuse it and say so:
+//! `crate::names`).
 
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
 use notify::{ErrorKind, RecursiveMode, Watcher};
 
+use crate::exclude::Excluded;
+
 /// Where the kernel says how many watches a user may hold.
 const MAX_USER_WATCHES: &str = "/proc/sys/fs/inotify/max_user_watches";
-
-/// The folder under `FILES_PATH` that inotify leaves alone.
-pub const MOUNTS_DIR: &str = "corn";
 
 /// The kernel's per-user watch limit, when it can be read.
 pub fn max_user_watches() -> Option<u64> {
@@ -35,7 +35,7 @@ pub fn max_user_watches() -> Option<u64> {
 pub struct Tree {
     watcher: notify::RecommendedWatcher,
     root: PathBuf,
-    skip: PathBuf,
+    excluded: Excluded,
     watched: BTreeSet<PathBuf>,
     /// Folders that could not be watched (the limit was reached).
     unwatched: BTreeSet<PathBuf>,
@@ -49,13 +49,19 @@ pub struct Tree {
 }
 
 impl Tree {
-    /// `max`: most folders to watch (`None`: as many as the kernel allows).
-    pub fn new(watcher: notify::RecommendedWatcher, root: &Path, max: Option<usize>) -> Self {
+    /// `max`: most folders to watch (`None`: as many as the kernel allows);
+    /// `excluded`: the folders never watched.
+    pub fn new(
+        watcher: notify::RecommendedWatcher,
+        root: &Path,
+        excluded: Excluded,
+        max: Option<usize>,
+    ) -> Self {
         Self {
             max,
             watcher,
             root: root.to_owned(),
-            skip: root.join(MOUNTS_DIR),
+            excluded,
             watched: BTreeSet::new(),
             unwatched: BTreeSet::new(),
             limit_reached: false,
@@ -64,9 +70,9 @@ impl Tree {
     }
 
     /// Whether events and walks of `path` are the tree's (inside
-    /// `FILES_PATH`, outside the mounts folder).
+    /// `FILES_PATH`, outside what [`Excluded`] leaves alone).
     pub fn covers(&self, path: &Path) -> bool {
-        path.starts_with(&self.root) && !path.starts_with(&self.skip)
+        self.excluded.covers(path)
     }
 
     /// Whether `dir` is watched or polled already.

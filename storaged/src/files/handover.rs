@@ -11,11 +11,20 @@
 //! for records a store was left with (written before this rule, or edited
 //! by hand), a page at a time, on watcherd's rescans.
 //!
+//! Only a path the watcher could have seen leave counts as naming no live
+//! file: one under `root` that inotify covers. A `filePath` under `corn/`
+//! (the mounts, which only a polling watcher sees, if any) or whose name
+//! the watcher skips (hidden: `.` first; a name that is not UTF-8 cannot be
+//! a `filePath` at all) is a client's, like one outside `root`: kept,
+//! never handed to a duplicate. (When the watcher did see such a path
+//! leave, the observation that says so hands it over itself.)
+//!
 //! Nothing here appends to `file:events`: the files did not change. The
 //! record's fields do, each with its `meta:events` entry, and only when
 //! its value changes, so running a repair twice writes nothing twice.
 
 use metacore::api::storaged::{FileState, REPAIR_PAGE, RepairDone};
+use metacore::checked::RelPath;
 use metacore::record::{CIDS_PREFIX, dup_end, dup_start, field_key};
 use metacore::rid::Rid;
 use rusqlite::{OptionalExtension, params};
@@ -36,13 +45,32 @@ fn live_seen(tx: &Tx<'_>, root: &str, rid: Rid, abs: &str) -> Result<Option<Seen
     Ok(read_seen(tx, &rel)?.filter(|s| s.rid == rid))
 }
 
+/// The folder under `FILES_PATH` that the watcher's inotify tree leaves
+/// to polling (watcherd's `exclude::MOUNTS_DIR`).
+const MOUNTS_DIR: &str = "corn";
+
+/// Whether the watcher's inotify tree covers `rel`: not under `corn/`, not
+/// a hidden name (which the watcher never announces).
+fn covered(rel: &RelPath) -> bool {
+    let hidden = rel
+        .as_str()
+        .rsplit('/')
+        .next()
+        .is_some_and(|name| name.starts_with('.'));
+    !hidden && !rel.is_under(MOUNTS_DIR) && rel.as_str() != MOUNTS_DIR
+}
+
 /// Whether `rid`'s `filePath` names no live file of it: it has none, or
-/// one under `root` the watcher does not see as the record's. A path
-/// outside `root` is someone else's to judge: never vacant.
+/// one the watcher covers (see [`covered`]) that it does not see as the
+/// record's. A path outside `root`, or one the watcher could not have seen
+/// leave, is someone else's to judge: never vacant.
 fn vacant(tx: &Tx<'_>, root: &str, rid: Rid) -> Result<bool> {
-    match tx.get(&field_key(rid, "filePath"))? {
-        None => Ok(true),
-        Some(p) => Ok(relative_to(root, &p).is_some() && live_seen(tx, root, rid, &p)?.is_none()),
+    let Some(p) = tx.get(&field_key(rid, "filePath"))? else {
+        return Ok(true);
+    };
+    match relative_to(root, &p) {
+        Some(rel) if covered(&rel) => Ok(live_seen(tx, root, rid, &p)?.is_none()),
+        _ => Ok(false),
     }
 }
 

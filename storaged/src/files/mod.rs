@@ -12,9 +12,10 @@
 //! How a path is attached to a record (`attach`):
 //! - the midhash names a record: the path becomes its `filePath` when it
 //!   holds none, holds this path, or holds a path under `FILES_PATH` that
-//!   is not a live file of it (no `seen:` row names the record there: the
-//!   file moved on while the watcher was not looking); otherwise it is a
-//!   duplicate, `dup:<rid>/<path>`;
+//!   the watcher covers and that is not a live file of it (no `seen:` row
+//!   names the record there: the file moved on while the watcher was not
+//!   looking; a path under `corn/` or a hidden name is a client's and kept:
+//!   [`handover`]); otherwise it is a duplicate, `dup:<rid>/<path>`;
 //! - the midhash names none, and the path's record holds it as `filePath`:
 //!   the content changed in place, so the record follows it (the old
 //!   midhash member leaves, the new one joins);
@@ -291,7 +292,8 @@ fn moved(
         // new one is the `filePath` when the old one was (or it names no
         // live file of the record), else a duplicate.
         tx.delete_raw(&dup_key(rid, &abs_from))?;
-        if handover::takes_path(tx, root, rid, &abs_to)? {
+        let was_path = tx.get(&field_key(rid, "filePath"))?.as_deref() == Some(&abs_from);
+        if was_path || handover::takes_path(tx, root, rid, &abs_to)? {
             put_file_fields(tx, rid, &abs_to, file)?;
         } else {
             tx.insert_new(&dup_key(rid, &abs_to), "")?;

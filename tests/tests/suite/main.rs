@@ -33,6 +33,7 @@ mod storaged_lifecycle;
 mod storaged_records;
 mod supervisor;
 mod watcherd;
+mod watcherd_excluded;
 mod watcherd_names;
 mod watcherd_renames;
 mod watcherd_repair;

@@ -23,7 +23,8 @@
 //!
 //! A rescan (the start-up walk, an API scan, a queue overflow's) asks for
 //! a [`repair`] of the records whose `filePath` names no live file; it runs
-//! once what the rescan found is committed.
+//! once what the rescan found is committed (the watcher has settled, or,
+//! on a tree that never does, 2 × `DEBOUNCE_MS` later once nothing is due).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
@@ -48,9 +49,10 @@ use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::debounce::{Debouncer, Seen, Settle};
+use crate::exclude::{Excluded, MOUNTS_DIR};
 use crate::names::RefusedNames;
 use crate::scan;
-use crate::tree::{MOUNTS_DIR, Tree};
+use crate::tree::Tree;
 use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
 
 mod events;
@@ -154,6 +156,8 @@ pub struct Settings {
     pub quiet: Duration,
     /// How often folders past the inotify limit are listed.
     pub poll_unwatched: Duration,
+    /// What is left alone under `files`.
+    pub excluded: Excluded,
 }
 
 #[derive(Debug)]
@@ -369,13 +373,12 @@ impl Engine {
         }
     }
 
-    /// Inside `FILES_PATH`, outside the mounts folder (what inotify
-    /// watches). Never takes the tree's lock: a walk holding it may be
-    /// waiting on notify's thread, which may be waiting on this engine to
-    /// take its events.
+    /// Inside `FILES_PATH`, outside the mounts folder and meta-core's own
+    /// folders (what inotify watches). Never takes the tree's lock: a walk
+    /// holding it may be waiting on notify's thread, which may be waiting
+    /// on this engine to take its events.
     fn covers(&self, path: &Path) -> bool {
-        path.starts_with(&self.settings.files)
-            && !path.starts_with(self.settings.files.join(MOUNTS_DIR))
+        self.settings.excluded.covers(path)
     }
 
     /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).

@@ -58,16 +58,15 @@ impl Engine {
             .insert(dir.clone(), 1);
         let tree = self.tree.clone();
         let files = self.settings.files.clone();
+        let skip = self.settings.excluded.skipped_by_walk_of(&dir);
         let inputs = self.inputs.clone();
         let stats = self.stats.clone();
         let started = Instant::now();
         tokio::task::spawn_blocking(move || {
-            let skip = files.join(MOUNTS_DIR);
             if watch {
                 tree.lock().expect("tree lock").watch_all(&dir);
             }
-            let skip = (!dir.starts_with(&skip)).then_some(skip);
-            let found = scan::walk(&dir, &files, skip.as_deref(), &stats.names);
+            let found = scan::walk(&dir, &files, &skip, &stats.names);
             let _ = inputs.blocking_send(Input::Walked {
                 scope: Scope::Tree(dir),
                 started,
