@@ -11,7 +11,10 @@
 //!   space of the filesystem it lands on (else 507) ([`super::span`]);
 //! - a COPY or MOVE does not put a folder inside itself (409), a MOVE of
 //!   a folder stays on its filesystem (502), and a COPY fits its budget
-//!   ([`super::budget`]; else 507).
+//!   ([`super::budget`]; else 507);
+//! - a LOCK of infinite depth is of a file, or of a folder that holds
+//!   nothing yet (else 403 `read_only`): a deep lock on a folder others
+//!   work in would lock every one of them out of all of it.
 //!
 //! The volume checks the same again where it acts; this is where the
 //! answers come from.
@@ -44,6 +47,8 @@ pub(super) struct Asked {
     pub deep: bool,
     /// The path is written (not only read from, as a COPY's source).
     pub writes_path: bool,
+    /// A new LOCK of infinite depth (not a refresh).
+    pub deep_lock: bool,
 }
 
 /// Why a request is refused before it runs.
@@ -63,6 +68,8 @@ pub(super) enum Refusal {
     Inside,
     /// 502: a folder moved to another filesystem.
     Across,
+    /// 403: a LOCK of infinite depth on a folder that holds entries.
+    DeepLock,
 }
 
 impl Refusal {
@@ -109,6 +116,13 @@ impl Refusal {
                 "a folder cannot be moved to another filesystem; copy it, then delete it"
                     .to_owned(),
             ),
+            Refusal::DeepLock => ApiError::new(
+                ErrorCode::ReadOnly,
+                "a LOCK of Depth: infinity on a folder that holds files or folders would lock \
+                 every other client out of all of them: lock what you write (a file), or \
+                 send Depth: 0; a folder that holds nothing yet may be locked deep",
+            )
+            .into_response(),
         }
     }
 }
@@ -136,6 +150,9 @@ fn checks(roots: &Roots, a: &Asked) -> Result<Option<Arc<Budget>>, Refusal> {
     }
     if let Some(span) = a.span {
         room(roots, &a.rel, span)?;
+    }
+    if a.deep_lock && holds_entries(roots, &a.rel) {
+        return Err(Refusal::DeepLock);
     }
     match (a.method.as_str(), &a.dest) {
         ("COPY", Some(dest)) => copy(roots, &a.rel, dest, a.deep).map(Some),
@@ -172,6 +189,25 @@ fn mount(roots: &Roots, rel: &Path) -> Result<(), Refusal> {
         Err(_) if deeper => Ok(()),
         Err(_) => Err(Refusal::ReadOnly(only_mounts)),
     }
+}
+
+/// Whether `rel` is a folder with at least one entry (hidden ones too).
+fn holds_entries(roots: &Roots, rel: &Path) -> bool {
+    let Ok((fd, _)) = open_resource_at(roots, rel) else {
+        return false;
+    };
+    let is_dir = rustix::fs::fstat(&fd)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+    if !is_dir {
+        return false;
+    }
+    let Ok(list) = rustix::fs::Dir::read_from(&fd) else {
+        return false;
+    };
+    list.filter_map(Result::ok).any(|e| {
+        let name = e.file_name().to_bytes();
+        name != b"." && name != b".."
+    })
 }
 
 /// A PUT or PATCH: where it starts and what it adds.

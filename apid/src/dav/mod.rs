@@ -18,7 +18,8 @@
 //!   of the whole volume is not something one request may ask for; a
 //!   `LOCK` of infinite depth on the root of a writable area (`plugin/`,
 //!   `corn/`, `corn/<name>/`) is refused with 403: it would lock every
-//!   other client out of it;
+//!   other client out of it; so is one on any folder that holds entries
+//!   ([`guard`]);
 //! - ranged writes, the room a write needs, COPY's budget, and COPY or
 //!   MOVE into itself ([`guard`]);
 //! - uploads and copies run [`turns::UPLOADS`] at a time, listings
@@ -258,6 +259,7 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             .flatten(),
         deep: deep(req.headers()),
         writes_path: need.is_some(),
+        deep_lock: method.as_str() == "LOCK" && deep(req.headers()) && !refreshes(req.headers()),
     };
     let budget = match guard::check(&roots, asked).await {
         Ok(b) => b,
