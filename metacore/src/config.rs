@@ -116,6 +116,9 @@ pub struct Config {
     /// Most bytes a snapshot archive may expand to, all entries together
     /// (`META_CORE_IMPORT_MAX_BYTES`); a larger one is refused whole.
     pub import_max_bytes: u64,
+    /// Most bytes one WebDAV COPY writes (`META_CORE_DAV_COPY_MAX_BYTES`);
+    /// a larger one is refused (507) before it starts.
+    pub dav_copy_max_bytes: u64,
 }
 
 impl fmt::Debug for Config {
@@ -457,6 +460,12 @@ impl Config {
                 "a byte count of at least 1 MiB",
                 |v| *v >= 1 << 20,
             )?,
+            dav_copy_max_bytes: r.parse(
+                "META_CORE_DAV_COPY_MAX_BYTES",
+                4 << 30,
+                "a byte count of at least 1 MiB",
+                |v| *v >= 1 << 20,
+            )?,
             meta_core_path,
         })
     }
@@ -509,6 +518,8 @@ mod tests {
             (1024, 128)
         );
         assert_eq!(c.sse_batch, Duration::from_millis(10));
+        assert_eq!(c.dav_copy_max_bytes, 4 << 30);
+        assert!(cfg(&[("META_CORE_DAV_COPY_MAX_BYTES", "1000")]).is_err());
         assert!(c.enable_file_watcher);
         assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));
         assert_eq!(c.log_format, LogFormat::Text);

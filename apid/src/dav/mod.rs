@@ -79,6 +79,8 @@ pub(crate) struct Dav {
     /// Bounds the uploads, copies and listings run at once, in all and
     /// per client.
     turns: turns::Turns,
+    /// What the COPYs under way will still write, per filesystem.
+    copies: Arc<budget::Ledger>,
 }
 
 impl std::fmt::Debug for Dav {
@@ -100,6 +102,7 @@ impl Default for Dav {
             config,
             locks: locks::Locks::default(),
             turns: turns::Turns::default(),
+            copies: Arc::default(),
         }
     }
 }
@@ -260,8 +263,9 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         deep: deep(req.headers()),
         writes_path: need.is_some(),
         deep_lock: method.as_str() == "LOCK" && deep(req.headers()) && !refreshes(req.headers()),
+        copy_max: st.config.dav_copy_max_bytes,
     };
-    let budget = match guard::check(&roots, asked).await {
+    let budget = match guard::check(&roots, &dav.copies, asked).await {
         Ok(b) => b,
         Err(r) => return r,
     };
