@@ -117,6 +117,13 @@ pub struct Config {
     /// (`META_CORE_IMPORT_MAX_BYTES`, default [`IMPORT_MAX_BYTES_DEFAULT`]);
     /// a larger one is refused whole.
     pub import_max_bytes: u64,
+    /// Most bytes one WebDAV COPY writes (`META_CORE_DAV_COPY_MAX_BYTES`);
+    /// a larger one is refused (507) before it starts.
+    pub dav_copy_max_bytes: u64,
+    /// Free bytes a WebDAV COPY leaves its filesystem at least
+    /// (`META_CORE_DAV_COPY_RESERVE_BYTES`, 1 GiB): room for the uploads,
+    /// the store and the other writers of the volume.
+    pub dav_copy_reserve_bytes: u64,
 }
 
 /// The default of `META_CORE_IMPORT_MAX_BYTES`: 4 GiB, twice the 2 GiB a
@@ -467,6 +474,18 @@ impl Config {
                 "a byte count of at least 1 MiB",
                 |v| *v >= 1 << 20,
             )?,
+            dav_copy_max_bytes: r.parse(
+                "META_CORE_DAV_COPY_MAX_BYTES",
+                4 << 30,
+                "a byte count of at least 1 MiB",
+                |v| *v >= 1 << 20,
+            )?,
+            dav_copy_reserve_bytes: r.parse(
+                "META_CORE_DAV_COPY_RESERVE_BYTES",
+                1 << 30,
+                "a byte count",
+                |_| true,
+            )?,
             meta_core_path,
         })
     }
@@ -519,6 +538,9 @@ mod tests {
             (1024, 128)
         );
         assert_eq!(c.sse_batch, Duration::from_millis(10));
+        assert_eq!(c.dav_copy_max_bytes, 4 << 30);
+        assert_eq!(c.dav_copy_reserve_bytes, 1 << 30);
+        assert!(cfg(&[("META_CORE_DAV_COPY_MAX_BYTES", "1000")]).is_err());
         assert!(c.enable_file_watcher);
         assert_eq!(c.run_dir, PathBuf::from("/run/meta-core"));
         assert_eq!(c.log_format, LogFormat::Text);

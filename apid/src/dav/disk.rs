@@ -19,7 +19,7 @@ use super::budget::Budget;
 use super::file::{Commit, NoFile, VolFile};
 use super::props;
 use super::temp::{self, FILE_MODE};
-use crate::confine::{Roots, missing};
+use crate::confine::{Parent, Roots, missing};
 
 /// Directory entries handed from the listing thread at a time.
 const BATCH: usize = 256;
@@ -378,18 +378,28 @@ pub(super) fn copy(roots: &Roots, from: &Path, to: &Path, budget: Option<&Budget
     {
         return Err(FsError::InsufficientStorage);
     }
-    let (mut tmp_file, temp) = temp::create(&dst.fd, dst.name).map_err(err)?;
+    let done = copy_bytes(&mut src_file, &dst);
+    // Written or failed, the file's bytes are no longer to come.
+    if let Some(b) = budget {
+        b.settle(meta.len());
+    }
+    done.map_err(err)
+}
+
+/// Copies `src` to a temporary file in `dst`'s folder, given `dst`'s name
+/// once complete and durable; a copy that fails leaves nothing.
+fn copy_bytes(src: &mut std::fs::File, dst: &Parent<'_>) -> io::Result<()> {
+    let (mut tmp_file, temp) = temp::create(&dst.fd, dst.name)?;
     let done = (|| -> io::Result<()> {
-        std::io::copy(&mut src_file, &mut tmp_file)?;
-        props::copy(&src_file, &tmp_file);
+        std::io::copy(src, &mut tmp_file)?;
+        props::copy(src, &tmp_file);
         tmp_file.sync_data()?;
         temp::commit(&dst.fd, &tmp_file, &temp, dst.name, false)
     })();
-    if let Err(e) = done {
+    if done.is_err() {
         temp::discard(&dst.fd, &temp);
-        return Err(err(e));
     }
-    Ok(())
+    done
 }
 
 /// Entries listed at most; their properties at most (bytes). Past either,

@@ -10,8 +10,12 @@
 //!   `Content-Range: bytes */<size>`) and what it adds fits the free
 //!   space of the filesystem it lands on (else 507) ([`super::span`]);
 //! - a COPY or MOVE does not put a folder inside itself (409), a MOVE of
-//!   a folder stays on its filesystem (502), and a COPY fits its budget
-//!   ([`super::budget`]; else 507).
+//!   a folder stays on its filesystem (502), and a COPY fits its budget:
+//!   its entries, its bytes, and the reserve of the filesystem it lands
+//!   on ([`super::budget`]; else 507);
+//! - a LOCK of infinite depth is of a file, or of a folder that holds
+//!   nothing yet (else 403 `read_only`): a deep lock on a folder others
+//!   work in would lock every one of them out of all of it.
 //!
 //! The volume checks the same again where it acts; this is where the
 //! answers come from.
@@ -25,7 +29,9 @@ use metacore::error::{ApiError, ErrorCode};
 use rustix::fs::{AtFlags, FileType};
 
 use super::area::CORN;
-use super::budget::{Budget, MAX_COPY_ENTRIES, inside, measure};
+use super::budget::{
+    Budget, Ledger, MAX_COPY_ENTRIES, Short, Space, Tally, inside, measure, space,
+};
 use super::disk::{free_bytes, open_resource_at};
 use super::span::{self, Span};
 use crate::confine::Roots;
@@ -44,6 +50,12 @@ pub(super) struct Asked {
     pub deep: bool,
     /// The path is written (not only read from, as a COPY's source).
     pub writes_path: bool,
+    /// A new LOCK of infinite depth (not a refresh).
+    pub deep_lock: bool,
+    /// The most bytes a COPY writes (`META_CORE_DAV_COPY_MAX_BYTES`).
+    pub copy_max: u64,
+    /// What a COPY leaves free (`META_CORE_DAV_COPY_RESERVE_BYTES`).
+    pub copy_reserve: u64,
 }
 
 /// Why a request is refused before it runs.
@@ -59,10 +71,15 @@ pub(super) enum Refusal {
     NoRoom { need: u64, free: u64 },
     /// 507: more entries than a COPY makes.
     TooMany,
+    /// 507: more bytes than a COPY writes, or into its filesystem's
+    /// reserve.
+    Short(Short),
     /// 409: the destination is the source or inside it.
     Inside,
     /// 502: a folder moved to another filesystem.
     Across,
+    /// 403: a LOCK of infinite depth on a folder that holds entries.
+    DeepLock,
 }
 
 impl Refusal {
@@ -100,6 +117,27 @@ impl Refusal {
                 ),
             )
             .into_response(),
+            Refusal::Short(Short::Ceiling { need, max }) => ApiError::new(
+                ErrorCode::InsufficientStorage,
+                format!(
+                    "a COPY writes at most {max} bytes (META_CORE_DAV_COPY_MAX_BYTES); this one \
+                     would write {need}"
+                ),
+            )
+            .into_response(),
+            Refusal::Short(Short::Reserve {
+                need,
+                free,
+                reserve,
+            }) => ApiError::new(
+                ErrorCode::InsufficientStorage,
+                format!(
+                    "the COPY needs {need} bytes; its filesystem has {free} free (less what \
+                     copies under way will write), and a COPY leaves {reserve} of them free \
+                     for the other writers (META_CORE_DAV_COPY_RESERVE_BYTES)"
+                ),
+            )
+            .into_response(),
             Refusal::Inside => text(
                 StatusCode::CONFLICT,
                 "the Destination is the source or inside it".to_owned(),
@@ -109,17 +147,26 @@ impl Refusal {
                 "a folder cannot be moved to another filesystem; copy it, then delete it"
                     .to_owned(),
             ),
+            Refusal::DeepLock => ApiError::new(
+                ErrorCode::ReadOnly,
+                "a LOCK of Depth: infinity on a folder that holds files or folders would lock \
+                 every other client out of all of them: lock what you write (a file), or \
+                 send Depth: 0; a folder that holds nothing yet may be locked deep",
+            )
+            .into_response(),
         }
     }
 }
 
-/// Runs the checks of `asked`; a COPY that passes gets its [`Budget`].
+/// Runs the checks of `asked`; a COPY that passes gets its [`Budget`],
+/// its bytes promised in `ledger` while it runs.
 pub(super) async fn check(
     roots: &Arc<Roots>,
+    ledger: &Arc<Ledger>,
     asked: Asked,
 ) -> Result<Option<Arc<Budget>>, Response> {
-    let roots = roots.clone();
-    match tokio::task::spawn_blocking(move || checks(&roots, &asked)).await {
+    let (roots, ledger) = (roots.clone(), ledger.clone());
+    match tokio::task::spawn_blocking(move || checks(&roots, &ledger, &asked)).await {
         Ok(r) => r.map_err(Refusal::into_response),
         Err(e) => {
             Err(ApiError::internal(format!("the checks of a write failed: {e}")).into_response())
@@ -127,7 +174,7 @@ pub(super) async fn check(
     }
 }
 
-fn checks(roots: &Roots, a: &Asked) -> Result<Option<Arc<Budget>>, Refusal> {
+fn checks(roots: &Roots, ledger: &Arc<Ledger>, a: &Asked) -> Result<Option<Arc<Budget>>, Refusal> {
     if a.writes_path {
         mount(roots, &a.rel)?;
     }
@@ -137,8 +184,11 @@ fn checks(roots: &Roots, a: &Asked) -> Result<Option<Arc<Budget>>, Refusal> {
     if let Some(span) = a.span {
         room(roots, &a.rel, span)?;
     }
+    if a.deep_lock && holds_entries(roots, &a.rel) {
+        return Err(Refusal::DeepLock);
+    }
     match (a.method.as_str(), &a.dest) {
-        ("COPY", Some(dest)) => copy(roots, &a.rel, dest, a.deep).map(Some),
+        ("COPY", Some(dest)) => copy(roots, ledger, a, dest).map(Some),
         ("MOVE", Some(dest)) => moved(roots, &a.rel, dest).map(|()| None),
         _ => Ok(None),
     }
@@ -174,6 +224,25 @@ fn mount(roots: &Roots, rel: &Path) -> Result<(), Refusal> {
     }
 }
 
+/// Whether `rel` is a folder with at least one entry (hidden ones too).
+fn holds_entries(roots: &Roots, rel: &Path) -> bool {
+    let Ok((fd, _)) = open_resource_at(roots, rel) else {
+        return false;
+    };
+    let is_dir = rustix::fs::fstat(&fd)
+        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
+    if !is_dir {
+        return false;
+    }
+    let Ok(list) = rustix::fs::Dir::read_from(&fd) else {
+        return false;
+    };
+    list.filter_map(Result::ok).any(|e| {
+        let name = e.file_name().to_bytes();
+        name != b"." && name != b".."
+    })
+}
+
 /// A PUT or PATCH: where it starts and what it adds.
 fn room(roots: &Roots, rel: &Path, span: Span) -> Result<(), Refusal> {
     let Ok(p) = roots.parent(rel) else {
@@ -194,41 +263,51 @@ fn room(roots: &Roots, rel: &Path, span: Span) -> Result<(), Refusal> {
     })
 }
 
-/// Where the destination's entry really is, and its folder's free space.
-fn destination(roots: &Roots, dest: &Path) -> Option<(PathBuf, Option<u64>)> {
+/// Where the destination's entry really is, and its folder's filesystem.
+fn destination(roots: &Roots, dest: &Path) -> Option<(PathBuf, Option<Space>)> {
     let p = roots.parent(dest).ok()?;
-    Some((p.real.join(p.name), free_bytes(&p.fd)))
+    Some((p.real.join(p.name), space(&p.fd)))
 }
 
-/// A COPY: not into itself, and within its budget.
-fn copy(roots: &Roots, from: &Path, to: &Path, deep: bool) -> Result<Arc<Budget>, Refusal> {
-    let unbounded = || Arc::new(Budget::new(MAX_COPY_ENTRIES, u64::MAX));
+/// A COPY: not into itself, and within its budget: its entries, its bytes
+/// (at most `max`), and the reserve of its destination's filesystem.
+fn copy(roots: &Roots, ledger: &Arc<Ledger>, a: &Asked, to: &Path) -> Result<Arc<Budget>, Refusal> {
+    let max = a.copy_max;
+    let unbounded = || Arc::new(Budget::new(MAX_COPY_ENTRIES, max));
     // The source as a COPY reads it: a symlink at the top is followed.
-    let Ok((fd, src)) = open_resource_at(roots, from) else {
+    let Ok((fd, src)) = open_resource_at(roots, &a.rel) else {
         return Ok(unbounded());
     };
-    let Some((dst, free)) = destination(roots, to) else {
+    let Some((dst, space)) = destination(roots, to) else {
         return Ok(unbounded());
     };
     if inside(&src, &dst) {
         return Err(Refusal::Inside);
     }
-    let free = free.unwrap_or(u64::MAX);
-    let is_dir = rustix::fs::fstat(&fd)
-        .is_ok_and(|st| FileType::from_raw_mode(st.st_mode) == FileType::Directory);
-    if is_dir {
-        let t = measure(roots, from, deep, MAX_COPY_ENTRIES);
-        if t.entries > MAX_COPY_ENTRIES {
-            return Err(Refusal::TooMany);
-        }
-        if t.bytes > free {
-            return Err(Refusal::NoRoom {
-                need: t.bytes,
-                free,
-            });
-        }
+    let Ok(st) = rustix::fs::fstat(&fd) else {
+        return Ok(unbounded());
+    };
+    let t = match FileType::from_raw_mode(st.st_mode) {
+        FileType::Directory => measure(roots, &a.rel, a.deep, MAX_COPY_ENTRIES),
+        _ => Tally {
+            entries: 1,
+            bytes: st.st_size.max(0) as u64,
+        },
+    };
+    if t.entries > MAX_COPY_ENTRIES {
+        return Err(Refusal::TooMany);
     }
-    Ok(Arc::new(Budget::new(MAX_COPY_ENTRIES, free)))
+    let Some(space) = space else {
+        // Its filesystem says nothing of its room: the ceiling alone.
+        if t.bytes > max {
+            return Err(Refusal::Short(Short::Ceiling { need: t.bytes, max }));
+        }
+        return Ok(unbounded());
+    };
+    match ledger.promise(space, t.bytes, max, a.copy_reserve) {
+        Ok((bytes, promise)) => Ok(Arc::new(Budget::promised(MAX_COPY_ENTRIES, bytes, promise))),
+        Err(short) => Err(Refusal::Short(short)),
+    }
 }
 
 /// A MOVE: not into itself (the name moves, a symlink itself), and a

@@ -4,14 +4,14 @@
 //! the file until apid restarts); it is granted for the `Timeout` the
 //! client asked, an hour at most (dav-server alone caps an exclusive lock
 //! at 10 minutes whatever it answers); and the number of live locks is
-//! bounded, in all, per resource and per client. Locks live in apid's
-//! memory and end with it.
+//! bounded, in all, per resource and per client: a LOCK takes its place
+//! in each count before it asks the table, so LOCKs side by side cannot
+//! pass a bound together. Locks live in apid's memory and end with it.
 //!
 //! [`Locks`] is the table apid keeps; each request works through a
 //! [`RequestLocks`], which knows its client and the timeout it asked and
 //! says afterwards whether its LOCK was refused for the client's cap.
 
-use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, SystemTime};
 
@@ -22,16 +22,22 @@ use futures_util::FutureExt;
 use xmltree::Element;
 
 use crate::conn::Client;
+use counts::{Full, Live};
+
+#[path = "lock_counts.rs"]
+mod counts;
 
 /// The longest a lock is granted for; a client asking more (or
 /// `Infinite`, or nothing) gets this, and refreshes within it.
 pub(crate) const MAX_TIMEOUT: Duration = Duration::from_secs(3600);
 /// Live locks at most; past it a LOCK is answered 423 until some end.
 pub(crate) const MAX_LOCKS: usize = 10_000;
-/// Locks on one resource at most (shared ones can pile up): then 423.
+/// Locks on one resource (its path) at most (shared ones can pile up):
+/// then 423.
 pub(crate) const MAX_LOCKS_PER_PATH: usize = 16;
 /// Live locks one client (an IPv4 address, an IPv6 /64) holds at most;
-/// past it its LOCK is a 503 `overloaded` until some of its locks end.
+/// past it its LOCK is a 429 `too_many_requests` (with `Retry-After`)
+/// until some of its locks end.
 /// A desktop client holds one per open document; 64 leaves room for many
 /// and keeps one client from taking the whole table.
 pub(crate) const MAX_LOCKS_PER_CLIENT: usize = 64;
@@ -39,44 +45,38 @@ pub(crate) const MAX_LOCKS_PER_CLIENT: usize = 64;
 /// `lockdiscovery`); a larger one is dropped, the lock granted without it.
 pub(crate) const MAX_OWNER_BYTES: usize = 1024;
 
-/// One live lock, as the bounds count it.
-#[derive(Debug)]
-struct Held {
-    path: DavPath,
-    end: SystemTime,
+/// A place taken in [`Live`] for one LOCK, given back when dropped unless
+/// the lock was granted: a LOCK the table refuses, or whose request goes
+/// away while it waits, leaves the counts as they were.
+struct Reservation<'a> {
+    locks: &'a Locks,
     client: Option<Client>,
+    path: DavPath,
+    granted: bool,
 }
 
-#[derive(Debug, Default)]
-struct Live {
-    /// Token → the lock.
-    by_token: HashMap<String, Held>,
-    /// (when it ends, token), soonest first.
-    by_end: BTreeSet<(SystemTime, String)>,
-    /// Live locks per client.
-    per_client: HashMap<Client, usize>,
+impl Reservation<'_> {
+    fn grant(mut self, lock: &DavLock) {
+        let end = SystemTime::now() + bounded(lock.timeout);
+        self.locks.live().grant(lock, self.client, end);
+        self.granted = true;
+    }
 }
 
-impl Live {
-    fn remove(&mut self, token: &str) -> Option<Held> {
-        let held = self.by_token.remove(token)?;
-        self.by_end.remove(&(held.end, token.to_owned()));
-        if let Some(c) = held.client
-            && let Some(n) = self.per_client.get_mut(&c)
-        {
-            *n -= 1;
-            if *n == 0 {
-                self.per_client.remove(&c);
-            }
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        if !self.granted {
+            self.locks.live().unreserve(self.client, &self.path);
         }
-        Some(held)
     }
 }
 
 /// The lock table apid keeps for its life.
 #[derive(Debug, Clone)]
 pub(crate) struct Locks {
-    table: Box<MemLs>,
+    /// dav-server's table (a `MemLs`; a test puts a slower one in). Its
+    /// calls may await, so nothing here assumes it answers at once.
+    table: Box<dyn DavLockSystem>,
     /// The live locks' ends and owners, beside dav-server's table (which
     /// has its own lock): taken briefly, never across an await.
     live: Arc<Mutex<Live>>,
@@ -84,10 +84,7 @@ pub(crate) struct Locks {
 
 impl Default for Locks {
     fn default() -> Self {
-        Self {
-            table: MemLs::new(),
-            live: Arc::default(),
-        }
+        Self::with_table(MemLs::new())
     }
 }
 
@@ -141,6 +138,14 @@ pub(crate) fn asked_timeout(h: &http::HeaderMap) -> Option<Duration> {
 }
 
 impl Locks {
+    /// Locks kept in `table`.
+    pub(crate) fn with_table(table: Box<dyn DavLockSystem>) -> Self {
+        Self {
+            table,
+            live: Arc::default(),
+        }
+    }
+
     /// The table for one request from `client`, which asked `asked`
     /// ([`asked_timeout`]).
     pub(crate) fn for_request(
@@ -184,23 +189,21 @@ impl Locks {
         }
     }
 
-    fn track(&self, lock: &DavLock, client: Option<Client>) {
+    /// A refreshed lock ends a new time from now.
+    fn renew(&self, lock: &DavLock, client: Option<Client>) {
         let end = SystemTime::now() + bounded(lock.timeout);
-        let mut live = self.live();
-        // A refresh keeps its owner.
-        let client = live.remove(&lock.token).map_or(client, |old| old.client);
-        if let Some(c) = client {
-            *live.per_client.entry(c).or_default() += 1;
-        }
-        live.by_token.insert(
-            lock.token.clone(),
-            Held {
-                path: lock.path.clone(),
-                end,
-                client,
-            },
-        );
-        live.by_end.insert((end, lock.token.clone()));
+        self.live().renew(lock, client, end);
+    }
+
+    /// Takes a place for a LOCK ([`Live::reserve`]).
+    fn reserve(&self, client: Option<Client>, path: &DavPath) -> Result<Reservation<'_>, Full> {
+        self.live().reserve(client, path)?;
+        Ok(Reservation {
+            locks: self,
+            client,
+            path: path.clone(),
+            granted: false,
+        })
     }
 
     fn forget(&self, token: &str) {
@@ -233,25 +236,22 @@ impl DavLockSystem for RequestLocks {
         async move {
             let ls = &self.locks;
             ls.expire().await;
-            let (all, mine) = {
-                let live = ls.live();
-                let mine = self
-                    .client
-                    .and_then(|c| live.per_client.get(&c).copied())
-                    .unwrap_or(0);
-                (live.by_token.len(), mine)
+            // The place is taken before the table is asked, under the same
+            // lock as the counts are read, so LOCKs side by side cannot all
+            // pass the bounds.
+            let place = match ls.reserve(self.client, &path) {
+                Ok(p) => p,
+                Err(Full::Table) => {
+                    tracing::warn!("webdav: {MAX_LOCKS} locks are held; a LOCK is refused");
+                    return Err(refusal(path, principal, owner));
+                }
+                Err(Full::Client) => {
+                    *self.refused.lock().unwrap_or_else(|e| e.into_inner()) =
+                        Some(Refusal::ClientFull);
+                    return Err(refusal(path, principal, owner));
+                }
+                Err(Full::Path) => return Err(refusal(path, principal, owner)),
             };
-            if all >= MAX_LOCKS {
-                tracing::warn!("webdav: {MAX_LOCKS} locks are held; a LOCK is refused");
-                return Err(refusal(path, principal, owner));
-            }
-            if mine >= MAX_LOCKS_PER_CLIENT {
-                *self.refused.lock().unwrap_or_else(|e| e.into_inner()) = Some(Refusal::ClientFull);
-                return Err(refusal(path, principal, owner));
-            }
-            if ls.table.discover(&path).await.len() >= MAX_LOCKS_PER_PATH {
-                return Err(refusal(path, principal, owner));
-            }
             let owner = owner.filter(|o| {
                 let mut bytes = Vec::new();
                 o.write(&mut bytes).is_ok() && bytes.len() <= MAX_OWNER_BYTES
@@ -261,7 +261,7 @@ impl DavLockSystem for RequestLocks {
                 .table
                 .lock(&path, principal.as_deref(), owner.as_ref(), t, shared, deep)
                 .await?;
-            ls.track(&lock, self.client);
+            place.grant(&lock);
             Ok(lock)
         }
         .boxed()
@@ -291,7 +291,7 @@ impl DavLockSystem for RequestLocks {
             ls.expire().await;
             let t = Some(self.timeout(timeout));
             let lock = ls.table.refresh(&path, &token, t).await?;
-            ls.track(&lock, self.client);
+            ls.renew(&lock, self.client);
             Ok(lock)
         }
         .boxed()

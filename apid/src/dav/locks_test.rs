@@ -186,3 +186,169 @@ async fn live_locks_are_bounded() {
     );
     assert_eq!(r.refused(), None, "the table is full, not the client");
 }
+
+/// dav-server's table behind a yield before each call: a table whose
+/// calls await, as the trait allows, so that LOCKs run side by side.
+#[derive(Debug, Clone)]
+struct Yielding(Box<MemLs>);
+
+impl DavLockSystem for Yielding {
+    fn lock(
+        &self,
+        path: &DavPath,
+        principal: Option<&str>,
+        owner: Option<&Element>,
+        timeout: Option<Duration>,
+        shared: bool,
+        deep: bool,
+    ) -> LsFuture<'_, Result<DavLock, DavLock>> {
+        let (path, principal, owner) = (path.clone(), principal.map(str::to_owned), owner.cloned());
+        async move {
+            tokio::task::yield_now().await;
+            self.0
+                .lock(
+                    &path,
+                    principal.as_deref(),
+                    owner.as_ref(),
+                    timeout,
+                    shared,
+                    deep,
+                )
+                .await
+        }
+        .boxed()
+    }
+
+    fn unlock(&self, path: &DavPath, token: &str) -> LsFuture<'_, Result<(), ()>> {
+        let (path, token) = (path.clone(), token.to_owned());
+        async move {
+            tokio::task::yield_now().await;
+            self.0.unlock(&path, &token).await
+        }
+        .boxed()
+    }
+
+    fn refresh(
+        &self,
+        path: &DavPath,
+        token: &str,
+        timeout: Option<Duration>,
+    ) -> LsFuture<'_, Result<DavLock, ()>> {
+        let (path, token) = (path.clone(), token.to_owned());
+        async move {
+            tokio::task::yield_now().await;
+            self.0.refresh(&path, &token, timeout).await
+        }
+        .boxed()
+    }
+
+    fn check(
+        &self,
+        path: &DavPath,
+        principal: Option<&str>,
+        ignore_principal: bool,
+        deep: bool,
+        submitted_tokens: Vec<&str>,
+    ) -> LsFuture<'_, Result<(), DavLock>> {
+        let (path, principal) = (path.clone(), principal.map(str::to_owned));
+        let tokens: Vec<String> = submitted_tokens.into_iter().map(str::to_owned).collect();
+        async move {
+            tokio::task::yield_now().await;
+            let tokens = tokens.iter().map(String::as_str).collect();
+            self.0
+                .check(&path, principal.as_deref(), ignore_principal, deep, tokens)
+                .await
+        }
+        .boxed()
+    }
+
+    fn discover(&self, path: &DavPath) -> LsFuture<'_, Vec<DavLock>> {
+        let path = path.clone();
+        async move {
+            tokio::task::yield_now().await;
+            self.0.discover(&path).await
+        }
+        .boxed()
+    }
+
+    fn delete(&self, path: &DavPath) -> LsFuture<'_, Result<(), ()>> {
+        let path = path.clone();
+        async move {
+            tokio::task::yield_now().await;
+            self.0.delete(&path).await
+        }
+        .boxed()
+    }
+}
+
+/// 200 LOCKs of one client at once (finding 10: the count was checked,
+/// then taken after the table had answered, so LOCKs side by side all
+/// passed the check).
+#[tokio::test]
+async fn locks_side_by_side_stay_within_the_caps() {
+    let ls = Locks::with_table(Box::new(Yielding(MemLs::new())));
+    let one = |i: usize| {
+        let r = ls.for_request(client(1), None);
+        async move {
+            r.lock(&p(&format!("/f{i}")), None, None, None, false, false)
+                .await
+                .is_ok()
+        }
+    };
+    let granted = futures_util::future::join_all((0..200).map(one))
+        .await
+        .into_iter()
+        .filter(|ok| *ok)
+        .count();
+    assert_eq!(granted, MAX_LOCKS_PER_CLIENT);
+    assert_eq!(
+        ls.live().per_client.get(&client(1).unwrap()),
+        Some(&MAX_LOCKS_PER_CLIENT)
+    );
+    // And shared ones on one path, from many clients at once.
+    let shared = |i: u8| {
+        let r = ls.for_request(client(10 + i), None);
+        async move {
+            r.lock(&p("/one"), None, None, None, true, false)
+                .await
+                .is_ok()
+        }
+    };
+    let granted = futures_util::future::join_all((0..40).map(shared))
+        .await
+        .into_iter()
+        .filter(|ok| *ok)
+        .count();
+    assert_eq!(granted, MAX_LOCKS_PER_PATH);
+}
+
+/// A LOCK the table refuses, or whose request goes away while it waits,
+/// gives its place back.
+#[tokio::test]
+async fn a_lock_not_granted_leaves_the_counts_as_they_were() {
+    let ls = Locks::with_table(Box::new(Yielding(MemLs::new())));
+    let theirs = ls.for_request(client(1), None);
+    theirs
+        .lock(&p("/x"), None, None, None, false, false)
+        .await
+        .unwrap();
+    let mine = ls.for_request(client(2), None);
+    for _ in 0..MAX_LOCKS_PER_CLIENT + 1 {
+        assert!(
+            mine.lock(&p("/x"), None, None, None, false, false)
+                .await
+                .is_err(),
+            "locked by another"
+        );
+    }
+    // Dropped while it waits for the table.
+    let mut waiting = mine.lock(&p("/y"), None, None, None, false, false);
+    assert!(futures_util::poll!(&mut waiting).is_pending());
+    assert_eq!(ls.live().pending, 1);
+    drop(waiting);
+    let live = ls.live();
+    assert_eq!(live.pending, 0);
+    assert_eq!(live.per_client.get(&client(2).unwrap()), None);
+    assert_eq!(live.per_path.get(b"/x".as_slice()), Some(&1));
+    assert_eq!(live.per_path.get(b"/y".as_slice()), None);
+}

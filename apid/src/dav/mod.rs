@@ -18,12 +18,15 @@
 //!   of the whole volume is not something one request may ask for; a
 //!   `LOCK` of infinite depth on the root of a writable area (`plugin/`,
 //!   `corn/`, `corn/<name>/`) is refused with 403: it would lock every
-//!   other client out of it;
+//!   other client out of it; so is one on any folder that holds entries
+//!   ([`guard`]);
 //! - ranged writes, the room a write needs, COPY's budget, and COPY or
 //!   MOVE into itself ([`guard`]);
-//! - uploads and copies run [`UPLOADS`] at a time, listings [`LISTINGS`];
-//!   one that waits longer than [`SLOT_WAIT`] gets 503 with
-//!   `Retry-After`.
+//! - uploads and copies run [`turns::UPLOADS`] at a time, listings
+//!   [`turns::LISTINGS`], and one client runs at most a quarter of either
+//!   (else 429 `too_many_requests` at once); one that waits longer than
+//!   [`turns::SLOT_WAIT`] for a slot gets 503 `overloaded`; both with
+//!   `Retry-After` ([`turns`]).
 //!
 //! `GET` and `HEAD` of a file are answered by [`crate::send_file`], as
 //! `/file/{cid}` is: the same ranges, validators and streaming, and the
@@ -43,10 +46,10 @@ mod reads;
 mod span;
 mod target;
 mod temp;
+mod turns;
 mod volume;
 
 use std::sync::Arc;
-use std::time::Duration;
 
 use axum::body::Body;
 use axum::extract::Request;
@@ -54,7 +57,6 @@ use axum::response::{IntoResponse, Response};
 use dav_server::DavConfig;
 use http::{HeaderValue, Method, StatusCode, header};
 use metacore::error::{ApiError, ErrorCode};
-use tokio::sync::Semaphore;
 
 use crate::conn::Conn;
 use crate::state::State;
@@ -64,19 +66,9 @@ use volume::{Purpose, Volume};
 
 /// Where WebDAV is mounted.
 pub(crate) const PREFIX: &str = "/webdav";
-/// Uploads and copies (PUT, PATCH, COPY) written at once; an upload
-/// holds up to 1 MiB of gathered bytes.
-pub(crate) const UPLOADS: usize = 16;
-/// PROPFINDs answered at once: a listing holds a blocking thread while
-/// its client reads (a client that stops reading is cut off by
-/// `META_CORE_HTTP_WRITE_STALL_MS`), so they are bounded well below
-/// tokio's pool of 512.
-pub(crate) const LISTINGS: usize = 32;
 /// The longest body of a method other than PUT and PATCH (PROPFIND,
 /// PROPPATCH, LOCK, ...): what dav-server reads whole.
 pub(crate) const DAV_BODY: u64 = 64 * 1024;
-/// How long a request waits for a slot before 503.
-pub(crate) const SLOT_WAIT: Duration = Duration::from_secs(10);
 
 /// The WebDAV handler's configuration and locks, kept for apid's life.
 pub(crate) struct Dav {
@@ -84,16 +76,17 @@ pub(crate) struct Dav {
     /// request gets as its own view of [`Dav::locks`].
     config: DavConfig<Arc<volume::Ctx>>,
     locks: locks::Locks,
-    /// Bounds the uploads and copies written at once ([`UPLOADS`]).
-    uploads: Semaphore,
-    /// Bounds the listings answered at once ([`LISTINGS`]).
-    listings: Semaphore,
+    /// Bounds the uploads, copies and listings run at once, in all and
+    /// per client.
+    turns: turns::Turns,
+    /// What the COPYs under way will still write, per filesystem.
+    copies: Arc<budget::Ledger>,
 }
 
 impl std::fmt::Debug for Dav {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Dav")
-            .field("uploads_free", &self.uploads.available_permits())
+            .field("uploads_free", &self.turns.uploads_free())
             .finish_non_exhaustive()
     }
 }
@@ -108,8 +101,8 @@ impl Default for Dav {
         Self {
             config,
             locks: locks::Locks::default(),
-            uploads: Semaphore::new(UPLOADS),
-            listings: Semaphore::new(LISTINGS),
+            turns: turns::Turns::default(),
+            copies: Arc::default(),
         }
     }
 }
@@ -252,25 +245,13 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         }
     }
     let dav = &st.dav;
+    let client = Conn::of(&req).map(|c| c.client);
     // Uploads and copies write bytes; a listing holds a thread while the
-    // client reads it. Each kind runs a bounded number at once.
-    let slots = match method.as_str() {
-        "PUT" | "PATCH" | "COPY" => Some((&dav.uploads, "uploads and copies are")),
-        "PROPFIND" => Some((&dav.listings, "listings are")),
-        _ => None,
-    };
-    let _turn = match slots {
-        Some((sem, what)) => match tokio::time::timeout(SLOT_WAIT, sem.acquire()).await {
-            Ok(Ok(p)) => Some(p),
-            _ => {
-                return ApiError::new(
-                    ErrorCode::Overloaded,
-                    format!("as many {what} running as apid takes; try again shortly"),
-                )
-                .into_response();
-            }
-        },
-        None => None,
+    // client reads it. Each kind runs a bounded number at once, and a
+    // bounded share of them per client.
+    let turn = match dav.turns.take(method.as_str(), client).await {
+        Ok(t) => t,
+        Err(r) => return r,
     };
     let asked = guard::Asked {
         method: method.clone(),
@@ -281,8 +262,11 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             .flatten(),
         deep: deep(req.headers()),
         writes_path: need.is_some(),
+        deep_lock: method.as_str() == "LOCK" && deep(req.headers()) && !refreshes(req.headers()),
+        copy_max: st.config.dav_copy_max_bytes,
+        copy_reserve: st.config.dav_copy_reserve_bytes,
     };
-    let budget = match guard::check(&roots, asked).await {
+    let budget = match guard::check(&roots, &dav.copies, asked).await {
         Ok(b) => b,
         Err(r) => return r,
     };
@@ -294,7 +278,6 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         ("LOCK", _) => Purpose::Lock,
         _ => Purpose::Other,
     };
-    let client = Conn::of(&req).map(|c| c.client);
     let locks = dav
         .locks
         .for_request(client, locks::asked_timeout(req.headers()));
@@ -320,7 +303,14 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         .into_response();
     }
     if method.as_str() == "PROPFIND" {
-        resp.map(etags::quote_etags)
+        // The listing runs as its body is read: the turn goes with it.
+        resp.map(|body| {
+            let body = etags::quote_etags(body);
+            match turn {
+                Some(t) => t.hold_by(body),
+                None => body,
+            }
+        })
     } else {
         resp
     }

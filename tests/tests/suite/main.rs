@@ -42,4 +42,5 @@ mod webdav_copy;
 mod webdav_locks;
 mod webdav_mounts;
 mod webdav_raw;
+mod webdav_shares;
 mod webdav_writes;

@@ -1,17 +1,22 @@
 //! COPY is no amplifier (issue 23, N6, N10): symlinks to folders are not
 //! followed while copying, a destination inside its source (or equal to
 //! it) is a 409 for COPY and MOVE alike, and a copy over its budget
-//! (entries, or bytes past the destination's free space) is a 507 before
-//! anything is copied. And a `Destination` on another host is a 502
-//! (N12).
+//! (entries, bytes past `META_CORE_DAV_COPY_MAX_BYTES`, or bytes that
+//! would leave its filesystem less than its reserve free: review finding
+//! 6) is a 507 before anything is copied. And a `Destination` on another
+//! host is a 502 (N12).
 
 use std::path::Path;
 
 use e2e::{Apid, Storaged};
 
 async fn start() -> (Storaged, Apid) {
+    start_with(&[]).await
+}
+
+async fn start_with(env: &[(&str, &str)]) -> (Storaged, Apid) {
     let s = Storaged::start().await;
-    let a = Apid::start(&s).await;
+    let a = Apid::start_with(&s, env).await;
     std::fs::create_dir_all(a.files_path().join("plugin")).unwrap();
     std::fs::create_dir_all(a.files_path().join("watch")).unwrap();
     (s, a)
@@ -132,6 +137,87 @@ async fn a_copy_over_its_budget_is_a_507_before_it_starts() {
     r.assert_error(507, "insufficient_storage");
     assert!(r.text().contains("100000"), "{}", r.text());
     assert!(!files.join("plugin/many").exists());
+}
+
+const MIB: u64 = 1 << 20;
+
+/// A file of `len` bytes that takes no room (a hole), to copy from.
+fn sparse(path: &Path, len: u64) {
+    std::fs::create_dir_all(path.parent().unwrap()).unwrap();
+    std::fs::File::create(path).unwrap().set_len(len).unwrap();
+}
+
+/// A filesystem of 1,100 MiB: a COPY leaves it 1 GiB free, so 76 MiB may
+/// be copied into it.
+fn roomy(a: &Apid) -> e2e::mount::Tmpfs {
+    e2e::mount::Tmpfs::at(&a.files_path().join("plugin/roomy"), "1100m")
+}
+
+#[tokio::test]
+async fn a_copy_into_the_reserve_is_a_507_before_it_starts() {
+    // The default reserve (the harness sets none, so that the other tests
+    // do not depend on the machine's free space).
+    let (_s, a) = start_with(&[("META_CORE_DAV_COPY_RESERVE_BYTES", "1073741824")]).await;
+    let files = a.files_path();
+    let _mnt = roomy(&a);
+    // Within the free space (1,100 MiB), not within the reserve.
+    sparse(&files.join("watch/big.mkv"), 100 * MIB);
+    let r = copy(&a, "/webdav/watch/big.mkv", "/webdav/plugin/roomy/big.mkv").await;
+    r.assert_error(507, "insufficient_storage");
+    assert!(r.text().contains("leaves"), "{}", r.text());
+    // A folder alike, measured whole before anything is made.
+    sparse(&files.join("watch/season/e1.mkv"), 40 * MIB);
+    sparse(&files.join("watch/season/e2.mkv"), 40 * MIB);
+    let r = copy(&a, "/webdav/watch/season/", "/webdav/plugin/roomy/season/").await;
+    r.assert_error(507, "insufficient_storage");
+    assert!(
+        tree(&files.join("plugin/roomy")).is_empty(),
+        "nothing copied"
+    );
+    // What leaves the reserve is copied.
+    let r = copy(
+        &a,
+        "/webdav/watch/season/e1.mkv",
+        "/webdav/plugin/roomy/e1.mkv",
+    )
+    .await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    assert_eq!(
+        std::fs::metadata(files.join("plugin/roomy/e1.mkv"))
+            .unwrap()
+            .len(),
+        40 * MIB
+    );
+}
+
+#[tokio::test]
+async fn a_copy_past_the_ceiling_is_a_507_before_it_starts() {
+    let (_s, a) = start_with(&[("META_CORE_DAV_COPY_MAX_BYTES", "8388608")]).await;
+    let files = a.files_path();
+    let _mnt = roomy(&a);
+    sparse(&files.join("watch/nine.bin"), 9 * MIB);
+    let r = copy(
+        &a,
+        "/webdav/watch/nine.bin",
+        "/webdav/plugin/roomy/nine.bin",
+    )
+    .await;
+    r.assert_error(507, "insufficient_storage");
+    assert!(
+        r.text().contains("META_CORE_DAV_COPY_MAX_BYTES"),
+        "{}",
+        r.text()
+    );
+    sparse(&files.join("watch/d/a.bin"), 5 * MIB);
+    sparse(&files.join("watch/d/b.bin"), 5 * MIB);
+    let r = copy(&a, "/webdav/watch/d/", "/webdav/plugin/roomy/d/").await;
+    r.assert_error(507, "insufficient_storage");
+    assert!(
+        tree(&files.join("plugin/roomy")).is_empty(),
+        "nothing copied"
+    );
+    let r = copy(&a, "/webdav/watch/d/a.bin", "/webdav/plugin/roomy/a.bin").await;
+    assert_eq!(r.status, 201, "{}", r.text());
 }
 
 #[tokio::test]

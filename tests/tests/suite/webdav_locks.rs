@@ -1,5 +1,6 @@
 //! WebDAV locks are no denial of service (issue 23, N5): a lock of
-//! infinite depth on the root of a writable folder is refused, each
+//! infinite depth on the root of a writable folder, or on any folder that
+//! holds entries (review finding 7), is refused, each
 //! client holds a bounded number of locks (others are not held back),
 //! a LOCK of an unmapped URL leaves no empty file behind, and the
 //! `Timeout` answered is the one granted (`Infinite` is an hour).
@@ -74,6 +75,61 @@ async fn an_infinite_lock_on_a_writable_root_is_refused() {
     assert_eq!(r.status, 200, "{}", r.text());
     let r = a.send("PUT", "/webdav/plugin/d/y.txt", "y", &[]).await;
     assert_eq!(r.status, 423);
+}
+
+/// Finding 7: one anonymous deep LOCK of a service's working folder
+/// blocked everyone's writes there for an hour.
+#[tokio::test]
+async fn an_infinite_lock_on_a_folder_that_holds_entries_is_refused() {
+    let (_s, a) = start().await;
+    let plugin = a.files_path().join("plugin");
+    std::fs::create_dir_all(plugin.join("out")).unwrap();
+    std::fs::write(plugin.join("out/done.mkv"), b"done").unwrap();
+    std::fs::create_dir_all(plugin.join("hidden")).unwrap();
+    std::fs::write(plugin.join("hidden/.part"), b"").unwrap();
+    for (path, depth) in [
+        ("/webdav/plugin/out/", vec![("depth", "infinity")]),
+        // No Depth is infinity.
+        ("/webdav/plugin/out/", vec![]),
+        ("/webdav/plugin/hidden/", vec![("depth", "infinity")]),
+    ] {
+        let r = a.send("LOCK", path, LOCKINFO, &depth).await;
+        r.assert_error(403, "read_only");
+        assert!(r.text().contains("Depth"), "{}", r.text());
+    }
+    // Another client writes there as before.
+    let head = "PUT /webdav/plugin/out/new.mkv HTTP/1.1\r\nHost: x\r\nContent-Length: 3";
+    let r = exchange(OTHER, a.port(), head, &[b"new"], IO_DEADLINE).await;
+    assert_eq!(r.status, 201, "{}", r.text());
+    // Depth 0 on the folder, and a lock of a file in it, are locks as
+    // before.
+    let r = a
+        .send("LOCK", "/webdav/plugin/out/", LOCKINFO, &[("depth", "0")])
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = a
+        .send(
+            "LOCK",
+            "/webdav/plugin/out/done.mkv",
+            LOCKINFO,
+            &[("depth", "infinity")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    // An empty folder (what litmus locks) may be locked deep, and is.
+    std::fs::create_dir_all(plugin.join("empty")).unwrap();
+    let r = a
+        .send(
+            "LOCK",
+            "/webdav/plugin/empty/",
+            LOCKINFO,
+            &[("depth", "infinity")],
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let head = "PUT /webdav/plugin/empty/x HTTP/1.1\r\nHost: x\r\nContent-Length: 1";
+    let r = exchange(OTHER, a.port(), head, &[b"x"], IO_DEADLINE).await;
+    assert_eq!(r.status, 423, "{}", r.text());
 }
 
 #[tokio::test]

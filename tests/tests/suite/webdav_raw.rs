@@ -15,6 +15,8 @@ use tokio::net::{TcpSocket, TcpStream};
 pub(crate) const HERE: IpAddr = IpAddr::V4(Ipv4Addr::LOCALHOST);
 /// Another client on the same machine.
 pub(crate) const OTHER: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 2));
+/// A third one.
+pub(crate) const THIRD: IpAddr = IpAddr::V4(Ipv4Addr::new(127, 0, 0, 3));
 
 /// A connection to apid's port from `from`.
 pub(crate) async fn connect(from: IpAddr, port: u16) -> TcpStream {
