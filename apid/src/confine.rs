@@ -1,7 +1,9 @@
 //! Keeping every file apid serves inside `FILES_PATH`.
 //!
 //! A path is resolved (symlinks followed) and refused unless it stays
-//! inside `FILES_PATH` and outside `META_CORE_PATH` ([`Roots`]). Every
+//! inside `FILES_PATH` and outside meta-core's own folders
+//! (`META_CORE_PATH`, the database's folder, `META_CORE_LOG_DIR`,
+//! `META_CORE_RUN_DIR`, should an operator nest one there: [`Roots`]). Every
 //! check is made twice: on the name before it is opened, and on what was
 //! opened (`/proc/self/fd/<n>`), so a symlink swapped in between the two
 //! is caught. Operations on a name (create, remove, rename) are made
@@ -20,25 +22,36 @@ use std::sync::Arc;
 use rustix::fs::{Mode, OFlags};
 
 /// The folders a path must stay in and out of, resolved: inside
-/// `FILES_PATH`, never inside `META_CORE_PATH` (should an operator nest it
-/// there, the database must not be served).
+/// `FILES_PATH`, never inside one of meta-core's own folders (should an
+/// operator nest one there, the database, the admin token, the logs and
+/// the sockets must not be served).
 #[derive(Debug, Clone)]
 pub(crate) struct Roots {
     pub files: PathBuf,
-    pub meta: Option<PathBuf>,
+    /// meta-core's own folders that exist, resolved.
+    pub private: Vec<PathBuf>,
 }
 
 impl Roots {
     /// `None` while `FILES_PATH` is not there.
-    fn resolve(files: &Path, meta: &Path) -> Option<Self> {
+    fn resolve(files: &Path, private: &[PathBuf]) -> Option<Self> {
         Some(Self {
             files: std::fs::canonicalize(files).ok()?,
-            meta: std::fs::canonicalize(meta).ok(),
+            private: private
+                .iter()
+                .filter_map(|p| std::fs::canonicalize(p).ok())
+                .collect(),
         })
     }
 
     pub(crate) fn allows(&self, real: &Path) -> bool {
-        real.starts_with(&self.files) && !self.meta.as_ref().is_some_and(|m| real.starts_with(m))
+        real.starts_with(&self.files) && !self.private.iter().any(|m| real.starts_with(m))
+    }
+
+    /// Whether `real` holds one of meta-core's own folders (a folder that
+    /// may not be moved or copied whole).
+    pub(crate) fn holds_private(&self, real: &Path) -> bool {
+        self.private.iter().any(|m| m.starts_with(real))
     }
 
     /// `path` resolved (symlinks followed), if it stays where allowed.
@@ -126,8 +139,14 @@ impl RootsCache {
         {
             return Some(r.clone());
         }
-        let (files, meta) = (config.files_path.clone(), config.meta_core_path.clone());
-        let roots = tokio::task::spawn_blocking(move || Roots::resolve(&files, &meta))
+        let files = config.files_path.clone();
+        let mut private = vec![
+            config.meta_core_path.clone(),
+            config.log_dir.clone(),
+            config.run_dir.clone(),
+        ];
+        private.extend(config.db_path.parent().map(Path::to_path_buf));
+        let roots = tokio::task::spawn_blocking(move || Roots::resolve(&files, &private))
             .await
             .ok()??;
         let roots = Arc::new(roots);
@@ -184,7 +203,7 @@ mod tests {
         std::os::unix::fs::symlink(dir.path(), files.join("up")).unwrap();
         let roots = Roots {
             files: std::fs::canonicalize(&files).unwrap(),
-            meta: Some(std::fs::canonicalize(files.join("meta-core")).unwrap()),
+            private: vec![std::fs::canonicalize(files.join("meta-core")).unwrap()],
         };
         (dir, files, roots)
     }
@@ -217,5 +236,33 @@ mod tests {
         );
         assert!(roots.open_dir(Path::new("")).is_ok());
         assert!(roots.open_dir(Path::new("up")).is_err());
+    }
+
+    #[tokio::test]
+    async fn every_folder_of_meta_core_nested_in_files_path_is_refused() {
+        let dir = tempfile::tempdir().unwrap();
+        let files = dir.path().join("files");
+        for d in ["meta-core", "logs", "run", "db", "watch"] {
+            std::fs::create_dir_all(files.join(d)).unwrap();
+            std::fs::write(files.join(d).join("f"), b"x").unwrap();
+        }
+        let at = |p: &str| files.join(p).display().to_string();
+        let env = [
+            ("FILES_PATH", at("")),
+            ("META_CORE_PATH", at("meta-core")),
+            ("META_CORE_LOG_DIR", at("logs")),
+            ("META_CORE_RUN_DIR", at("run")),
+            ("META_CORE_DB_PATH", at("db/meta-core.db")),
+        ];
+        let config = metacore::Config::from_lookup(|k| {
+            env.iter().find(|(n, _)| *n == k).map(|(_, v)| v.clone())
+        })
+        .unwrap();
+        let roots = RootsCache::default().get(&config).await.unwrap();
+        assert!(open_file(&roots, &files.join("watch/f")).is_some());
+        for d in ["meta-core", "logs", "run", "db"] {
+            assert!(open_file(&roots, &files.join(d).join("f")).is_none(), "{d}");
+            assert!(roots.holds_private(&files.canonicalize().unwrap()), "{d}");
+        }
     }
 }

@@ -123,7 +123,7 @@ mod tests {
         std::fs::create_dir_all(d.path().join("plugin")).unwrap();
         let roots = Roots {
             files: std::fs::canonicalize(d.path()).unwrap(),
-            meta: None,
+            private: Vec::new(),
         };
         let open = |rel: &str| roots.open_dir(Path::new(rel)).unwrap();
         let (fd, real) = open("plugin");

@@ -307,7 +307,7 @@ mod tests {
         std::os::unix::fs::symlink(d.path().join("outside"), files.join("src/out")).unwrap();
         let roots = Roots {
             files: std::fs::canonicalize(&files).unwrap(),
-            meta: None,
+            private: Vec::new(),
         };
         let t = measure(&roots, Path::new("src"), true, MAX_COPY_ENTRIES);
         assert_eq!(

@@ -213,9 +213,10 @@ impl GuardedFileSystem<Creds> for Volume {
                 }
                 parent_mounted(&roots, &a).map_err(err)?;
                 parent_mounted(&roots, &b).map_err(err)?;
-                // A nested META_CORE_PATH is not carried away with a folder.
+                // A nested META_CORE_PATH (or another of meta-core's
+                // folders) is not carried away with a folder.
                 let source = a.real.join(a.name);
-                if roots.meta.as_ref().is_some_and(|m| m.starts_with(&source)) {
+                if roots.holds_private(&source) {
                     return Err(FsError::Forbidden);
                 }
                 // A folder moved over a file (Overwrite: T; dav-server
