@@ -159,8 +159,13 @@ pub fn resolve(config: &Config) -> Result<(AdminAccess, Source), TokenError> {
         return Ok((AdminAccess::Open, Source::OptedOut));
     }
     if let Some(t) = &config.admin_token {
+        // An env file's trailing newline or space is not part of it.
+        let t = t.trim();
+        if !usable(t) {
+            return Err(TokenError::UnusableEnvironment);
+        }
         return Ok((
-            AdminAccess::Token(AdminToken(t.clone())),
+            AdminAccess::Token(AdminToken(t.to_owned())),
             Source::Environment,
         ));
     }
