@@ -1,12 +1,10 @@
 //! What a handler knows of the connection its request came on, put in
 //! every public request's extensions by the accept loop
 //! ([`crate::serve`]): which client it is, for the budgets apid keeps per
-//! client (connections, event streams, WebDAV locks), and a switch that
-//! tells the connection it now carries an event stream.
+//! client (connections, event streams, WebDAV locks).
 
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
-use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::{Arc, Mutex};
 
 /// One client as the per-client budgets count it: an IPv4 address, or the
@@ -43,51 +41,16 @@ impl std::fmt::Display for Client {
 }
 
 /// The connection's facts, as a request extension.
-#[derive(Debug, Clone)]
+#[derive(Debug, Clone, Copy)]
 pub(crate) struct Conn {
     pub(crate) client: Client,
-    shared: Arc<Shared>,
-}
-
-/// What a handler tells the connection: read by its writer
-/// ([`crate::serve::WriteStall`]) at its next write.
-#[derive(Debug, Default)]
-pub(crate) struct Shared {
-    /// The connection now carries an event stream: a small send buffer,
-    /// so that a follower that stops reading holds little of the kernel's
-    /// memory and is found stalled soon.
-    event_stream: AtomicBool,
-}
-
-impl Shared {
-    /// Whether a handler marked the connection an event stream's.
-    pub(crate) fn is_event_stream(&self) -> bool {
-        self.event_stream.load(Ordering::Relaxed)
-    }
 }
 
 impl Conn {
-    /// A new connection from `client`, and what its writer reads.
-    pub(crate) fn new(client: Client) -> (Self, Arc<Shared>) {
-        let shared = Arc::new(Shared::default());
-        (
-            Self {
-                client,
-                shared: shared.clone(),
-            },
-            shared,
-        )
-    }
-
     /// The connection of `req`; `None` for a request that did not come
     /// through apid's accept loop (a router driven directly in a test).
     pub(crate) fn of<B>(req: &http::Request<B>) -> Option<Conn> {
-        req.extensions().get::<Conn>().cloned()
-    }
-
-    /// Marks the connection as carrying an event stream from now on.
-    pub(crate) fn mark_event_stream(&self) {
-        self.shared.event_stream.store(true, Ordering::Relaxed);
+        req.extensions().get::<Conn>().copied()
     }
 }
 

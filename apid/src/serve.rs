@@ -32,7 +32,7 @@ use tokio::net::{TcpListener, TcpStream};
 use tokio::time::{Instant, Sleep};
 use tower::ServiceExt;
 
-use crate::conn::{Client, Conn, PerClient, Shared};
+use crate::conn::{Client, Conn, PerClient};
 
 /// Pause after an accept error other than a connection that went away
 /// before it was accepted (out of descriptors, ...), so a full table is not
@@ -181,11 +181,11 @@ pub(crate) async fn serve(
         if let Err(e) = rustix::net::sockopt::set_tcp_user_timeout(&tcp, stall_ms) {
             tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
         }
-        let (conn, shared) = Conn::new(client);
-        let io = TokioIo::new(WriteStall::new(tcp, limits.write_stall, shared));
+        let conn = Conn { client };
+        let io = TokioIo::new(WriteStall::new(tcp, limits.write_stall));
         let service = TowerToHyperService::new(router.clone().map_request(
             move |mut req: http::Request<hyper::body::Incoming>| {
-                req.extensions_mut().insert(conn.clone());
+                req.extensions_mut().insert(conn);
                 req
             },
         ));
@@ -283,12 +283,6 @@ fn is_connection_error(e: &io::Error) -> bool {
     )
 }
 
-/// The send buffer asked for on a connection that carries an event stream
-/// (the kernel doubles it): a follower that stops reading holds this much
-/// of the kernel's memory, not the 4 MiB autotuning grows to, and its
-/// writes wait, so it is found stalled, soon after.
-const EVENT_STREAM_SNDBUF: usize = 32 * 1024;
-
 /// What the peer has taken of what was written, as the kernel's send
 /// queue tells it: the pure half of [`WriteStall`]. "Taken" is the peer's
 /// TCP acknowledging bytes; a peer owing nothing is taking all it is sent.
@@ -350,22 +344,16 @@ impl Progress {
 pub(crate) struct WriteStall {
     inner: TcpStream,
     limit: Duration,
-    /// What handlers tell the connection ([`Conn::mark_event_stream`]).
-    conn: std::sync::Arc<Shared>,
-    /// The small send buffer of an event stream is set.
-    small_buffer: bool,
     progress: Progress,
     /// Armed while a write waits, for [`Progress::deadline`].
     deadline: Option<Pin<Box<Sleep>>>,
 }
 
 impl WriteStall {
-    pub(crate) fn new(inner: TcpStream, limit: Duration, conn: std::sync::Arc<Shared>) -> Self {
+    pub(crate) fn new(inner: TcpStream, limit: Duration) -> Self {
         Self {
             inner,
             limit,
-            conn,
-            small_buffer: false,
             progress: Progress::new(Instant::now()),
             deadline: None,
         }
@@ -384,17 +372,9 @@ impl WriteStall {
         )
     }
 
-    /// Before a write: an event stream's small buffer, the queue read, and
-    /// the write refused if the peer has been taking nothing.
+    /// Before a write: the queue read, and the write refused if the peer
+    /// has been taking nothing.
     fn before_write(&mut self) -> io::Result<()> {
-        if !self.small_buffer && self.conn.is_event_stream() {
-            self.small_buffer = true;
-            if let Err(e) =
-                rustix::net::sockopt::set_socket_send_buffer_size(&self.inner, EVENT_STREAM_SNDBUF)
-            {
-                tracing::debug!("SO_SNDBUF not set: {e}");
-            }
-        }
         let now = Instant::now();
         self.progress.observe(unacked(&self.inner), now);
         if self.progress.stalled(self.limit, now) {

@@ -151,12 +151,7 @@ async fn follow(
     q: EventsQuery,
 ) -> Response {
     match start(st, stream, conn.as_ref(), headers, q).await {
-        Ok(follower) => {
-            if let Some(conn) = &conn {
-                conn.mark_event_stream();
-            }
-            sse(follower)
-        }
+        Ok(follower) => sse(follower),
         Err(e) => e.into_response(),
     }
 }
