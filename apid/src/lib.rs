@@ -55,13 +55,16 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         metacore::admin::AdminAccess::Open => tracing::warn!("{source}"),
         metacore::admin::AdminAccess::Token(_) => tracing::info!("{source}"),
     }
+    let mut listeners = Vec::new();
+    for port in std::iter::once(config.http_port).chain(config.http_extra_ports.iter().copied()) {
+        let addr = format!("{}:{port}", config.http_host);
+        let listener = tokio::net::TcpListener::bind(&addr)
+            .await
+            .map_err(|source| RunError::Listen { addr, source })?;
+        listeners.push(listener);
+    }
     let addr = format!("{}:{}", config.http_host, config.http_port);
-    let listener = tokio::net::TcpListener::bind(&addr)
-        .await
-        .map_err(|source| RunError::Listen {
-            addr: addr.clone(),
-            source,
-        })?;
+    let extra_ports = config.http_extra_ports.clone();
     let socket = layout.socket(Daemon::Apid);
     let unix = metacore::socket::server::bind(&socket)
         .await
@@ -73,7 +76,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),
         Err(e) => tracing::warn!("storaged does not answer yet ({e}); answering 503 until it does"),
     }
-    tracing::info!(%addr, socket = %socket.display(), "apid ready");
+    tracing::info!(%addr, also = ?extra_ports, socket = %socket.display(), "apid ready");
     metacore::daemon::notify_ready();
     let internal = metacore::socket::server::serve(
         unix,
@@ -82,7 +85,12 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         shutdown.clone(),
     );
     let limits = serve::Limits::of(&state.config);
-    let public = serve::serve(listener, routes::public(state), limits, shutdown.clone());
+    let public = serve::serve(
+        serve::Listeners::new(listeners),
+        routes::public(state),
+        limits,
+        shutdown.clone(),
+    );
     let ((), internal) = tokio::join!(public, internal);
     // The registry file goes before the process does.
     let _ = registry.await;

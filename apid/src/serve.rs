@@ -1,5 +1,7 @@
-//! The public listener's accept loop: one HTTP/1.1 connection per task,
-//! served by hyper directly, drained on shutdown.
+//! The public listeners' accept loop: one HTTP/1.1 connection per task,
+//! served by hyper directly, drained on shutdown. `META_CORE_HTTP_PORT` and
+//! each of `META_CORE_HTTP_EXTRA_PORTS` are accepted by the same loop, so
+//! they share one router, one connection table and every client's share.
 //!
 //! `axum::serve` rebuilt the router's route table for every connection and
 //! went through hyper-util's protocol detection, about 20 KiB a connection
@@ -93,12 +95,7 @@ impl Limits {
 /// stops accepting until one ends (the kernel queues the others). One
 /// client may hold [`Limits::per_client`] of them; the next it opens is
 /// answered 429 and closed, so one client cannot take the table.
-pub(crate) async fn serve(
-    listener: TcpListener,
-    router: Router,
-    limits: Limits,
-    shutdown: Shutdown,
-) {
+pub(crate) async fn serve(listener: Listeners, router: Router, limits: Limits, shutdown: Shutdown) {
     let graceful = GracefulShutdown::new();
     let mut builder = http1::Builder::new();
     builder
@@ -204,6 +201,42 @@ pub(crate) async fn serve(
         .is_err()
     {
         tracing::info!("answers still open {DRAIN_GRACE:?} after the stop; closing them");
+    }
+}
+
+/// The bound public ports, accepted from as one.
+#[derive(Debug)]
+pub(crate) struct Listeners {
+    listeners: Vec<TcpListener>,
+    /// The listener asked first at the next accept, so that a busy port
+    /// does not keep the others waiting.
+    next: std::sync::atomic::AtomicUsize,
+}
+
+impl Listeners {
+    pub(crate) fn new(listeners: Vec<TcpListener>) -> Self {
+        Self {
+            listeners,
+            next: std::sync::atomic::AtomicUsize::new(0),
+        }
+    }
+
+    /// The next connection on any of the ports.
+    async fn accept(&self) -> io::Result<(TcpStream, std::net::SocketAddr)> {
+        std::future::poll_fn(|cx| {
+            let n = self.listeners.len();
+            let first = self.next.load(std::sync::atomic::Ordering::Relaxed);
+            for i in 0..n {
+                let at = (first + i) % n;
+                if let Poll::Ready(r) = self.listeners[at].poll_accept(cx) {
+                    self.next
+                        .store((at + 1) % n, std::sync::atomic::Ordering::Relaxed);
+                    return Poll::Ready(r);
+                }
+            }
+            Poll::Pending
+        })
+        .await
     }
 }
 

@@ -30,6 +30,10 @@ pub struct Config {
     /// Field prefixes search does not see (`META_CORE_INDEX_EXCLUDE_PREFIXES`).
     pub index_exclude_prefixes: Vec<String>,
     pub http_port: u16,
+    /// Ports apid also listens on, on the same host, serving the same API
+    /// under the same budgets (`META_CORE_HTTP_EXTRA_PORTS`, comma-separated;
+    /// the image sets 80, where the mesh reads `/webdav/`).
+    pub http_extra_ports: Vec<u16>,
     pub http_host: String,
     pub health_check_interval: Duration,
     pub heartbeat_interval: Duration,
@@ -230,6 +234,26 @@ impl<F: Fn(&str) -> Option<String>> Reader<F> {
         }
     }
 
+    /// A comma-separated list of TCP ports, empty when unset; each once.
+    fn ports(&self, var: &'static str) -> Result<Vec<u16>, ConfigError> {
+        let Some(list) = self.raw(var) else {
+            return Ok(Vec::new());
+        };
+        let bad = || ConfigError {
+            var,
+            value: list.clone(),
+            expected: "comma-separated TCP ports (1-65535), each once",
+        };
+        let mut ports = Vec::new();
+        for item in list.split(',').map(str::trim).filter(|p| !p.is_empty()) {
+            match item.parse::<u16>() {
+                Ok(p) if p > 0 && !ports.contains(&p) => ports.push(p),
+                _ => return Err(bad()),
+            }
+        }
+        Ok(ports)
+    }
+
     fn millis(&self, var: &'static str, default: u64) -> Result<Duration, ConfigError> {
         self.parse(var, default, "a positive number of milliseconds", |v| {
             *v > 0
@@ -280,6 +304,15 @@ impl Config {
                 });
             }
         };
+        let http_port = port("META_CORE_HTTP_PORT", 9000)?;
+        let http_extra_ports = r.ports("META_CORE_HTTP_EXTRA_PORTS")?;
+        if http_extra_ports.contains(&http_port) {
+            return Err(ConfigError {
+                var: "META_CORE_HTTP_EXTRA_PORTS",
+                value: r.string("META_CORE_HTTP_EXTRA_PORTS", ""),
+                expected: "ports other than META_CORE_HTTP_PORT",
+            });
+        }
         Ok(Self {
             files_path: PathBuf::from(r.string("FILES_PATH", "/files")),
             service_name: r.string("SERVICE_NAME", "meta-core"),
@@ -320,7 +353,8 @@ impl Config {
                     .map(str::to_owned)
                     .collect(),
             },
-            http_port: port("META_CORE_HTTP_PORT", 9000)?,
+            http_port,
+            http_extra_ports,
             http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),
             health_check_interval: r.millis("HEALTH_CHECK_INTERVAL_MS", 5000)?,
             heartbeat_interval: r.millis("HEARTBEAT_INTERVAL_MS", 30_000)?,
@@ -547,6 +581,23 @@ mod tests {
         assert_eq!(c.admin_token, None);
         assert!(!c.admin_open, "the admin routes are closed by default");
         assert_eq!(c.base_url, None);
+    }
+
+    #[test]
+    fn extra_ports_are_a_checked_list_apart_from_the_main_port() {
+        assert_eq!(cfg(&[]).unwrap().http_extra_ports, Vec::<u16>::new());
+        let c = cfg(&[("META_CORE_HTTP_EXTRA_PORTS", " 80, 8180 ")]).unwrap();
+        assert_eq!(c.http_extra_ports, vec![80, 8180]);
+        for bad in ["80,80", "0", "http", "70000", "80;81"] {
+            let e = cfg(&[("META_CORE_HTTP_EXTRA_PORTS", bad)]).unwrap_err();
+            assert_eq!(e.var, "META_CORE_HTTP_EXTRA_PORTS", "{bad}");
+        }
+        let e = cfg(&[
+            ("META_CORE_HTTP_PORT", "9000"),
+            ("META_CORE_HTTP_EXTRA_PORTS", "80,9000"),
+        ])
+        .unwrap_err();
+        assert_eq!(e.var, "META_CORE_HTTP_EXTRA_PORTS");
     }
 
     #[test]

@@ -189,3 +189,50 @@ async fn event_streams_leave_connections_for_everything_else() {
         assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
     }
 }
+
+#[tokio::test]
+async fn an_extra_port_serves_the_same_api_within_the_same_shares() {
+    let s = Storaged::start().await;
+    let extra = e2e::apid::free_port();
+    let a = Apid::start_with(
+        &s,
+        &[
+            (
+                "META_CORE_HTTP_MAX_CONNECTIONS_PER_CLIENT",
+                &CONNECTIONS_PER_CLIENT.to_string(),
+            ),
+            ("META_CORE_HTTP_EXTRA_PORTS", &extra.to_string()),
+            ("META_CORE_HTTP_HEADER_TIMEOUT_MS", "3600000"),
+        ],
+    )
+    .await;
+    // A record written through one port is read through the other.
+    let cid = e2e::fixtures::random_midhash();
+    let (answer, _) = get_from(1, extra, "/health").await;
+    assert!(answer.starts_with("HTTP/1.1 200"), "{answer}");
+    let (main, also) = (e2e::apid::Http::new(a.port()), e2e::apid::Http::new(extra));
+    let r = main
+        .send_json(
+            "PATCH",
+            &format!("/meta/{cid}"),
+            &serde_json::json!({"title": "Both ports"}),
+        )
+        .await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    let r = also.get(&format!("/meta/{cid}/title")).await;
+    assert_eq!((r.status, r.text()), (200, "Both ports".to_owned()));
+    // One client's share counts its connections on both ports.
+    let greedy = 6;
+    let mut held = Vec::new();
+    for i in 0..CONNECTIONS_PER_CLIENT {
+        let port = if i % 2 == 0 { a.port() } else { extra };
+        let (answer, tcp) = get_from(greedy, port, "/health").await;
+        assert!(answer.starts_with("HTTP/1.1 200"), "{i}: {answer}");
+        held.push(tcp);
+    }
+    for port in [a.port(), extra] {
+        let mut refused = connect_from(greedy, port).await;
+        let answer = head(&mut refused).await;
+        assert!(answer.starts_with("HTTP/1.1 429"), "port {port}: {answer}");
+    }
+}
