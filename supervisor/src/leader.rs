@@ -1,6 +1,14 @@
 //! The leader gate: an exclusive `flock` on `locks/kv-leader.lock`, held for
 //! the supervisor's whole life, and `locks/kv-leader.info` with the API URL.
 //!
+//! The info file is what the mesh's clients watch to find the leader, and
+//! they take any rewrite of it for a leader change. So it is written once
+//! the leader's public API answers ([`announce`]: after apid's first
+//! readiness, a `GET /health` on the public port), never before; left as
+//! it is when it already names this leader (a restart of the same leader);
+//! not touched when the leader's own daemons restart; removed on an orderly
+//! stop ([`remove_info`]).
+//!
 //! A standby waits in a blocking `flock` on a thread of its own, so it takes
 //! over the moment the lock frees; every `ELECTION_RETRY_SECS` it reads
 //! `kv-leader.info` again and logs when the leader has changed. The lock's descriptor is inherited by
@@ -17,7 +25,8 @@ use std::path::Path;
 use std::time::Duration;
 
 use rustix::io::{FdFlags, fcntl_setfd};
-use tokio::sync::oneshot;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+use tokio::sync::{oneshot, watch};
 
 /// The held lock. Dropping it does not release it while a daemon still
 /// holds the inherited descriptor.
@@ -79,6 +88,86 @@ pub(crate) async fn acquire(
     // Inherited by every child from now on (see the module comment).
     fcntl_setfd(&file, FdFlags::empty())?;
     Ok(Some(LeaderLock { _file: file }))
+}
+
+/// Between two probes of the public API while it does not answer yet.
+const PROBE_EVERY: Duration = Duration::from_millis(50);
+/// The most one probe may take: connect, ask, read the status line.
+const PROBE_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// Where the public API is reached from this host to see that it answers.
+#[derive(Debug, Clone)]
+pub(crate) struct Probe {
+    host: String,
+    port: u16,
+}
+
+impl Probe {
+    /// The bind address, with a wildcard turned into loopback.
+    pub(crate) fn of(config: &metacore::Config) -> Self {
+        let host = match config.http_host.trim_matches(['[', ']']) {
+            "0.0.0.0" | "" => "127.0.0.1".to_owned(),
+            "::" => "::1".to_owned(),
+            h => h.to_owned(),
+        };
+        Self {
+            host,
+            port: config.http_port,
+        }
+    }
+
+    /// One `GET /health`: Ok once any HTTP answer comes back.
+    async fn once(&self) -> io::Result<()> {
+        let ask = async {
+            let mut tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await?;
+            tcp.write_all(b"GET /health HTTP/1.1\r\nHost: meta-core\r\nConnection: close\r\n\r\n")
+                .await?;
+            let mut head = [0u8; 12];
+            tcp.read_exact(&mut head).await?;
+            if head.starts_with(b"HTTP/1.") {
+                Ok(())
+            } else {
+                Err(io::Error::other("not an HTTP answer"))
+            }
+        };
+        tokio::time::timeout(PROBE_TIMEOUT, ask)
+            .await
+            .unwrap_or_else(|_| Err(io::Error::other("no answer in time")))
+    }
+}
+
+/// Waits for apid's first readiness and for its public API to answer,
+/// then writes `url` to the info file unless it already holds it. Ends
+/// after that one write; the caller aborts it if the tree stops first.
+pub(crate) async fn announce(
+    path: std::path::PathBuf,
+    url: String,
+    probe: Probe,
+    mut apid_ready: watch::Receiver<bool>,
+) {
+    if apid_ready.wait_for(|ready| *ready).await.is_err() {
+        return;
+    }
+    let mut told = false;
+    while let Err(e) = probe.once().await {
+        if !told {
+            tracing::info!(
+                "apid is ready but {}:{} does not answer yet ({e}); kv-leader.info waits for it",
+                probe.host,
+                probe.port
+            );
+            told = true;
+        }
+        tokio::time::sleep(PROBE_EVERY).await;
+    }
+    if read_info(&path).as_deref() == Some(url.as_str()) {
+        tracing::info!(%url, "the API answers; kv-leader.info already names this leader");
+        return;
+    }
+    match write_info(&path, &url) {
+        Ok(()) => tracing::info!(%url, "the API answers; kv-leader.info names this leader"),
+        Err(e) => tracing::error!("cannot write {}: {e}", path.display()),
+    }
 }
 
 /// Writes `url` as the one line of the info file, atomically, readable by

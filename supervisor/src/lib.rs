@@ -2,9 +2,10 @@
 //!
 //! [`run`] goes through four stages: **prepare** (directories, subreaper,
 //! reaper, the control socket), **elect** (the leader lock, or standby until
-//! it frees), **lead** (`kv-leader.info`, the logs, the tree of daemons
-//! started in dependency order and supervised by the policy table) and
-//! **stop** (the daemons in reverse order, the info file, the socket). The
+//! it frees), **lead** (the logs, the tree of daemons started in
+//! dependency order and supervised by the policy table, `kv-leader.info`
+//! once the public API answers) and **stop** (the info file, the daemons
+//! in reverse order, the socket). The
 //! other subcommands talk to a running supervisor: see [`cli`].
 //!
 //! ```text
@@ -222,8 +223,8 @@ struct Led {
     gave_up: Option<GiveUp>,
 }
 
-/// Stage 3: `kv-leader.info`, the logs, the tree started and supervised
-/// until a stop is asked or a daemon is given up on.
+/// Stage 3: the logs, the tree started and supervised until a stop is
+/// asked or a daemon is given up on; `kv-leader.info` once apid answers.
 async fn lead(config: &Config, p: &Prepared) -> Result<Led, RunError> {
     let layout = config.layout();
     // The admin token exists before apid reads it (apid would make one
@@ -233,8 +234,6 @@ async fn lead(config: &Config, p: &Prepared) -> Result<Led, RunError> {
         (_, source) => tracing::info!("{source}"),
     }
     let url = Urls::from_config(config).api_url;
-    leader::write_info(&layout.leader_info(), &url)
-        .map_err(io_err("write", layout.leader_info()))?;
     p.control.set_role(Role::Leader);
     tracing::info!(%url, "leader: starting the daemons");
 
@@ -262,7 +261,21 @@ async fn lead(config: &Config, p: &Prepared) -> Result<Led, RunError> {
     };
     let mut tree = Tree::new(&ctx);
     let _ = p.control.runners.set(tree.requests());
+    // kv-leader.info once the public API answers (see `leader`).
+    let announce = tree
+        .ready_once(metacore::layout::Daemon::Apid)
+        .map(|ready| {
+            tokio::spawn(leader::announce(
+                layout.leader_info(),
+                url.clone(),
+                leader::Probe::of(config),
+                ready,
+            ))
+        });
     let gave_up = tree.supervise(&p.stopping).await;
+    if let Some(task) = announce {
+        task.abort();
+    }
     Ok(Led { tree, url, gave_up })
 }
 
@@ -275,8 +288,9 @@ async fn stop(config: &Config, p: &Prepared, led: Led, lock: LeaderLock) -> Resu
         Some(why) => tracing::error!("{why}: stopping the tree"),
         None => tracing::info!("stopping the daemons in reverse order"),
     }
-    tree.stop().await;
+    // Clients learn that this leader is going before its API stops.
     leader::remove_info(&config.layout().leader_info(), &url);
+    tree.stop().await;
     // The lock itself is released when the last process holding its
     // inherited descriptor has exited.
     drop(lock);

@@ -5,7 +5,7 @@
 
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::policy::TABLE;
 use crate::reason::GiveUp;
@@ -37,6 +37,14 @@ impl Tree {
             .iter()
             .map(|h| (h.daemon, h.requests.clone()))
             .collect()
+    }
+
+    /// True once `daemon` has been ready at least once.
+    pub(crate) fn ready_once(&self, daemon: Daemon) -> Option<watch::Receiver<bool>> {
+        self.runners
+            .iter()
+            .find(|h| h.daemon == daemon)
+            .map(|h| h.ready_once.clone())
     }
 
     /// Starts the daemons in order, then supervises them until `stopping`

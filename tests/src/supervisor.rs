@@ -159,6 +159,12 @@ impl MetaCore {
         self.meta_core_path().join("locks/kv-leader.info")
     }
 
+    /// The URL this supervisor advertises in `kv-leader.info` (apid is
+    /// bound to 127.0.0.1).
+    pub fn api_url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.launch.port)
+    }
+
     pub fn run_dir(&self) -> &Path {
         &self.launch.run_dir
     }
@@ -212,13 +218,18 @@ impl MetaCore {
     /// Waits until it leads and every daemon is running and ready; then
     /// its admin token is known to [`Http::admin`].
     pub async fn wait_all_ready(&mut self) -> SupervisorStatus {
+        let url = self.api_url();
         let status = self
-            .wait_status("every daemon running and ready", |s| {
-                s.role == Role::Leader
-                    && s.daemons
-                        .iter()
-                        .all(|d| d.state == DaemonState::Running && d.ready)
-            })
+            .wait_status(
+                "every daemon running and ready, kv-leader.info naming this leader",
+                |s| {
+                    s.role == Role::Leader
+                        && s.daemons
+                            .iter()
+                            .all(|d| d.state == DaemonState::Running && d.ready)
+                        && s.leader_url.as_deref() == Some(url.as_str())
+                },
+            )
             .await;
         let token = crate::apid::admin_token(&self.launch.dir, &self.launch.env);
         self.http = self.http.clone().with_admin_token(token);
