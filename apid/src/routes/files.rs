@@ -134,6 +134,15 @@ pub(crate) struct FileInfo {
     pub file_path: Option<String>,
 }
 
+/// A stored `filePath` as the original showed it: relative to
+/// `FILES_PATH`, with a leading `/` (`/watch/x.mkv`), never where
+/// `FILES_PATH` is on this host (CONTRACT decision 5).
+fn shown_path(files_path: &Path, file_path: &str) -> Option<String> {
+    let on_disk = disk_path(files_path, file_path)?;
+    let rel = on_disk.strip_prefix(files_path).ok()?.to_str()?;
+    Some(format!("/{rel}"))
+}
+
 /// 200 for a known or unknown CID (`exists` says which), as the original;
 /// 400 for what is no CID.
 pub(super) async fn info(st: State, PathParams(raw): PathParams<String>) -> JsonReply<FileInfo> {
@@ -149,7 +158,7 @@ pub(super) async fn info(st: State, PathParams(raw): PathParams<String>) -> Json
             exists: true,
             content_type: Some(content_type(Path::new(&file_path))),
             size: Some(meta.len()),
-            file_path: Some(file_path),
+            file_path: shown_path(&st.config.files_path, &file_path),
         })),
         Ok(None) => Ok(Json(none)),
         Err(e) if e.code == ErrorCode::UnknownCid => Ok(Json(none)),

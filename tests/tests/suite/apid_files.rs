@@ -183,12 +183,28 @@ async fn ranges_reach_the_end_of_a_multi_gigabyte_sparse_file() {
 async fn info_says_whether_the_file_is_there_and_a_gone_file_is_a_404() {
     let (_s, a) = start().await;
     let (cid, path) = file(&a, "plugin/poster.JPG", b"jpeg bytes").await;
+    // filePath is stored absolute and shown relative to FILES_PATH, as
+    // the original showed it.
     let info = a.get_ok(&format!("/api/file/{cid}/info")).await;
     assert_eq!(
         info,
         json!({"exists": true, "contentType": "image/jpeg", "size": 10,
-               "filePath": path.display().to_string()})
+               "filePath": "/plugin/poster.JPG"})
     );
+    assert_eq!(
+        a.get_ok(&format!("/meta/{cid}")).await["metadata"]["filePath"],
+        path.display().to_string()
+    );
+    // A record written with the conventional /files prefix or relative
+    // is shown the same way.
+    for stored in ["/files/plugin/poster.JPG", "plugin/poster.JPG"] {
+        let other = record_at(&a, stored).await;
+        assert_eq!(
+            a.get_ok(&format!("/api/file/{other}/info")).await["filePath"],
+            "/plugin/poster.JPG",
+            "{stored}"
+        );
+    }
     std::fs::remove_file(&path).unwrap();
     assert_eq!(
         a.get_ok(&format!("/api/file/{cid}/info")).await,
