@@ -208,7 +208,7 @@ pub(crate) fn wipe_chunk(tx: &mut Tx<'_>) -> Result<(u64, bool)> {
     let page = records::list_roots(tx.conn, PageStart::default(), WIPE_CHUNK)?;
     let (mut roots, mut rows) = (0u64, 0u64);
     for rid in &page.rids {
-        rows += records::delete_rid(tx, *rid)?;
+        rows += records::delete_rid(tx, *rid)?.rows;
         roots += 1;
         if rows >= WIPE_ROWS {
             break;

@@ -260,18 +260,30 @@ pub(crate) fn delete_root(tx: &mut Tx<'_>, target: &Target) -> Result<Deleted> {
     let rid = resolve_existing(tx, target)?;
     Ok(Deleted {
         rid,
-        deleted: delete_rid(tx, rid)?,
+        deleted: delete_rid(tx, rid)?.fields,
     })
 }
 
-/// Deletes the record of `rid`, which exists; returns the rows removed.
-pub(crate) fn delete_rid(tx: &mut Tx<'_>, rid: Rid) -> Result<u64> {
-    let mut deleted = 0;
+/// What deleting a record removed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct Removed {
+    /// The record's own keys (`file:<rid>/<field>`): the count the
+    /// original answered as `deleted`.
+    pub fields: u64,
+    /// Every row, the reverse index, duplicates and root index included.
+    pub rows: u64,
+}
+
+/// Deletes the record of `rid`, which exists.
+pub(crate) fn delete_rid(tx: &mut Tx<'_>, rid: Rid) -> Result<Removed> {
+    let (mut fields, mut rows) = (0, 0);
     for f in field_names(tx, rid)? {
-        deleted += delete_field_row(tx, rid, &f)?;
+        let n = delete_field_row(tx, rid, &f)?;
+        fields += u64::from(n > 0);
+        rows += n;
     }
-    deleted += drop_root_if_empty(tx, rid)?;
-    Ok(deleted)
+    rows += drop_root_if_empty(tx, rid)?;
+    Ok(Removed { fields, rows })
 }
 
 /// A new record for a file: `filePath`, `sizeByte`, `mtimeNano` and its

@@ -58,7 +58,9 @@ pub struct Document {
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Deleted {
     pub rid: Rid,
-    /// Rows removed: fields, aliases, duplicates, index entries.
+    /// The record's own keys removed (`file:<rid>/<field>`), as the
+    /// original counted them; its aliases, duplicates and index entry go
+    /// too, uncounted.
     pub deleted: u64,
 }
 
