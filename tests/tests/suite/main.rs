@@ -20,6 +20,7 @@ mod apid_snapshot_http;
 mod body_memory;
 mod daemon_args;
 mod disk_full;
+mod docs_complete;
 mod file_modes;
 mod leader_file;
 mod mountd;
