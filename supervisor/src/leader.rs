@@ -102,6 +102,15 @@ pub(crate) struct Probe {
     port: u16,
 }
 
+impl std::fmt::Display for Probe {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self.host.contains(':') {
+            true => write!(f, "[{}]:{}", self.host, self.port),
+            false => write!(f, "{}:{}", self.host, self.port),
+        }
+    }
+}
+
 impl Probe {
     /// The bind address, with a wildcard turned into loopback.
     pub(crate) fn of(config: &metacore::Config) -> Self {
@@ -114,6 +123,15 @@ impl Probe {
             host,
             port: config.http_port,
         }
+    }
+
+    /// The address to connect to (a host name resolved, the first address).
+    pub(crate) fn socket_addr(&self) -> io::Result<std::net::SocketAddr> {
+        use std::net::ToSocketAddrs;
+        (self.host.as_str(), self.port)
+            .to_socket_addrs()?
+            .next()
+            .ok_or_else(|| io::Error::other(format!("{} has no address", self.host)))
     }
 
     /// One `GET /health`: Ok once any HTTP answer comes back.

@@ -1,5 +1,5 @@
 //! The `meta-core` command line: `run` (the default) starts the supervisor;
-//! `status`, `logs`, `restart` and `stop` are for operators and talk to a
+//! `status`, `logs`, `restart`, `stop` and `health` are for operators and talk to a
 //! running supervisor through its control socket (logs are read from the
 //! files directly, so they can be read even when it is down). Only `run`
 //! builds an async runtime: the operator commands are one blocking call
@@ -10,6 +10,7 @@
 //! not come back, the supervisor gave up); 2 the command line is wrong
 //! (unknown subcommand, flag or daemon).
 
+mod health;
 mod logs;
 mod status;
 
@@ -33,6 +34,7 @@ usage: meta-core [run]                      run the supervisor (the container's 
        meta-core restart <daemon>           restart one daemon and wait until it is ready again
        meta-core stop                       stop the daemons in reverse order, then the supervisor
        meta-core admin-token                print the admin routes' bearer token (made if there is none)
+       meta-core health                     exit 0 if this container is healthy: a standby waiting, or a leader whose API answers
 Configuration comes from the environment (META_CORE_PATH, META_CORE_RUN_DIR, ...): see docs/operations.md.";
 
 /// A command line that cannot be carried out as written.
@@ -63,6 +65,7 @@ pub(crate) enum Cli {
     },
     Stop,
     AdminToken,
+    Health,
     Help,
     Version,
 }
@@ -82,6 +85,7 @@ impl Cli {
             Some("version" | "--version" | "-V") => Ok(Cli::Version),
             Some("stop") => no_more(Cli::Stop, &rest),
             Some("admin-token") => no_more(Cli::AdminToken, &rest),
+            Some("health") => no_more(Cli::Health, &rest),
             Some("status") => match rest.as_slice() {
                 [] => Ok(Cli::Status { json: false }),
                 ["--json"] => Ok(Cli::Status { json: true }),
@@ -179,6 +183,7 @@ pub fn main() -> ExitCode {
         Cli::Restart { daemon } => restart(&config, daemon),
         Cli::Stop => stop(&config),
         Cli::AdminToken => admin_token(&config),
+        Cli::Health => health::health(&config),
         Cli::Help | Cli::Version => ExitCode::SUCCESS,
     }
 }
@@ -357,8 +362,10 @@ mod tests {
             })
         );
         assert_eq!(Cli::parse(&args("admin-token")), Ok(Cli::AdminToken));
+        assert_eq!(Cli::parse(&args("health")), Ok(Cli::Health));
         for bad in [
             "admin-token x",
+            "health --now",
             "frobnicate",
             "status --yaml",
             "logs",

@@ -814,3 +814,46 @@ async fn as_pid_1_of_a_container_it_reaps_orphans_and_stops_on_sigterm() {
     assert!(daemons.iter().all(|p| !alive(*p)));
     assert!(!mc.info_file().exists());
 }
+
+/// `meta-core health`, the container's health check: a leader whose API
+/// answers and a standby that waits are healthy; a leader whose API does
+/// not answer, or no supervisor at all, is not.
+#[tokio::test]
+async fn the_health_command_tells_a_healthy_container_from_a_sick_one() {
+    let dir = test_dir();
+    let leader = Launch::in_dir(dir.path(), "run-a").start().await;
+    let out = leader.cli(&["health"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("healthy: leader"), "{}", text(&out));
+
+    let mut standby = Launch::in_dir(dir.path(), "run-b").spawn();
+    standby
+        .wait_status("the second to be standby", |s| s.role == Role::Standby)
+        .await;
+    let out = standby.cli(&["health"]);
+    assert!(out.status.success(), "{}", text(&out));
+    assert!(text(&out).contains("healthy: standby"), "{}", text(&out));
+
+    // The leader's apid frozen: its port takes the connection, nothing
+    // answers, the check says so once its own timeout passes.
+    let apid = leader.daemon(Daemon::Apid).await.pid.unwrap();
+    signal(apid, Signal::STOP);
+    let out = leader.cli(&["health"]);
+    signal(apid, Signal::CONT);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("unhealthy: the API on 127.0.0.1:"),
+        "{}",
+        text(&out)
+    );
+
+    standby.process.sigterm();
+    assert!(standby.process.wait_exit().await.success());
+    let out = standby.cli(&["health"]);
+    assert_eq!(out.status.code(), Some(1), "{}", text(&out));
+    assert!(
+        text(&out).contains("no supervisor answers"),
+        "{}",
+        text(&out)
+    );
+}
