@@ -77,6 +77,12 @@ impl EncodeLabelValue for Daemon {
     }
 }
 
+impl EncodeLabelValue for crate::api::supervisor::DaemonState {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
 /// The label set of a figure per part (`daemon="storaged"`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PartLabels {
@@ -268,7 +274,14 @@ pub fn join(parts: &[Scraped]) -> Result<String, RenderError> {
         Unit::Seconds,
         took,
     );
-    let mut out = String::with_capacity(parts.iter().filter_map(|p| p.text.as_ref()).map(String::len).sum::<usize>() + 1024);
+    let mut out = String::with_capacity(
+        parts
+            .iter()
+            .filter_map(|p| p.text.as_ref())
+            .map(String::len)
+            .sum::<usize>()
+            + 1024,
+    );
     for f in &joined {
         for line in f.meta.iter().chain(&f.samples) {
             out.push_str(line);

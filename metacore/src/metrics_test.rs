@@ -38,8 +38,14 @@ fn a_rendered_registry_is_prefixed_and_ends_with_eof() {
         ),
         "{text}"
     );
-    assert!(text.contains("metacore_storaged_things_total 2\n"), "{text}");
-    assert_eq!(family_names(&text), ["metacore_build", "metacore_storaged_things"]);
+    assert!(
+        text.contains("metacore_storaged_things_total 2\n"),
+        "{text}"
+    );
+    assert_eq!(
+        family_names(&text),
+        ["metacore_build", "metacore_storaged_things"]
+    );
 }
 
 #[test]
@@ -51,7 +57,11 @@ fn parts_join_into_one_exposition_with_each_family_once() {
         ),
         scraped(
             Part::Daemon(Daemon::Storaged),
-            Some(part_text(Part::Daemon(Daemon::Storaged), "storaged_things", 5)),
+            Some(part_text(
+                Part::Daemon(Daemon::Storaged),
+                "storaged_things",
+                5,
+            )),
         ),
         scraped(Part::Daemon(Daemon::Watcherd), None),
     ];
@@ -105,14 +115,18 @@ fn a_part_cut_short_or_not_openmetrics_is_left_out() {
     ] {
         let text = join(&[scraped(Part::Daemon(Daemon::Mountd), Some(bad))]).expect("joins");
         assert!(!text.contains("mountd_things"), "{text}");
-        assert!(text.contains("metacore_scrape_ok{daemon=\"mountd\"} 0\n"), "{text}");
+        assert!(
+            text.contains("metacore_scrape_ok{daemon=\"mountd\"} 0\n"),
+            "{text}"
+        );
     }
 }
 
 #[test]
 fn a_family_of_another_type_in_a_later_part_is_left_out() {
     let first = "# TYPE metacore_x counter\nmetacore_x_total 1\n# EOF\n";
-    let second = "# TYPE metacore_x gauge\nmetacore_x 7\n# TYPE metacore_y gauge\nmetacore_y 2\n# EOF\n";
+    let second =
+        "# TYPE metacore_x gauge\nmetacore_x 7\n# TYPE metacore_y gauge\nmetacore_y 2\n# EOF\n";
     let text = join(&[
         scraped(Part::Supervisor, Some(first.into())),
         scraped(Part::Daemon(Daemon::Apid), Some(second.into())),

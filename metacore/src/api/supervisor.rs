@@ -35,7 +35,7 @@ impl Role {
 }
 
 /// Where one daemon is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DaemonState {
     /// Not started (standby, or waiting for what it depends on).
