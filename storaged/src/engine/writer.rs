@@ -547,7 +547,9 @@ impl<'c> Group<'c> {
                 heads.publish(self.streams.heads());
                 counters.committed_groups.fetch_add(1, Ordering::Relaxed);
                 let applied = (self.taken - self.failed) as u64;
-                counters.committed_writes.fetch_add(applied, Ordering::Relaxed);
+                counters
+                    .committed_writes
+                    .fetch_add(applied, Ordering::Relaxed);
                 counters.commit_seconds.observe(self.opened.elapsed());
             }
             Some(why) => {
