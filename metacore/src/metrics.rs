@@ -83,6 +83,18 @@ impl EncodeLabelValue for crate::api::supervisor::DaemonState {
     }
 }
 
+impl EncodeLabelValue for crate::stream::StreamName {
+    fn encode(&self, encoder: &mut LabelValueEncoder) -> Result<(), std::fmt::Error> {
+        EncodeLabelValue::encode(&self.as_str(), encoder)
+    }
+}
+
+/// The label set of a figure per stream (`stream="meta:events"`).
+#[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
+pub struct StreamLabels {
+    pub stream: crate::stream::StreamName,
+}
+
 /// The label set of a figure per part (`daemon="storaged"`).
 #[derive(Debug, Clone, PartialEq, Eq, Hash, EncodeLabelSet)]
 pub struct PartLabels {

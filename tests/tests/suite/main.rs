@@ -21,6 +21,7 @@ mod body_memory;
 mod daemon_args;
 mod disk_full;
 mod file_modes;
+mod metrics;
 mod mountd;
 mod mountd_confined;
 mod mountd_faults;
