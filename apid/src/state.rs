@@ -42,6 +42,8 @@ pub struct AppState {
     pub(crate) dav: crate::dav::Dav,
     /// `FILES_PATH` and `META_CORE_PATH` resolved, for confinement.
     pub(crate) roots: crate::confine::RootsCache,
+    /// The requests counted for `/metrics` ([`crate::metrics`]).
+    pub(crate) requests: std::sync::Arc<crate::metrics::Requests>,
 }
 
 impl AppState {
@@ -67,6 +69,7 @@ impl AppState {
             sweeper: Sweeper::default(),
             dav: crate::dav::Dav::default(),
             roots: crate::confine::RootsCache::default(),
+            requests: Default::default(),
         }
     }
 }

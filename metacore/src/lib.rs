@@ -36,6 +36,7 @@ pub mod error;
 pub mod files;
 pub mod key;
 pub mod layout;
+pub mod metrics;
 pub mod record;
 pub mod rid;
 pub mod shutdown;

@@ -1,5 +1,6 @@
-//! mountd's socket: `/health`, `/status` and the mounts API, which apid
-//! exposes under `/api/mounts` (the original's routes and shapes).
+//! mountd's socket: `/health`, `/status`, `/metrics` and the mounts API,
+//! which apid exposes under `/api/mounts` (the original's routes and
+//! shapes).
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -34,6 +35,7 @@ pub fn router(m: Arc<Manager>) -> Router {
             get(|| async { Json(Health::ok(Daemon::Mountd)) }),
         )
         .route("/status", get(status))
+        .route("/metrics", get(metrics))
         .route("/mounts", get(list).post(create))
         .route("/mounts/rclone/remotes", get(remotes))
         .route(
@@ -59,6 +61,12 @@ async fn status(st: State) -> Json<metacore::api::mountd::MountdStatus> {
         mounts: st.count(),
         looks: st.looks(),
     })
+}
+
+/// The mounts up, wanted and failing, the remounts and rclone as
+/// OpenMetrics text ([`crate::metrics`]).
+async fn metrics(st: State) -> axum::response::Response {
+    metacore::metrics::answer(crate::metrics::render(&st))
 }
 
 #[derive(Debug, Serialize)]

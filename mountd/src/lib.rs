@@ -10,7 +10,8 @@
 //!   ([`confine`]): a remote of type `local` is refused, and what an
 //!   alias serves is asked of rclone before every mount.
 //! - It serves the mounts API on `$META_CORE_RUN_DIR/mountd.sock` ([`api`]),
-//!   which apid exposes under `/api/mounts`.
+//!   which apid exposes under `/api/mounts`, and its figures on `/metrics`
+//!   ([`metrics`]).
 //! - On SIGTERM it unmounts everything, then stops rclone. A mountd killed
 //!   outright takes rclone with it, and the next one detaches the stale
 //!   mounts it left before mounting again.
@@ -20,6 +21,7 @@ pub mod api;
 pub mod config;
 pub mod confine;
 pub mod manager;
+pub mod metrics;
 pub mod rc;
 pub mod rcd;
 pub mod request;

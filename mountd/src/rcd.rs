@@ -62,6 +62,9 @@ const PASSED_ON: &[&str] = &[
     "SSL_CERT_DIR",
 ];
 
+/// The state rcd is in while it answers (`/status`, `/metrics`).
+pub const RUNNING: &str = "running";
+
 /// Why no rclone answers, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoRclone {
@@ -289,7 +292,7 @@ impl Rcd {
                     if call_within(&rc, "rc/noop", "{}", Duration::from_secs(1)).await.is_ok() {
                         ready = true;
                         *self.rc.lock().expect("rc lock") = Some(rc.clone());
-                        self.set("running", None, pid, Some(rc.url.clone()));
+                        self.set(RUNNING, None, pid, Some(rc.url.clone()));
                         tracing::info!(pid, "rclone rcd answers");
                     } else if Instant::now() > ready_by {
                         stop(&mut child).await;

@@ -13,6 +13,7 @@ pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod files;
 pub(crate) mod kv;
+pub(crate) mod metrics;
 pub(crate) mod records;
 pub(crate) mod schema;
 pub(crate) mod search;

@@ -1,5 +1,6 @@
-//! watcherd's socket: `/health`, `/status` and the watchers API, which
-//! apid exposes under `/api/watchers` (the original's routes and shapes).
+//! watcherd's socket: `/health`, `/status`, `/metrics` and the watchers
+//! API, which apid exposes under `/api/watchers` (the original's routes and
+//! shapes).
 
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
@@ -51,6 +52,7 @@ pub fn router(state: Arc<AppState>) -> Router {
             get(|| async { Json(Health::ok(Daemon::Watcherd)) }),
         )
         .route("/status", get(status))
+        .route("/metrics", get(metrics))
         .route("/watchers", get(list).post(create))
         .route("/watchers/scan-all", post(scan_all))
         .route("/watchers/reset-all", post(reset_all))
@@ -86,34 +88,51 @@ pub struct WatcherList {
 }
 
 async fn status(st: State) -> Json<WatcherdStatus> {
-    let s = &st.stats;
-    let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
-    Json(WatcherdStatus {
-        daemon: Daemon::Watcherd,
-        enabled: st.engine.is_some(),
-        loaded: s.loaded.load(Ordering::Relaxed),
-        known_files: st.known.read().expect("known lock").len(),
-        pending: n(&s.pending),
-        gone: n(&s.gone),
-        announced: n(&s.announced),
-        refused: n(&s.refused),
-        store_waits: n(&s.store_waits),
-        refused_names: s.names.count(),
-        repair: RepairStatus {
-            due: s.repair_due.load(Ordering::Relaxed),
-            passes: n(&s.repair_passes),
-            promoted: n(&s.repair_promoted),
-        },
-        inotify: InotifyStatus {
-            watched_dirs: n(&s.watched_dirs),
-            max_user_watches: max_user_watches(),
-            limit_reached: s.limit_reached.load(Ordering::Relaxed),
-            polled_dirs: n(&s.polled_dirs),
-            overflows: n(&s.overflows),
-        },
-        watchers: st.watchers.lock().expect("watchers lock").list().len(),
-        uptime_ms: st.started.elapsed().as_millis() as u64,
-    })
+    Json(st.status())
+}
+
+/// The figures of `/status` and the events by type as OpenMetrics text.
+async fn metrics(st: State) -> axum::response::Response {
+    let rescans = st.stats.rescans.load(Ordering::Relaxed);
+    metacore::metrics::answer(crate::metrics::render(
+        &st.status(),
+        &st.stats.events,
+        rescans,
+    ))
+}
+
+impl AppState {
+    fn status(&self) -> WatcherdStatus {
+        let st = self;
+        let s = &st.stats;
+        let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
+        WatcherdStatus {
+            daemon: Daemon::Watcherd,
+            enabled: st.engine.is_some(),
+            loaded: s.loaded.load(Ordering::Relaxed),
+            known_files: st.known.read().expect("known lock").len(),
+            pending: n(&s.pending),
+            gone: n(&s.gone),
+            announced: n(&s.announced),
+            refused: n(&s.refused),
+            store_waits: n(&s.store_waits),
+            refused_names: s.names.count(),
+            repair: RepairStatus {
+                due: s.repair_due.load(Ordering::Relaxed),
+                passes: n(&s.repair_passes),
+                promoted: n(&s.repair_promoted),
+            },
+            inotify: InotifyStatus {
+                watched_dirs: n(&s.watched_dirs),
+                max_user_watches: max_user_watches(),
+                limit_reached: s.limit_reached.load(Ordering::Relaxed),
+                polled_dirs: n(&s.polled_dirs),
+                overflows: n(&s.overflows),
+            },
+            watchers: st.watchers.lock().expect("watchers lock").list().len(),
+            uptime_ms: st.started.elapsed().as_millis() as u64,
+        }
+    }
 }
 
 impl AppState {

@@ -13,12 +13,14 @@
 //! - [`scan`]: walking a watched tree and the diff with what is known.
 //! - [`watchers`]: `watchers.json`, the polling watchers, in the original's
 //!   format.
+//! - [`metrics`]: its `/metrics`.
 //! - [`api`]: the socket routes.
 
 pub mod api;
 pub mod debounce;
 pub mod engine;
 pub mod exclude;
+pub mod metrics;
 pub mod midhash;
 pub mod names;
 pub mod scan;

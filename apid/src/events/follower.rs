@@ -121,6 +121,8 @@ pub(crate) struct Follower {
     /// What is sent before anything else (the `gap` of an ID past the
     /// head).
     preface: Option<Bytes>,
+    /// What this stream's followers were sent, counted per chunk.
+    sent: super::Sent,
     _slots: Slots,
 }
 
@@ -194,6 +196,7 @@ impl Follower {
             retry: RETRY_FIRST,
             garbled: 0,
             preface,
+            sent: events.sent(stream).clone(),
             _slots: slots,
         }
     }
@@ -211,6 +214,7 @@ impl Follower {
     /// The next bytes to send, or `None` when the stream ends.
     async fn next_chunk(&mut self) -> Option<Bytes> {
         if let Some(first) = self.preface.take() {
+            self.sent.gaps.inc();
             return Some(first);
         }
         loop {
@@ -281,18 +285,22 @@ impl Follower {
         };
         let mut buf = BytesMut::with_capacity(page.rows.len() * 96);
         let last_page = page.next.is_none();
+        let mut sets = 0;
         for row in page.rows {
             if let Some(held) = snap.held.replace(row.key) {
                 frame::put_snapshot_set(&mut buf, &held, &snap.ts, None);
+                sets += 1;
             }
         }
         snap.after = snap.held.clone();
         if last_page {
             if let Some(held) = snap.held.take() {
                 frame::put_snapshot_set(&mut buf, &held, &snap.ts, snap.head);
+                sets += 1;
             }
             self.phase = Phase::CatchUp;
         }
+        self.sent.events.inc_by(sets);
         Ok((!buf.is_empty()).then(|| buf.freeze()))
     }
 
@@ -340,7 +348,9 @@ impl Follower {
         {
             let requested = requested.unwrap_or_else(|| self.cursor.to_string());
             buf.extend_from_slice(&frame::gap(&requested, oldest));
+            self.sent.gaps.inc();
         }
+        let mut put = 0;
         for e in &entries {
             if buf.len() >= MAX_CHUNK {
                 short = false;
@@ -348,7 +358,9 @@ impl Follower {
             }
             frame::put_entry(&mut buf, e);
             self.cursor = e.id;
+            put += 1;
         }
+        self.sent.events.inc_by(put);
         if short {
             match self.registered.take() {
                 // The read after registering: everything from here on is
@@ -385,6 +397,7 @@ impl Follower {
             match batch {
                 Ok(Item::Batch(b)) => {
                     if let Some(bytes) = b.after(self.cursor) {
+                        self.sent.events.inc_by(b.count_after(self.cursor) as u64);
                         self.cursor = b.last;
                         return Ok(Some(bytes));
                     }

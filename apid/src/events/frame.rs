@@ -41,6 +41,11 @@ impl Batch {
         let start = skip.checked_sub(1).map_or(0, |i| self.ends[i].1);
         Some(self.bytes.slice(start..))
     }
+
+    /// How many of the batch's events are after `cursor`.
+    pub(crate) fn count_after(&self, cursor: StreamId) -> usize {
+        self.ends.len() - self.ends.partition_point(|(id, _)| *id <= cursor)
+    }
 }
 
 /// A batch being gathered.
@@ -236,6 +241,8 @@ mod tests {
         );
         assert_eq!(ids(batch.after(StreamId::new(7, 2)).unwrap()), ["7-3"]);
         assert!(batch.after(StreamId::new(7, 3)).is_none());
+        assert_eq!(batch.count_after(StreamId::new(7, 2)), 1);
+        assert_eq!(batch.count_after(StreamId::new(7, 3)), 0);
         assert!(batch.after(StreamId::new(8, 0)).is_none());
         assert!(BatchBuilder::default().finish().is_none());
     }

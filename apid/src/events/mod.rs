@@ -33,6 +33,9 @@ use metacore::error::{ApiError, ErrorCode};
 use metacore::shutdown::Shutdown;
 use metacore::socket::body::QueryParams;
 use metacore::stream::{StreamId, StreamName};
+use prometheus_client::metrics::counter::Counter;
+use prometheus_client::metrics::family::Family;
+use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use serde::Deserialize;
 use tokio::sync::Semaphore;
 
@@ -52,9 +55,21 @@ pub(crate) fn follower_limit(max_followers: usize, max_connections: usize) -> us
     max_followers.min(max_connections.saturating_sub(reserve))
 }
 
+/// What the followers of one stream were sent (added to once per chunk,
+/// for `/metrics`).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Sent {
+    /// Events with data: entries, and `meta` snapshot sets.
+    pub(crate) events: Counter,
+    /// `gap` events: retention had passed a follower's cursor.
+    pub(crate) gaps: Counter,
+}
+
 /// The event-stream side of apid: a hub per stream and the follower slots.
 #[derive(Debug)]
 pub struct Events {
+    /// By stream, in [`StreamName::ALL`]'s order.
+    sent: [Sent; 2],
     meta: Arc<Hub>,
     files: Arc<Hub>,
     slots: Arc<Semaphore>,
@@ -74,6 +89,7 @@ impl Events {
     pub fn new(config: &metacore::Config, shutdown: Shutdown) -> Self {
         let max_followers = follower_limit(config.sse_max_followers, config.http_max_connections);
         Self {
+            sent: Default::default(),
             meta: Arc::new(Hub::new(
                 StreamName::Meta,
                 config.sse_queue,
@@ -106,6 +122,56 @@ impl Events {
             StreamName::Meta => &self.meta,
             StreamName::Files => &self.files,
         }
+    }
+
+    /// What the followers of `stream` were sent.
+    pub(crate) fn sent(&self, stream: StreamName) -> &Sent {
+        match stream {
+            StreamName::Meta => &self.sent[0],
+            StreamName::Files => &self.sent[1],
+        }
+    }
+
+    /// The followers and what they were sent, into a scrape's registry.
+    pub(crate) fn register_metrics(&self, r: &mut prometheus_client::registry::Registry) {
+        use metacore::metrics::StreamLabels;
+        let s = self.status();
+        r.register(
+            "apid_sse_followers",
+            "Event streams open now, in any phase (snapshot, catch-up, live)",
+            ConstGauge::new(i64::try_from(s.open).unwrap_or(i64::MAX)),
+        );
+        let live = Family::<StreamLabels, Gauge>::default();
+        let (events, gaps) = (
+            Family::<StreamLabels, Counter>::default(),
+            Family::<StreamLabels, Counter>::default(),
+        );
+        for (stream, n) in [
+            (StreamName::Meta, s.live_meta),
+            (StreamName::Files, s.live_files),
+        ] {
+            let labels = StreamLabels { stream };
+            live.get_or_create(&labels)
+                .set(i64::try_from(n).unwrap_or(i64::MAX));
+            let sent = self.sent(stream);
+            events.get_or_create(&labels).inc_by(sent.events.get());
+            gaps.get_or_create(&labels).inc_by(sent.gaps.get());
+        }
+        r.register(
+            "apid_sse_live_followers",
+            "Followers reading a stream live (past their snapshot and catch-up)",
+            live,
+        );
+        r.register(
+            "apid_sse_events_sent",
+            "Events sent to followers, all followers together (each event once per follower)",
+            events,
+        );
+        r.register(
+            "apid_sse_gaps_sent",
+            "gap events sent: retention had passed a follower's cursor",
+            gaps,
+        );
     }
 
     /// Open streams and live followers, for apid's `/status`.

@@ -7,6 +7,7 @@ pub(crate) mod files;
 pub(crate) mod kv;
 pub(crate) mod listing;
 pub(crate) mod meta;
+pub(crate) mod metrics;
 pub(crate) mod mounts;
 pub(crate) mod openapi;
 pub(crate) mod relay;
@@ -38,6 +39,7 @@ pub fn public(state: Arc<AppState>) -> Router {
         .route("/status", get(bootstrap::status))
         .route("/leader", get(bootstrap::leader))
         .route("/urls", get(bootstrap::urls))
+        .route("/metrics", get(metrics::public))
         .route("/api/stats", get(stats::api_stats))
         .route("/neighbors", get(discovery::neighbors))
         .route("/api/neighbors", get(discovery::neighbors))
@@ -100,6 +102,10 @@ pub fn public(state: Arc<AppState>) -> Router {
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .layer(axum::middleware::from_fn(buffered_bodies))
         .layer(from_fn_with_state(state.clone(), crate::cors::cors))
+        .layer(from_fn_with_state(
+            state.requests.clone(),
+            crate::metrics::track,
+        ))
         .with_state(state)
 }
 
@@ -137,6 +143,7 @@ pub fn internal(state: Arc<AppState>) -> Router {
     Router::new()
         .route("/health", get(bootstrap::socket_health))
         .route("/status", get(bootstrap::socket_status))
+        .route("/metrics", get(metrics::internal))
         .fallback(no_route)
         .method_not_allowed_fallback(no_method)
         .with_state(state)

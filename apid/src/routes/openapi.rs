@@ -227,6 +227,49 @@ mod tests {
         assert_eq!(body, DOCUMENT.as_bytes());
     }
 
+    /// `/metrics` is documented with the content type it is served with,
+    /// and answers, open, with the other parts left out while they are
+    /// away.
+    #[tokio::test]
+    async fn metrics_are_served_as_documented() {
+        let doc = doc();
+        let op = &doc["paths"]["/metrics"]["get"];
+        assert!(op.get("security").is_none(), "/metrics is open");
+        let content = op["responses"]["200"]["content"]
+            .as_object()
+            .expect("documented content");
+        assert_eq!(
+            content.keys().collect::<Vec<_>>(),
+            [metacore::metrics::CONTENT_TYPE]
+        );
+        let run = tempfile::tempdir().expect("a temp dir");
+        let req = Request::get("/metrics")
+            .body(Body::empty())
+            .expect("a valid request");
+        let resp = app_without_storaged(&run)
+            .oneshot(req)
+            .await
+            .expect("the router is infallible");
+        assert_eq!(resp.status(), StatusCode::OK);
+        assert_eq!(
+            resp.headers()[http::header::CONTENT_TYPE],
+            metacore::metrics::CONTENT_TYPE
+        );
+        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+            .await
+            .expect("the body reads");
+        let text = std::str::from_utf8(&body).expect("text");
+        assert!(text.ends_with("# EOF\n"), "{text}");
+        assert!(
+            text.contains("metacore_scrape_ok{daemon=\"apid\"} 1\n"),
+            "{text}"
+        );
+        assert!(
+            text.contains("metacore_scrape_ok{daemon=\"storaged\"} 0\n"),
+            "{text}"
+        );
+    }
+
     /// Every documented operation reaches a handler: with storaged absent
     /// the answers are 200, 400 or 503, never the router's 404 or 405.
     #[tokio::test]

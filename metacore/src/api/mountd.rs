@@ -58,6 +58,12 @@ impl MountdClient {
         &self.inner
     }
 
+    /// `GET /metrics`: this daemon's metrics, OpenMetrics text
+    /// ([`crate::metrics`]).
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        self.inner.get_text("/metrics").await
+    }
+
     pub async fn status(&self) -> Result<MountdStatus, ClientError> {
         self.inner.get("/status").await
     }

@@ -1,7 +1,8 @@
 //! The supervisor's control socket (`$META_CORE_RUN_DIR/meta-core.sock`):
-//! `GET /health`, `GET /status` (the daemon table), `POST /restart/{daemon}`
-//! and `POST /stop`. The operator CLI (`meta-core status|restart|stop`) and
-//! apid's public `/status` read it through [`SupervisorClient`].
+//! `GET /health`, `GET /status` (the daemon table), `GET /metrics` (the same
+//! table as OpenMetrics text), `POST /restart/{daemon}` and `POST /stop`.
+//! The operator CLI (`meta-core status|restart|stop`) and apid's public
+//! `/status` and `/metrics` read it through [`SupervisorClient`].
 
 use std::path::Path;
 
@@ -34,7 +35,7 @@ impl Role {
 }
 
 /// Where one daemon is in its life.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Serialize, Deserialize)]
 #[serde(rename_all = "kebab-case")]
 pub enum DaemonState {
     /// Not started (standby, or waiting for what it depends on).
@@ -153,6 +154,12 @@ impl SupervisorClient {
 
     pub async fn status(&self) -> Result<SupervisorStatus, ClientError> {
         self.inner.get("/status").await
+    }
+
+    /// `GET /metrics`: the daemon table as metrics (up, ready, restarts, last exit), OpenMetrics text
+    /// ([`crate::metrics`]).
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        self.inner.get_text("/metrics").await
     }
 
     /// Restarts one daemon; answers once it is ready again.

@@ -83,6 +83,12 @@ impl WatcherdClient {
         &self.inner
     }
 
+    /// `GET /metrics`: this daemon's metrics, OpenMetrics text
+    /// ([`crate::metrics`]).
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        self.inner.get_text("/metrics").await
+    }
+
     pub async fn status(&self) -> Result<WatcherdStatus, ClientError> {
         self.inner.get("/status").await
     }

@@ -96,6 +96,12 @@ const BUDGET_WAIT: std::time::Duration = std::time::Duration::from_secs(10);
 static BUDGET: tokio::sync::Semaphore =
     tokio::sync::Semaphore::const_new((BODY_BUDGET >> 10) as usize);
 
+/// Bytes of [`BODY_BUDGET`] held by request bodies now (`/metrics`).
+pub fn budget_in_use() -> u64 {
+    let total = (BODY_BUDGET >> 10) as usize;
+    (total.saturating_sub(BUDGET.available_permits()) as u64) << 10
+}
+
 /// Middleware: a request with a body holds its share of [`BODY_BUDGET`]
 /// (its declared length, or 8 MiB when it declares none) until its answer
 /// is made; one that finds no room within 10 s is answered 503

@@ -229,6 +229,19 @@ impl SocketClient {
         })
     }
 
+    /// GETs `path_and_query` and returns the body as text (`/metrics`,
+    /// whose answer is OpenMetrics text, not JSON).
+    pub async fn get_text(&self, path_and_query: &str) -> Result<String, ClientError> {
+        let resp = self.send(Method::GET, path_and_query, None).await?;
+        let status = resp.status();
+        let bytes = self.collect(resp).await?;
+        String::from_utf8(bytes.into()).map_err(|e| ClientError::Protocol {
+            daemon: self.daemon.clone(),
+            status,
+            detail: format!("the answer is not UTF-8 text: {e}"),
+        })
+    }
+
     pub async fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, ClientError> {
         self.call::<(), T>(Method::GET, path_and_query, None).await
     }

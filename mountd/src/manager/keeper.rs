@@ -165,6 +165,7 @@ impl Manager {
         let text = format!("{LOST}{why}; mounting it again");
         tracing::warn!(mount = id, "{text}");
         self.note_error(id, &text);
+        self.remounts.fetch_add(1, Ordering::Relaxed);
         self.live(id, |l| {
             l.mounted = false;
             l.remounts += 1;

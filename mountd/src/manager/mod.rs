@@ -116,6 +116,9 @@ pub struct Manager {
     wake: tokio::sync::Notify,
     /// The keeper's passes over the mounts (in `/status`).
     looks: AtomicU64,
+    /// Mounts found lost and made again, all mounts together (in
+    /// `/metrics`: it never goes down, as a sum over today's mounts would).
+    remounts: AtomicU64,
     allow_other: bool,
     /// meta-core's own places, which no mount serves or covers.
     places: Places,
@@ -187,6 +190,7 @@ impl Manager {
             cancels: Mutex::new(HashMap::new()),
             wake: tokio::sync::Notify::new(),
             looks: AtomicU64::new(0),
+            remounts: AtomicU64::new(0),
             allow_other: allow_other(),
             places,
             confine: tokio::sync::Mutex::new(()),
@@ -239,6 +243,11 @@ impl Manager {
     /// The keeper's passes so far.
     pub fn looks(&self) -> u64 {
         self.looks.load(Ordering::Relaxed)
+    }
+
+    /// Mounts found lost and made again so far.
+    pub fn remounts(&self) -> u64 {
+        self.remounts.load(Ordering::Relaxed)
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {

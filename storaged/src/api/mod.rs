@@ -37,6 +37,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/health", get(status::health))
         .route("/status", get(status::status))
         .route("/stats", get(status::stats))
+        .route("/metrics", get(status::metrics))
         .route("/resolve/{hash}", get(records::resolve))
         .route("/mint", post(records::mint))
         .route("/records", get(records::list))

@@ -1,4 +1,4 @@
-//! `/health`, `/status` and `/stats`.
+//! `/health`, `/status`, `/stats` and `/metrics`.
 
 use axum::Json;
 use metacore::api::storaged::{Stats, StoragedStatus};
@@ -37,4 +37,21 @@ pub(super) async fn status(st: State) -> Result<Json<StoragedStatus>, ApiError> 
 
 pub(super) async fn stats(st: State) -> Result<Json<Stats>, ApiError> {
     Ok(Json(st.store.stats().await?))
+}
+
+/// The writer's figures, the files' sizes and the roots as OpenMetrics text
+/// ([`crate::metrics`]).
+pub(super) async fn metrics(st: State) -> Result<axum::response::Response, ApiError> {
+    let store = &st.store;
+    let (db_bytes, wal_bytes) = store.file_bytes();
+    let figures = crate::metrics::Figures {
+        writer: store.writer_stats(),
+        commit_seconds: store.commit_seconds(),
+        roots: store.roots().await?,
+        db_bytes,
+        wal_bytes,
+        readers: store.readers(),
+        disk_full: crate::error::DISK_FULL.load(std::sync::atomic::Ordering::Relaxed),
+    };
+    Ok(metacore::metrics::answer(crate::metrics::render(figures)))
 }

@@ -51,7 +51,7 @@ enum Msg {
     Stop,
 }
 
-/// Counters shown in `/status`.
+/// Counters shown in `/status` and `/metrics`.
 #[derive(Debug, Default)]
 pub(crate) struct Counters {
     batches: AtomicU64,
@@ -59,6 +59,10 @@ pub(crate) struct Counters {
     failed_writes: AtomicU64,
     failed_commits: AtomicU64,
     largest_batch: AtomicU64,
+    committed_groups: AtomicU64,
+    committed_writes: AtomicU64,
+    /// Each committed group's time from BEGIN to COMMIT's return.
+    commit_seconds: crate::metrics::CommitSeconds,
 }
 
 /// Named points where a test can make the writer fail (STYLE idea 11).
@@ -241,7 +245,14 @@ impl Writer {
             failed_commits: c.failed_commits.load(Ordering::Relaxed),
             largest_batch: c.largest_batch.load(Ordering::Relaxed),
             queued: (QUEUE_DEPTH - self.queue.capacity()) as u64,
+            committed_groups: c.committed_groups.load(Ordering::Relaxed),
+            committed_writes: c.committed_writes.load(Ordering::Relaxed),
         }
+    }
+
+    /// The histogram of commit times (shared, not copied).
+    pub(crate) fn commit_seconds(&self) -> crate::metrics::CommitSeconds {
+        self.counters.commit_seconds.clone()
     }
 }
 
@@ -393,6 +404,8 @@ struct Group<'c> {
     now_ms: u64,
     opened: Instant,
     taken: usize,
+    /// Writes of `taken` rolled back alone.
+    failed: usize,
     /// Sum of the committed writes' root-count changes.
     roots_delta: i64,
     acks: Vec<Ack>,
@@ -415,6 +428,7 @@ impl<'c> Group<'c> {
             now_ms: unix_ms(),
             opened: Instant::now(),
             taken: 0,
+            failed: 0,
             roots_delta: 0,
             acks: Vec::new(),
             touched: BTreeMap::new(),
@@ -456,6 +470,7 @@ impl<'c> Group<'c> {
             }
         };
         if !ok {
+            self.failed += 1;
             counters.failed_writes.fetch_add(1, Ordering::Relaxed);
         }
         let end = if ok {
@@ -530,6 +545,12 @@ impl<'c> Group<'c> {
             None => {
                 crate::error::DISK_FULL.store(false, Ordering::Relaxed);
                 heads.publish(self.streams.heads());
+                counters.committed_groups.fetch_add(1, Ordering::Relaxed);
+                let applied = (self.taken - self.failed) as u64;
+                counters
+                    .committed_writes
+                    .fetch_add(applied, Ordering::Relaxed);
+                counters.commit_seconds.observe(self.opened.elapsed());
             }
             Some(why) => {
                 counters.failed_commits.fetch_add(1, Ordering::Relaxed);

@@ -157,10 +157,16 @@ impl Store {
 
     /// Bytes of the database file and its WAL.
     pub fn db_bytes(&self) -> u64 {
+        let (db, wal) = self.file_bytes();
+        db + wal
+    }
+
+    /// Bytes of the database file, and of its WAL.
+    pub fn file_bytes(&self) -> (u64, u64) {
         let size = |p: &std::path::Path| std::fs::metadata(p).map(|m| m.len()).unwrap_or(0);
         let mut wal = self.db_path.clone().into_os_string();
         wal.push("-wal");
-        size(&self.db_path) + size(std::path::Path::new(&wal))
+        (size(&self.db_path), size(std::path::Path::new(&wal)))
     }
 
     pub async fn stats(&self) -> Result<Stats> {
@@ -193,6 +199,11 @@ impl Store {
 
     pub fn writer_stats(&self) -> WriterStats {
         self.writer.stats()
+    }
+
+    /// The writer's commit-time histogram, for `/metrics`.
+    pub(crate) fn commit_seconds(&self) -> crate::metrics::CommitSeconds {
+        self.writer.commit_seconds()
     }
 
     pub fn uptime(&self) -> Duration {

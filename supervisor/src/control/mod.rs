@@ -1,11 +1,13 @@
 //! The control socket (`$META_CORE_RUN_DIR/meta-core.sock`): `GET /health`,
-//! `GET /status` (the daemon table), `POST /restart/{daemon}` and
-//! `POST /stop`, one file per operation, for the operator CLI
-//! ([`client`]) and apid's public `/status`. It is served from the start,
-//! standby included, so `meta-core status` always has an answer.
+//! `GET /status` (the daemon table), `GET /metrics` (the same table as
+//! OpenMetrics text), `POST /restart/{daemon}` and `POST /stop`, one file
+//! per operation, for the operator CLI ([`client`]) and apid's public
+//! `/status` and `/metrics`. It is served from the start, standby
+//! included, so `meta-core status` always has an answer.
 
 pub(crate) mod client;
 mod health;
+mod metrics;
 mod restart;
 mod status;
 mod stop;
@@ -97,6 +99,7 @@ pub(crate) fn router(control: Arc<Control>) -> Router {
     Router::new()
         .route("/health", get(health::health))
         .route("/status", get(status::status))
+        .route("/metrics", get(metrics::metrics))
         .route("/restart/{daemon}", post(restart::restart))
         .route("/stop", post(stop::stop))
         .fallback(no_route)

@@ -23,6 +23,7 @@ mod disk_full;
 mod docs_complete;
 mod file_modes;
 mod leader_file;
+mod metrics;
 mod mountd;
 mod mountd_confined;
 mod mountd_faults;

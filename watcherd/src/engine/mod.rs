@@ -101,6 +101,10 @@ pub struct Stats {
     pub limit_reached: AtomicBool,
     pub overflows: AtomicU64,
     pub announced: AtomicU64,
+    /// What was announced, by the type of its entry.
+    pub events: crate::metrics::EventCounts,
+    /// Rescans begun (walks that ask for a repair).
+    pub rescans: AtomicU64,
     pub refused: AtomicU64,
     pub store_waits: AtomicU64,
     /// File and folder names that are not UTF-8, skipped.

@@ -37,6 +37,7 @@ impl Engine {
             let _ = reply.send(Err(e.into()));
             return;
         }
+        self.stats.events.count("reset");
         // What vanished under the reset folders is forgotten with them; a
         // delete pending elsewhere still comes.
         let gone: Vec<String> = self

@@ -183,8 +183,9 @@ impl Engine {
                 tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
                 continue;
             }
-            if out.event.is_some() {
+            if let Some(kind) = out.event.as_deref() {
                 self.stats.announced.fetch_add(1, Ordering::Relaxed);
+                self.stats.events.count(kind);
             }
             match (o, out.rid) {
                 (Observation::Present { path, file }, Some(rid)) => {

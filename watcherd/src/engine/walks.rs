@@ -45,6 +45,9 @@ impl Engine {
             w.repair |= repair;
             return;
         }
+        if repair {
+            self.stats.rescans.fetch_add(1, Ordering::Relaxed);
+        }
         let mut w = Walk {
             repair,
             ..Walk::default()

@@ -94,6 +94,12 @@ impl StoragedClient {
         self.inner.get("/status").await
     }
 
+    /// `GET /metrics`: this daemon's metrics, OpenMetrics text
+    /// ([`crate::metrics`]).
+    pub async fn metrics(&self) -> Result<String, ClientError> {
+        self.inner.get_text("/metrics").await
+    }
+
     pub async fn stats(&self) -> Result<Stats, ClientError> {
         self.inner.get("/stats").await
     }

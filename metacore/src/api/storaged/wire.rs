@@ -344,12 +344,22 @@ pub struct Stats {
 #[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct WriterStats {
+    /// Groups run (committed or not).
     pub batches: u64,
+    /// Writes run (committed or not).
     pub writes: u64,
+    /// Writes rolled back alone (their own error or panic).
     pub failed_writes: u64,
+    /// Groups whose COMMIT did not happen: none of their writes applied.
     pub failed_commits: u64,
     pub largest_batch: u64,
     pub queued: u64,
+    /// Groups committed.
+    #[serde(default)]
+    pub committed_groups: u64,
+    /// Writes committed (acknowledged as applied).
+    #[serde(default)]
+    pub committed_writes: u64,
 }
 
 /// `GET /status`.
