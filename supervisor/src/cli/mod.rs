@@ -1,15 +1,18 @@
 //! The `meta-core` command line: `run` (the default) starts the supervisor;
 //! `status`, `logs`, `restart` and `stop` are for operators and talk to a
 //! running supervisor through its control socket (logs are read from the
-//! files directly, so they can be read even when it is down). Only `run`
-//! builds an async runtime: the operator commands are one blocking call
-//! each ([`ControlClient`]), so that a call costs little more than the
-//! process start.
+//! files directly, so they can be read even when it is down); `backup`
+//! talks to storaged's socket. Only `run` and `backup` build an async
+//! runtime: the other operator commands are one blocking call each
+//! ([`ControlClient`]), so that a call costs little more than the process
+//! start.
 //!
 //! Exit status: 0 done; 1 it failed (no supervisor answers, a restart did
-//! not come back, the supervisor gave up); 2 the command line is wrong
-//! (unknown subcommand, flag or daemon).
+//! not come back, the supervisor gave up, a backup failed); 2 the command
+//! line is wrong (unknown subcommand, flag or daemon, a backup target
+//! storaged refuses).
 
+mod backup;
 mod logs;
 mod status;
 
@@ -33,6 +36,7 @@ usage: meta-core [run]                      run the supervisor (the container's 
        meta-core restart <daemon>           restart one daemon and wait until it is ready again
        meta-core stop                       stop the daemons in reverse order, then the supervisor
        meta-core admin-token                print the admin routes' bearer token (made if there is none)
+       meta-core backup <file>              copy the live database to <file> while writes go on
 Configuration comes from the environment (META_CORE_PATH, META_CORE_RUN_DIR, ...): see docs/operations.md.";
 
 /// A command line that cannot be carried out as written.
@@ -63,6 +67,10 @@ pub(crate) enum Cli {
     },
     Stop,
     AdminToken,
+    /// `backup <file>`, the file as given (relative to the current folder).
+    Backup {
+        file: std::path::PathBuf,
+    },
     Help,
     Version,
 }
@@ -95,6 +103,14 @@ impl Cli {
                 _ => Err(Usage("restart takes exactly one daemon name".into())),
             },
             Some("logs") => parse_logs(&rest),
+            Some("backup") => match rest.as_slice() {
+                [f] if !f.starts_with('-') && !f.is_empty() => Ok(Cli::Backup { file: f.into() }),
+                [] => Err(Usage("backup needs the file to write".into())),
+                [f] if f.starts_with('-') => Err(Usage(format!(
+                    "unknown option {f:?} for backup (a file whose name starts with - is ./{f})"
+                ))),
+                _ => Err(Usage("backup takes exactly one file".into())),
+            },
             Some(other) => Err(Usage(format!("unknown command {other:?}"))),
         }
     }
@@ -179,6 +195,7 @@ pub fn main() -> ExitCode {
         Cli::Restart { daemon } => restart(&config, daemon),
         Cli::Stop => stop(&config),
         Cli::AdminToken => admin_token(&config),
+        Cli::Backup { file } => backup::backup(&config, &file),
         Cli::Help | Cli::Version => ExitCode::SUCCESS,
     }
 }
@@ -357,6 +374,12 @@ mod tests {
             })
         );
         assert_eq!(Cli::parse(&args("admin-token")), Ok(Cli::AdminToken));
+        assert_eq!(
+            Cli::parse(&args("backup b.db")),
+            Ok(Cli::Backup {
+                file: "b.db".into()
+            })
+        );
         for bad in [
             "admin-token x",
             "frobnicate",
@@ -366,6 +389,9 @@ mod tests {
             "logs apid -n x",
             "restart",
             "stop now",
+            "backup",
+            "backup -f",
+            "backup a.db b.db",
         ] {
             assert!(
                 matches!(Cli::parse(&args(bad)), Err(BadArgs::Usage(_))),
