@@ -7,6 +7,7 @@
 //! and commit queued writes and checkpoint the WAL.
 
 pub(crate) mod api;
+pub(crate) mod backup;
 pub(crate) mod bulk;
 pub(crate) mod cid_index;
 pub(crate) mod engine;
@@ -60,6 +61,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     metacore::daemon::notify_ready();
     let state = Arc::new(api::AppState {
         store,
+        backups: backup::Backups::new(layout.db.clone(), layout.run_dir.clone()),
         shutdown: shutdown.clone(),
     });
     let served =

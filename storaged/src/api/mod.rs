@@ -1,8 +1,9 @@
 //! storaged's socket API: the router and its shared state. One file per
-//! area (`records`, `kv`, `streams`, `status`), each handler a plain
+//! area (`records`, `kv`, `streams`, `status`, `backup`), each handler a plain
 //! function from state and request to response. Wire types are in
 //! `metacore::api::storaged`.
 
+mod backup;
 mod files;
 mod kv;
 mod records;
@@ -25,6 +26,8 @@ use crate::store::Store;
 #[derive(Debug)]
 pub(crate) struct AppState {
     pub store: Store,
+    /// The online backup, one at a time (`POST /backup`).
+    pub backups: crate::backup::Backups,
     /// Ends long-lived tails when storaged stops.
     pub shutdown: Shutdown,
 }
@@ -38,6 +41,7 @@ pub(crate) fn router(state: Arc<AppState>) -> Router {
         .route("/status", get(status::status))
         .route("/stats", get(status::stats))
         .route("/metrics", get(status::metrics))
+        .route("/backup", post(backup::backup))
         .route("/resolve/{hash}", get(records::resolve))
         .route("/mint", post(records::mint))
         .route("/records", get(records::list))

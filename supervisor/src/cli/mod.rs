@@ -1,15 +1,18 @@
 //! The `meta-core` command line: `run` (the default) starts the supervisor;
 //! `status`, `logs`, `restart`, `stop` and `health` are for operators and talk to a
 //! running supervisor through its control socket (logs are read from the
-//! files directly, so they can be read even when it is down). Only `run`
-//! builds an async runtime: the operator commands are one blocking call
-//! each ([`ControlClient`]), so that a call costs little more than the
-//! process start.
+//! files directly, so they can be read even when it is down); `backup`
+//! talks to storaged's socket. Only `run` and `backup` build an async
+//! runtime: the other operator commands are one blocking call each
+//! ([`ControlClient`]), so that a call costs little more than the process
+//! start.
 //!
 //! Exit status: 0 done; 1 it failed (no supervisor answers, a restart did
-//! not come back, the supervisor gave up); 2 the command line is wrong
-//! (unknown subcommand, flag or daemon).
+//! not come back, the supervisor gave up, a backup failed); 2 the command
+//! line is wrong (unknown subcommand, flag or daemon, a backup target
+//! storaged refuses).
 
+mod backup;
 mod health;
 mod logs;
 mod status;
@@ -35,6 +38,7 @@ usage: meta-core [run]                      run the supervisor (the container's 
        meta-core stop                       stop the daemons in reverse order, then the supervisor
        meta-core admin-token                print the admin routes' bearer token (made if there is none)
        meta-core health                     exit 0 if this container is healthy: a standby waiting, or a leader whose API answers
+       meta-core backup <file>              copy the live database to <file> while writes go on
 Configuration comes from the environment (META_CORE_PATH, META_CORE_RUN_DIR, ...): see docs/operations.md.";
 
 /// A command line that cannot be carried out as written.
@@ -66,6 +70,10 @@ pub(crate) enum Cli {
     Stop,
     AdminToken,
     Health,
+    /// `backup <file>`, the file as given (relative to the current folder).
+    Backup {
+        file: std::path::PathBuf,
+    },
     Help,
     Version,
 }
@@ -99,6 +107,14 @@ impl Cli {
                 _ => Err(Usage("restart takes exactly one daemon name".into())),
             },
             Some("logs") => parse_logs(&rest),
+            Some("backup") => match rest.as_slice() {
+                [f] if !f.starts_with('-') && !f.is_empty() => Ok(Cli::Backup { file: f.into() }),
+                [] => Err(Usage("backup needs the file to write".into())),
+                [f] if f.starts_with('-') => Err(Usage(format!(
+                    "unknown option {f:?} for backup (a file whose name starts with - is ./{f})"
+                ))),
+                _ => Err(Usage("backup takes exactly one file".into())),
+            },
             Some(other) => Err(Usage(format!("unknown command {other:?}"))),
         }
     }
@@ -184,6 +200,7 @@ pub fn main() -> ExitCode {
         Cli::Stop => stop(&config),
         Cli::AdminToken => admin_token(&config),
         Cli::Health => health::health(&config),
+        Cli::Backup { file } => backup::backup(&config, &file),
         Cli::Help | Cli::Version => ExitCode::SUCCESS,
     }
 }
@@ -363,6 +380,12 @@ mod tests {
         );
         assert_eq!(Cli::parse(&args("admin-token")), Ok(Cli::AdminToken));
         assert_eq!(Cli::parse(&args("health")), Ok(Cli::Health));
+        assert_eq!(
+            Cli::parse(&args("backup b.db")),
+            Ok(Cli::Backup {
+                file: "b.db".into()
+            })
+        );
         for bad in [
             "admin-token x",
             "health --now",
@@ -373,6 +396,9 @@ mod tests {
             "logs apid -n x",
             "restart",
             "stop now",
+            "backup",
+            "backup -f",
+            "backup a.db b.db",
         ] {
             assert!(
                 matches!(Cli::parse(&args(bad)), Err(BadArgs::Usage(_))),

@@ -17,6 +17,7 @@ mod apid_search;
 mod apid_slow_clients;
 mod apid_snapshot;
 mod apid_snapshot_http;
+mod backup;
 mod body_memory;
 mod daemon_args;
 mod disk_full;

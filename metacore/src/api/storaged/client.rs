@@ -11,6 +11,7 @@ use http::Method;
 use http_body_util::BodyExt;
 use serde::Serialize;
 
+use super::backup::*;
 use super::search::*;
 use super::watch::*;
 use super::wire::*;
@@ -244,6 +245,13 @@ impl StoragedClient {
         self.inner
             .call::<(), _>(Method::POST, "/records/wipe", None)
             .await
+    }
+
+    /// Copies the live database to `req.path` (`POST /backup`); answers
+    /// once the copy is durable, checked and in place, which takes about
+    /// as long as reading the whole database: callers wait long for it.
+    pub async fn backup(&self, req: &BackupRequest) -> Result<BackupDone, ClientError> {
+        self.inner.call(Method::POST, "/backup", Some(req)).await
     }
 
     /// Sends `{"fields": ...}` to `/records/{target}`.

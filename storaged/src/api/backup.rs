@@ -1,0 +1,18 @@
+//! `POST /backup`: a consistent copy of the live database to the file the
+//! body names (`crate::backup`).
+
+use axum::Json;
+use metacore::api::storaged::{BackupDone, BackupRequest};
+use metacore::socket::body::{JsonBody, JsonReply};
+
+use super::State;
+
+pub(super) async fn backup(
+    st: State,
+    JsonBody(req): JsonBody<BackupRequest>,
+) -> JsonReply<BackupDone> {
+    match st.backups.take(req, st.shutdown.clone()).await {
+        Ok(done) => Ok(Json(done)),
+        Err(e) => Err(e.to_api()),
+    }
+}
