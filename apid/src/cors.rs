@@ -27,26 +27,8 @@ use axum::response::{IntoResponse, Response};
 use http::{HeaderMap, HeaderValue, Method, header};
 use metacore::error::{ApiError, ErrorCode};
 
+use crate::methods::METHODS;
 use crate::state::AppState;
-
-/// Every method some route answers (a preflight asking for another is
-/// refused).
-const METHODS: &[&str] = &[
-    "GET",
-    "POST",
-    "PUT",
-    "PATCH",
-    "DELETE",
-    "HEAD",
-    "OPTIONS",
-    "PROPFIND",
-    "PROPPATCH",
-    "MKCOL",
-    "COPY",
-    "MOVE",
-    "LOCK",
-    "UNLOCK",
-];
 
 /// What every answer says a page may send; `Authorization` only where an
 /// admin route may be called (a listed origin).

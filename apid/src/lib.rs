@@ -14,6 +14,7 @@ pub(crate) mod cors;
 pub(crate) mod dav;
 pub mod events;
 pub(crate) mod http;
+pub(crate) mod methods;
 pub(crate) mod metrics;
 pub mod nested;
 pub(crate) mod registry;

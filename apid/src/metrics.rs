@@ -1,10 +1,10 @@
 //! apid's own metrics: requests by route template, method and status, their
 //! latency, requests in flight (counted by [`track`], the public router's
-//! outermost layer); the SSE followers and what they were sent (counted by
-//! [`crate::events`]); the request-body budget in use. [`render`] reads
-//! them into one registry at scrape time; `routes::metrics` serves them on
-//! apid's socket and joins them with the other parts' on the public
-//! `/metrics`.
+//! outermost layer); the request-body budget in use. [`registry`] reads
+//! them at scrape time; `routes::metrics` adds the event streams' own
+//! (counted by [`crate::events`]), serves the lot on apid's socket and
+//! joins it with the other parts' on the public `/metrics`. This module
+//! knows nothing of apid's state, so it stays out of the state's circle.
 //!
 //! A route's label is the template axum matched (`/meta/{hash}`), never the
 //! path asked for, and every request no route matched shares one value,
@@ -18,15 +18,13 @@ use axum::extract::{MatchedPath, Request, State};
 use axum::middleware::Next;
 use axum::response::Response;
 use metacore::layout::Daemon;
-use metacore::metrics::{Part, RenderError};
+use metacore::metrics::Part;
 use prometheus_client::encoding::{EncodeLabelSet, EncodeLabelValue, LabelValueEncoder};
 use prometheus_client::metrics::counter::Counter;
 use prometheus_client::metrics::family::Family;
 use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use prometheus_client::metrics::histogram::Histogram;
 use prometheus_client::registry::Unit;
-
-use crate::state::AppState;
 
 /// Upper bounds of the latency buckets, in seconds: 0.5 ms to 10 s.
 const LATENCY_BUCKETS: [f64; 14] = [
@@ -70,27 +68,10 @@ impl EncodeLabelValue for Route {
 pub(crate) struct Method(&'static str);
 
 impl Method {
-    const KNOWN: [&'static str; 14] = [
-        "GET",
-        "HEAD",
-        "POST",
-        "PUT",
-        "PATCH",
-        "DELETE",
-        "OPTIONS",
-        "PROPFIND",
-        "PROPPATCH",
-        "MKCOL",
-        "COPY",
-        "MOVE",
-        "LOCK",
-        "UNLOCK",
-    ];
-
     fn of(m: &http::Method) -> Self {
         let name = m.as_str();
         Method(
-            Self::KNOWN
+            crate::methods::METHODS
                 .into_iter()
                 .find(|k| *k == name)
                 .unwrap_or("OTHER"),
@@ -174,13 +155,9 @@ pub(crate) async fn track(State(m): State<Arc<Requests>>, req: Request, next: Ne
     resp
 }
 
-fn gauge(n: usize) -> ConstGauge<i64> {
-    ConstGauge::new(i64::try_from(n).unwrap_or(i64::MAX))
-}
-
-/// apid's own exposition.
-pub(crate) fn render(st: &AppState) -> Result<String, RenderError> {
-    let m = &st.requests;
+/// apid's request metrics in a registry; its event streams add theirs
+/// (`routes::metrics` joins them).
+pub(crate) fn registry(m: &Requests) -> prometheus_client::registry::Registry {
     let mut r = metacore::metrics::registry();
     metacore::metrics::register_build_info(&mut r, Part::Daemon(Daemon::Apid));
     r.register(
@@ -211,13 +188,7 @@ pub(crate) fn render(st: &AppState) -> Result<String, RenderError> {
         Unit::Bytes,
         ConstGauge::new(i64::try_from(metacore::socket::body::BODY_BUDGET).unwrap_or(i64::MAX)),
     );
-    st.events.register_metrics(&mut r);
-    r.register(
-        "apid_sse_max_followers",
-        "The most event streams apid serves at once",
-        gauge(st.events.status().max),
-    );
-    metacore::metrics::render(&[&r])
+    r
 }
 
 #[cfg(test)]

@@ -141,6 +141,11 @@ impl Events {
             "Event streams open now, in any phase (snapshot, catch-up, live)",
             ConstGauge::new(i64::try_from(s.open).unwrap_or(i64::MAX)),
         );
+        r.register(
+            "apid_sse_max_followers",
+            "The most event streams apid serves at once",
+            ConstGauge::new(i64::try_from(s.max).unwrap_or(i64::MAX)),
+        );
         let live = Family::<StreamLabels, Gauge>::default();
         let (events, gaps) = (
             Family::<StreamLabels, Counter>::default(),

@@ -14,7 +14,7 @@ use metacore::layout::Daemon;
 use metacore::metrics::{Part, Scraped};
 use metacore::socket::client::ClientError;
 
-use crate::state::State;
+use crate::state::{AppState, State};
 
 /// How long each part gets to answer.
 pub(crate) const PART_TIMEOUT: Duration = Duration::from_secs(2);
@@ -43,11 +43,19 @@ async fn scrape(part: Part, ask: impl Future<Output = Result<String, ClientError
     }
 }
 
+/// apid's own part: its requests ([`crate::metrics`]) and its event
+/// streams ([`crate::events`]).
+fn own(st: &AppState) -> Result<String, metacore::metrics::RenderError> {
+    let mut r = crate::metrics::registry(&st.requests);
+    st.events.register_metrics(&mut r);
+    metacore::metrics::render(&[&r])
+}
+
 /// The public `GET /metrics`.
 pub(crate) async fn public(st: State) -> Response {
     let own = async {
         let started = Instant::now();
-        let text = crate::metrics::render(&st)
+        let text = own(&st)
             .inspect_err(|e| tracing::error!(error = %e, "cannot render apid's metrics"))
             .ok();
         Scraped {
@@ -70,5 +78,5 @@ pub(crate) async fn public(st: State) -> Response {
 
 /// `GET /metrics` on apid's socket: apid's own part.
 pub(crate) async fn internal(st: State) -> Response {
-    metacore::metrics::answer(crate::metrics::render(&st))
+    metacore::metrics::answer(own(&st))
 }
