@@ -138,7 +138,7 @@ impl Probe {
     async fn once(&self) -> io::Result<()> {
         let ask = async {
             let mut tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port)).await?;
-            tcp.write_all(b"GET /health HTTP/1.1\r\nHost: meta-core\r\nConnection: close\r\n\r\n")
+            tcp.write_all(&crate::http1::request("GET", "/health", "meta-core"))
                 .await?;
             let mut head = [0u8; 12];
             tcp.read_exact(&mut head).await?;

@@ -183,6 +183,16 @@ impl MetaCore {
         })
     }
 
+    /// The pids of the daemons running now.
+    pub async fn daemon_pids(&self) -> Vec<u32> {
+        self.status()
+            .await
+            .daemons
+            .iter()
+            .filter_map(|d| d.pid)
+            .collect()
+    }
+
     /// One daemon's row.
     pub async fn daemon(&self, daemon: Daemon) -> DaemonStatus {
         self.status()
@@ -295,6 +305,14 @@ pub fn holders_of(path: &Path) -> Vec<u32> {
         }
     }
     pids
+}
+
+/// Waits until none of `pids` is a live process.
+pub async fn wait_gone(pids: &[u32], what: &str) {
+    until(what, DAEMON_DEADLINE, || async {
+        pids.iter().all(|p| !alive(*p)).then_some(())
+    })
+    .await;
 }
 
 /// Whether `pid` is a live process (a zombie is dead).

@@ -206,24 +206,27 @@ mod tests {
         )))
     }
 
-    #[tokio::test]
-    async fn the_document_is_served_as_json() {
+    /// `GET path` on the router without storaged: 200 with `content_type`;
+    /// its body.
+    async fn get_ok(path: &str, content_type: &str) -> axum::body::Bytes {
         let run = tempfile::tempdir().expect("a temp dir");
-        let req = Request::get("/api/openapi.json")
+        let req = Request::get(path)
             .body(Body::empty())
             .expect("a valid request");
         let resp = app_without_storaged(&run)
             .oneshot(req)
             .await
             .expect("the router is infallible");
-        assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(
-            resp.headers()[http::header::CONTENT_TYPE],
-            "application/json"
-        );
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
+        assert_eq!(resp.status(), StatusCode::OK, "{path}");
+        assert_eq!(resp.headers()[http::header::CONTENT_TYPE], content_type);
+        axum::body::to_bytes(resp.into_body(), usize::MAX)
             .await
-            .expect("the body reads");
+            .expect("the body reads")
+    }
+
+    #[tokio::test]
+    async fn the_document_is_served_as_json() {
+        let body = get_ok("/api/openapi.json", "application/json").await;
         assert_eq!(body, DOCUMENT.as_bytes());
     }
 
@@ -242,22 +245,7 @@ mod tests {
             content.keys().collect::<Vec<_>>(),
             [metacore::metrics::CONTENT_TYPE]
         );
-        let run = tempfile::tempdir().expect("a temp dir");
-        let req = Request::get("/metrics")
-            .body(Body::empty())
-            .expect("a valid request");
-        let resp = app_without_storaged(&run)
-            .oneshot(req)
-            .await
-            .expect("the router is infallible");
-        assert_eq!(resp.status(), StatusCode::OK);
-        assert_eq!(
-            resp.headers()[http::header::CONTENT_TYPE],
-            metacore::metrics::CONTENT_TYPE
-        );
-        let body = axum::body::to_bytes(resp.into_body(), usize::MAX)
-            .await
-            .expect("the body reads");
+        let body = get_ok("/metrics", metacore::metrics::CONTENT_TYPE).await;
         let text = std::str::from_utf8(&body).expect("text");
         assert!(text.ends_with("# EOF\n"), "{text}");
         assert!(

@@ -10,7 +10,7 @@ use std::path::{Path, PathBuf};
 
 use e2e::apid::Http;
 use e2e::daemon::test_dir;
-use e2e::supervisor::{Launch, alive};
+use e2e::supervisor::{Launch, wait_gone};
 use e2e::wait::{DAEMON_DEADLINE, IO_DEADLINE, until, within};
 use metacore::layout::Daemon;
 use notify::{EventKind, RecursiveMode, Watcher};
@@ -123,18 +123,9 @@ async fn the_same_leader_leaves_the_file_as_it_is() {
 
     // The same leader killed and started again on the same volume and
     // address: the file that names it already is left as it is.
-    let pids: Vec<u32> = mc
-        .status()
-        .await
-        .daemons
-        .iter()
-        .filter_map(|d| d.pid)
-        .collect();
+    let pids = mc.daemon_pids().await;
     mc.process.kill9();
-    until("the killed tree to be gone", DAEMON_DEADLINE, || async {
-        pids.iter().all(|p| !alive(*p)).then_some(())
-    })
-    .await;
+    wait_gone(&pids, "the killed tree to be gone").await;
     assert!(info.exists(), "a crash leaves the file behind");
     let mut again = launch.start().await;
     assert_eq!(again.get("/health").await.status, 200);

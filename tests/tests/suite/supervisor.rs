@@ -23,7 +23,7 @@ use std::time::Duration;
 
 use e2e::daemon::test_dir;
 use e2e::fixtures::random_rid;
-use e2e::supervisor::{Launch, MetaCore, alive, children_of, holders_of};
+use e2e::supervisor::{Launch, MetaCore, alive, children_of, holders_of, wait_gone};
 use e2e::wait::{DAEMON_DEADLINE, until, within};
 use metacore::api::supervisor::{DaemonState, Role};
 use metacore::layout::Daemon;
@@ -80,13 +80,6 @@ fn storaged_leaving(dir: &std::path::Path, shell: &str) -> std::path::PathBuf {
 /// Whether `pid` is a `sleep` (the orphan [`storaged_leaving`] leaves).
 fn is_sleep(pid: &u32) -> bool {
     std::fs::read_to_string(format!("/proc/{pid}/comm")).is_ok_and(|c| c.trim() == "sleep")
-}
-
-async fn wait_gone(pids: &[u32], what: &str) {
-    until(what, DAEMON_DEADLINE, || async {
-        pids.iter().all(|p| !alive(*p)).then_some(())
-    })
-    .await;
 }
 
 #[tokio::test]
@@ -417,13 +410,7 @@ async fn operator_commands_and_their_errors() {
         text(&out)
     );
 
-    let pids: Vec<u32> = mc
-        .status()
-        .await
-        .daemons
-        .iter()
-        .filter_map(|d| d.pid)
-        .collect();
+    let pids = mc.daemon_pids().await;
     let out = mc.cli(&["stop"]);
     assert!(out.status.success(), "{}", text(&out));
     let exit = mc.process.wait_exit().await;
@@ -581,13 +568,7 @@ async fn one_leader_and_a_standby_that_takes_over_without_two_writers() {
             samples
         })
     };
-    let old_pids: Vec<u32> = leader
-        .status()
-        .await
-        .daemons
-        .iter()
-        .filter_map(|d| d.pid)
-        .collect();
+    let old_pids = leader.daemon_pids().await;
     assert_eq!(
         holders_of(&db),
         vec![old_pids[0]],
@@ -672,13 +653,7 @@ async fn orphans_of_the_tree_are_reaped() {
 async fn a_daemon_that_ignores_sigterm_is_killed_after_its_grace() {
     let dir = test_dir();
     let mut mc = Launch::in_dir(dir.path(), "run").start().await;
-    let pids: Vec<u32> = mc
-        .status()
-        .await
-        .daemons
-        .iter()
-        .filter_map(|d| d.pid)
-        .collect();
+    let pids = mc.daemon_pids().await;
     // A stopped process cannot act on SIGTERM: only SIGKILL ends it.
     signal(pids[1], Signal::STOP);
     mc.process.sigterm();
@@ -724,13 +699,7 @@ async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
         .wait_status("the second to be standby", |s| s.role == Role::Standby)
         .await;
 
-    let daemons: Vec<u32> = leader
-        .status()
-        .await
-        .daemons
-        .iter()
-        .filter_map(|d| d.pid)
-        .collect();
+    let daemons = leader.daemon_pids().await;
     leader.process.kill9();
     wait_gone(&daemons, "the killed leader's daemons").await;
     let looked = std::cell::Cell::new(0);
