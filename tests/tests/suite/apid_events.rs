@@ -600,12 +600,17 @@ async fn a_follower_that_stopped_reading_is_cut_off_and_loses_nothing() {
 async fn a_slow_but_steady_reader_is_not_cut_off() {
     use tokio::io::AsyncReadExt;
     let s = Storaged::start().await;
-    let a = Apid::start_with(&s, &[("META_CORE_HTTP_WRITE_STALL_MS", "500")]).await;
+    // The stall limit is well above what a starved test process may lose
+    // on a busy machine (a 500 ms limit was passed by a test runner that
+    // did not run for half a second beside two busy loops and a build),
+    // and the reading takes about twice as long as it.
+    let a = Apid::start_with(&s, &[("META_CORE_HTTP_WRITE_STALL_MS", "3000")]).await;
     let from = head(s.client(), StreamName::Meta).await;
     let mut slow = stalled_follower(a.port(), META).await;
     // 0.9 MB of events, far more than a 4 KiB receive window lets in
-    // flight, read 16 KiB every 50 ms: apid's writes wait again and again
-    // while the peer takes bytes all along; it must not be closed.
+    // flight, read 8 KiB every 50 ms (about 6 s in all): apid's writes
+    // wait again and again while the peer takes bytes all along; it must
+    // not be closed.
     let rid = random_rid().to_string();
     write_long_fields(&a, &rid, 8, 100).await;
     let last = committed(s.client(), StreamName::Meta, from)
@@ -616,7 +621,7 @@ async fn a_slow_but_steady_reader_is_not_cut_off() {
         .to_string();
     let needle = format!("id: {last}\n");
     let mut raw = std::mem::take(&mut slow.read);
-    let mut buf = vec![0; 16 * 1024];
+    let mut buf = vec![0; 8 * 1024];
     loop {
         let n = tokio::time::timeout(IO_DEADLINE, slow.conn.read(&mut buf))
             .await
