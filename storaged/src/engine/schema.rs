@@ -47,10 +47,22 @@ pub(crate) fn gate(conn: &Connection) -> Result<()> {
         .optional()?;
     match found {
         Some(v) if v == SCHEMA_VERSION => Ok(()),
-        Some(v) => Err(StoreError::SchemaGate(format!(
-            "the store has schema version {v:?}, this build reads version {SCHEMA_VERSION:?}; \
-             there is no automated migration: export what you need, wipe the database and restart"
-        ))),
+        Some(v) => {
+            let newer = matches!(
+                (v.parse::<u64>(), SCHEMA_VERSION.parse::<u64>()),
+                (Ok(found), Ok(ours)) if found > ours
+            );
+            let what_to_do = if newer {
+                "a newer meta-core wrote it: run that build, or export its records with that build \
+                 (GET /api/snapshot/export) and import them into a fresh store here; \
+                 the file was left as it is"
+            } else {
+                "there is no automated migration: export what you need, wipe the database and restart"
+            };
+            Err(StoreError::SchemaGate(format!(
+                "the store has schema version {v:?}, this build reads version {SCHEMA_VERSION:?}; {what_to_do}"
+            )))
+        }
         None => {
             let legacy: Option<String> = conn
                 .query_row(

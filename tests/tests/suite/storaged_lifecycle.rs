@@ -97,8 +97,10 @@ async fn a_store_of_another_schema_version_is_refused() {
     let before = dump(&launch.db());
     let err = refused_start(launch.clone()).await;
     assert!(
-        err.contains("schema version") && err.contains("\"1\""),
-        "the refusal says which version it found:\n{err}"
+        err.contains("schema version")
+            && err.contains("\"1\"")
+            && err.contains("no automated migration"),
+        "the refusal says which version it found, and that an older one is not migrated:\n{err}"
     );
     assert_same(&before, &dump(&launch.db()), "a refused boot");
 }
