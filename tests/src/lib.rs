@@ -33,9 +33,12 @@
 //!   of the typed client's inputs, to see storaged's own refusals.
 //! - [`mountd`]: [`mountd::Mountd`], one real mountd beside the real
 //!   rclone, and the kernel's mount table.
+//! - [`container`]: the image of `docker/Dockerfile` built on a base made
+//!   without a registry, and [`container::Container`], one podman container of it.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
 pub mod apid;
+pub mod container;
 pub mod daemon;
 pub mod fixtures;
 pub mod mount;
