@@ -237,6 +237,60 @@ async fn a_backup_under_16_writers_holds_every_write_acknowledged_before_it() {
     );
 }
 
+/// A 400 in the envelope: `bad_request` (not JSON, or a path storaged
+/// refuses) or `schema_violation` (JSON of another shape).
+fn refused_as_input(r: &e2e::raw_http::RawResponse) {
+    let slug = r.json()["error"].as_str().unwrap_or_default().to_owned();
+    assert!(
+        ["bad_request", "schema_violation"].contains(&slug.as_str()),
+        "{}",
+        r.text()
+    );
+    r.assert_error(400, &slug);
+}
+
+#[tokio::test]
+async fn malformed_backup_requests_are_400_and_write_nothing() {
+    let dir = test_dir();
+    let mc = Launch::in_dir(dir.path(), "run").start().await;
+    let before = dump(&mc.db());
+    let socket = mc.run_dir().join("storaged.sock");
+    let target = dir.path().join("b.db");
+    let named = format!("{{\"path\":\"{}\"}}", target.display());
+    // Neither JSON nor the request's shape: a 400 in the error envelope,
+    // as every socket route answers them; a GET is 405.
+    let bodies: [&[u8]; 6] = [
+        b"",
+        b"{",
+        b"[]",
+        b"{}",
+        b"{\"path\":5}",
+        b"{\"path\":\"/tmp/x\\u0000y.db\"}",
+    ];
+    for body in bodies {
+        let r = e2e::raw_http::request(&socket, "POST", "/backup", Some(body)).await;
+        refused_as_input(&r);
+        let text = r.text();
+        assert!(
+            !text.contains(&*mc.db().to_string_lossy()),
+            "the answer names the database: {text}"
+        );
+    }
+    let r = e2e::raw_http::request(&socket, "GET", "/backup", None).await;
+    assert_eq!(r.status, 405, "GET /backup: {}", r.text());
+    // The same well-formed request with an unknown member is refused too,
+    // so a typo is not silently a default.
+    let extra = named.replacen('{', "{\"paht\":1,", 1);
+    let r = e2e::raw_http::request(&socket, "POST", "/backup", Some(extra.as_bytes())).await;
+    refused_as_input(&r);
+    assert!(!target.exists(), "a refused request wrote {}", target.display());
+    assert_same(&before, &dump(&mc.db()), "the refused requests");
+    // And the well-formed one works on the same socket.
+    let r = e2e::raw_http::request(&socket, "POST", "/backup", Some(named.as_bytes())).await;
+    assert_eq!(r.status, 200, "{}", r.text());
+    assert!(target.exists());
+}
+
 #[tokio::test]
 async fn bad_targets_are_refused_and_nothing_is_written() {
     let dir = test_dir();

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 /// that exists, and neither the database nor one of its own files; a file
 /// already there is replaced, atomically.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
 pub struct BackupRequest {
     pub path: PathBuf,
 }
