@@ -233,18 +233,19 @@ fn the_compose_file_is_valid_and_names_the_pair() {
         String::from_utf8_lossy(&out.stdout).into_owned()
     };
     compose(&["config", "-q"]);
-    let mut services: Vec<String> = compose(&["config", "--services"])
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    services.sort();
-    assert_eq!(services, ["metacore-app", "metacore-standby"]);
-    let mut volumes: Vec<String> = compose(&["config", "--volumes"])
-        .lines()
-        .map(str::to_owned)
-        .collect();
-    volumes.sort();
-    assert_eq!(volumes, ["meta-core", "meta-core-db"]);
+    let sorted = |text: String| {
+        let mut lines: Vec<String> = text.lines().map(str::to_owned).collect();
+        lines.sort();
+        lines
+    };
+    assert_eq!(
+        sorted(compose(&["config", "--services"])),
+        ["metacore-app", "metacore-standby"]
+    );
+    assert_eq!(
+        sorted(compose(&["config", "--volumes"])),
+        ["meta-core", "meta-core-db"]
+    );
     // Both containers get the same volumes, FUSE and the database path.
     let full = compose(&["config"]);
     let text = std::fs::read_to_string(root().join("docker/compose.yaml")).expect("read compose");
