@@ -30,23 +30,41 @@ const BINARIES: [&str; 5] = ["meta-core", "storaged", "apid", "watcherd", "mount
 #[derive(Debug, Clone)]
 pub struct Podman {
     home: PathBuf,
+    /// Its run state (`--runroot`, `tmp_dir`), on /run.
+    run: PathBuf,
 }
 
 impl Podman {
     fn new(home: &Path) -> Self {
         let home = home.join("e2e-podman");
         std::fs::create_dir_all(&home).expect("make the podman test home");
+        // Podman's run state belongs on a tmpfs, so a reboot forgets the
+        // containers it had (as /run does for the system's podman): one
+        // folder of /run per storage.
+        let tag: u64 = home
+            .to_string_lossy()
+            .bytes()
+            .fold(0xcbf2_9ce4_8422_2325, |h, b| {
+                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
+            });
+        let run = PathBuf::from(format!("/run/metacore-e2e-podman-{tag:016x}"));
         std::fs::write(
             home.join("containers.conf"),
-            "[containers]\n\
-             default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
-             [engine]\n\
-             runtime = \"runc\"\n\
-             cgroup_manager = \"cgroupfs\"\n\
-             events_logger = \"file\"\n",
+            format!(
+                "[containers]\n\
+                 default_ulimits = [\"nofile=20000:20000\", \"nproc=32768:32768\"]\n\
+                 [network]\n\
+                 network_backend = \"netavark\"\n\
+                 [engine]\n\
+                 runtime = \"runc\"\n\
+                 cgroup_manager = \"cgroupfs\"\n\
+                 events_logger = \"file\"\n\
+                 tmp_dir = \"{}\"\n",
+                run.join("tmp").display()
+            ),
         )
         .expect("write containers.conf");
-        Self { home }
+        Self { home, run }
     }
 
     /// `podman <args>` on the tests' storage.
@@ -56,7 +74,7 @@ impl Podman {
             .arg("--root")
             .arg(self.home.join("storage"))
             .arg("--runroot")
-            .arg(self.home.join("runroot"))
+            .arg(self.run.join("runroot"))
             .stdin(Stdio::null());
         cmd
     }
@@ -93,10 +111,27 @@ pub fn image(home: &Path) -> &'static Podman {
     static BUILT: OnceLock<Podman> = OnceLock::new();
     BUILT.get_or_init(|| {
         let podman = Podman::new(home);
+        remove_leftovers(&podman);
         ensure_base(&podman);
         build_image(&podman);
         podman
     })
+}
+
+/// Removes the containers an earlier test process left (one killed before
+/// its handles dropped), so their mounts do not pile up in the storage.
+fn remove_leftovers(podman: &Podman) {
+    let names = podman.ok(&[
+        "ps",
+        "-a",
+        "--filter",
+        "name=^metacore-e2e-",
+        "--format",
+        "{{.Names}}",
+    ]);
+    for name in names.lines().filter(|n| !n.is_empty()) {
+        let _ = podman.output(&["rm", "-f", "-t", "0", name]);
+    }
 }
 
 /// Imports the minbase bookworm base unless the storage has it.
@@ -279,6 +314,13 @@ impl Container {
             .inspect(&self.name, "{{.NetworkSettings.IPAddress}}");
         assert!(!ip.is_empty(), "{} has no IP address", self.name);
         ip
+    }
+
+    /// `podman exec <name> <args>`, which must succeed; its stdout.
+    pub fn exec(&self, args: &[&str]) -> String {
+        let mut all = vec!["exec", self.name.as_str()];
+        all.extend_from_slice(args);
+        self.podman.ok(&all)
     }
 
     /// What `podman logs` shows (stdout and stderr together).

@@ -2,7 +2,7 @@
 //! (see `e2e::container` for how it is built without a registry): the
 //! supervisor as the entrypoint, the API and `/webdav/` on port 80 inside
 //! the container's network, the image's HEALTHCHECK, an orderly
-//! `podman stop`, and the pair of the compose file: a standby container on
+//! rclone mount over FUSE, `podman stop`, and the pair of the compose file: a standby container on
 //! the same volumes that takes over when the app container dies.
 
 use std::time::Duration;
@@ -56,7 +56,7 @@ async fn wait_info_names(volumes: &Volumes, url: &str) {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(no_podman, ignore = "no podman or mmdebstrap on this machine")]
+#[cfg_attr(no_podman, ignore = "no podman, runc or mmdebstrap on this machine")]
 async fn the_image_serves_the_api_and_webdav_on_port_80_and_stops_cleanly() {
     let volumes = Volumes::new();
     let bytes: Vec<u8> = (0..100_000u32).map(|i| (i % 251) as u8).collect();
@@ -97,6 +97,47 @@ async fn the_image_serves_the_api_and_webdav_on_port_80_and_stops_cleanly() {
     );
     assert_eq!(meta.json()["metadata"]["title"], "In a container");
 
+    // An rclone mount through the image's rclone and fuse3, with the
+    // compose file's /dev/fuse and SYS_ADMIN: made by the admin API,
+    // a FUSE mount in the container, written and read over /webdav/ on 80.
+    let token = std::fs::read_to_string(volumes.meta_core().join("secrets/admin-token"))
+        .expect("the admin token meta-core made");
+    let admin = http
+        .clone()
+        .with_admin_token(Some(token.trim().to_owned()))
+        .admin();
+    let made = admin
+        .send_json(
+            "POST",
+            "/api/mounts",
+            &json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}),
+        )
+        .await;
+    assert_eq!(made.status, 201, "POST /api/mounts: {}", made.text());
+    assert_eq!(made.json()["mount"]["mounted"], true, "{}", made.text());
+    let mounts = app.exec(&["cat", "/proc/mounts"]);
+    assert!(
+        mounts
+            .lines()
+            .any(|l| l.contains(" /files/corn/mem fuse.rclone ")),
+        "no FUSE mount at /files/corn/mem in the container:\n{mounts}"
+    );
+    let put = request_tcp(
+        &on_80,
+        "PUT",
+        "/webdav/corn/mem/note.txt",
+        Some(b"on a mount"),
+    )
+    .await;
+    assert!(
+        matches!(put.status, 201 | 204),
+        "PUT into the mount: {}",
+        put.text()
+    );
+    let back = request_tcp(&on_80, "GET", "/webdav/corn/mem/note.txt", None).await;
+    assert_eq!(back.status, 200, "{}", back.text());
+    assert_eq!(back.body, b"on a mount");
+
     // What `docker logs` shows: every daemon's lines under its name.
     let logs = app.logs();
     for daemon in ["storaged", "apid", "watcherd", "mountd"] {
@@ -106,8 +147,9 @@ async fn the_image_serves_the_api_and_webdav_on_port_80_and_stops_cleanly() {
         );
     }
 
-    // SIGTERM, the image's STOPSIGNAL, is an orderly stop: exit 0, the
-    // leader file removed, the record committed on the database volume.
+    // SIGTERM, the image's STOPSIGNAL, is an orderly stop (the mount
+    // unmounted on the way): exit 0, the leader file removed, the record
+    // committed on the database volume.
     let code = tokio::task::block_in_place(|| app.stop(60));
     assert_eq!(code, 0, "the container's exit code after podman stop");
     assert!(
@@ -124,7 +166,7 @@ async fn the_image_serves_the_api_and_webdav_on_port_80_and_stops_cleanly() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-#[cfg_attr(no_podman, ignore = "no podman or mmdebstrap on this machine")]
+#[cfg_attr(no_podman, ignore = "no podman, runc or mmdebstrap on this machine")]
 async fn a_standby_container_takes_over_when_the_app_container_dies() {
     let volumes = Volumes::new();
     let (app_port, standby_port) = (free_port(), free_port());
