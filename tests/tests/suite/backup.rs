@@ -283,7 +283,11 @@ async fn malformed_backup_requests_are_400_and_write_nothing() {
     let extra = named.replacen('{', "{\"paht\":1,", 1);
     let r = e2e::raw_http::request(&socket, "POST", "/backup", Some(extra.as_bytes())).await;
     refused_as_input(&r);
-    assert!(!target.exists(), "a refused request wrote {}", target.display());
+    assert!(
+        !target.exists(),
+        "a refused request wrote {}",
+        target.display()
+    );
     assert_same(&before, &dump(&mc.db()), "the refused requests");
     // And the well-formed one works on the same socket.
     let r = e2e::raw_http::request(&socket, "POST", "/backup", Some(named.as_bytes())).await;
