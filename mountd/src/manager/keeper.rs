@@ -22,7 +22,7 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// after a backoff that keeps growing (it would be lost again).
 const STABLE_AFTER: Duration = Duration::from_secs(60);
 /// How the error of a lost mount begins (kept while rclone is away).
-const LOST: &str = "mount lost: ";
+pub(super) const LOST: &str = "mount lost: ";
 /// The shortest wait between two looks.
 const MIN_WAIT: Duration = Duration::from_millis(50);
 
@@ -139,19 +139,7 @@ impl Manager {
             // Tried again as soon as rclone runs (its state change wakes
             // the keeper); not a failure of the mount's own. A mount just
             // lost keeps the text of its loss.
-            if self
-                .lock()
-                .live
-                .get(&c.id)
-                .is_none_or(|l| !l.error.as_deref().is_some_and(|e| e.starts_with(LOST)))
-            {
-                let why = self
-                    .rcd
-                    .unavailable()
-                    .map(|u| u.to_string())
-                    .unwrap_or_default();
-                self.note_error(&c.id, &format!("cannot mount: {why}"));
-            }
+            self.note_waiting_for_rclone(&c.id);
             return;
         }
         let _ = self.mount_locked(&c.id).await;

@@ -418,9 +418,40 @@ impl Manager {
     }
 
     /// Records why a mount is not mounted, in its status and its error
-    /// file.
+    /// file. Both under the state's lock, the file first: two attempts
+    /// failing at once (one while rclone starts, one judged after) cannot
+    /// leave the file saying one thing and the status another, and whoever
+    /// reads a status's error finds the file already saying it.
     fn note_error(&self, id: &str, why: &str) {
-        self.live(id, |l| l.error = Some(why.to_owned()));
+        let mut inner = self.lock();
+        self.write_error_file(id, why);
+        inner.live.entry(id.to_owned()).or_default().error = Some(why.to_owned());
+    }
+
+    /// Records that a mount waits for rclone, unless it was just lost
+    /// (it keeps the text of its loss) or rclone runs by now. Judged under
+    /// the state's lock: an attempt that began once rclone answered records
+    /// its own outcome after this, so a stale "rclone rcd is starting"
+    /// never replaces the real reason a mount failed.
+    pub(super) fn note_waiting_for_rclone(&self, id: &str) {
+        let mut inner = self.lock();
+        let live = inner.live.entry(id.to_owned()).or_default();
+        if live
+            .error
+            .as_deref()
+            .is_some_and(|e| e.starts_with(keeper::LOST))
+        {
+            return;
+        }
+        let Some(why) = self.rcd.unavailable() else {
+            return;
+        };
+        let why = format!("cannot mount: {why}");
+        self.write_error_file(id, &why);
+        live.error = Some(why);
+    }
+
+    fn write_error_file(&self, id: &str, why: &str) {
         let _ = metacore::files::ensure_dir(&self.errors, 0o700);
         let _ = metacore::files::write_atomic(
             &self.error_file(id),
