@@ -258,6 +258,17 @@ impl Http {
             .await
     }
 
+    /// `POST /api/mounts` of an rclone `:memory:` mount named `name` (an
+    /// admin route: send it from [`Http::admin`]); the answer as it is.
+    pub async fn post_memory_mount(&self, name: &str) -> RawResponse {
+        self.send_json(
+            "POST",
+            "/api/mounts",
+            &serde_json::json!({"name": name, "type": "rclone", "rcloneRemote": ":memory:"}),
+        )
+        .await
+    }
+
     /// `method path` with a JSON body, which must answer 200; its JSON.
     pub async fn ok_json(
         &self,

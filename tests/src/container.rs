@@ -40,14 +40,21 @@ impl Podman {
         std::fs::create_dir_all(&home).expect("make the podman test home");
         // Podman's run state belongs on a tmpfs, so a reboot forgets the
         // containers it had (as /run does for the system's podman): one
-        // folder of /run per storage.
-        let tag: u64 = home
-            .to_string_lossy()
-            .bytes()
-            .fold(0xcbf2_9ce4_8422_2325, |h, b| {
-                (h ^ u64::from(b)).wrapping_mul(0x0100_0000_01b3)
-            });
-        let run = PathBuf::from(format!("/run/metacore-e2e-podman-{tag:016x}"));
+        // folder of /run per storage, named once and kept in `run-dir`
+        // (the storage remembers it and refuses another).
+        let named = home.join("run-dir");
+        let run = match std::fs::read_to_string(&named) {
+            Ok(path) => PathBuf::from(path.trim()),
+            Err(_) => {
+                let run = PathBuf::from(format!(
+                    "/run/metacore-e2e-podman-{:016x}",
+                    rand::random::<u64>()
+                ));
+                std::fs::write(&named, run.to_string_lossy().as_bytes())
+                    .expect("keep the run folder's name");
+                run
+            }
+        };
         std::fs::write(
             home.join("containers.conf"),
             format!(
@@ -179,9 +186,7 @@ fn build_image(podman: &Podman) {
                 .unwrap_or_else(|e| panic!("copy {} (built?): {e}", from.display()));
         }
     }
-    let root = Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root");
+    let root = crate::workspace_root();
     let context = format!("bin={}", bin.display());
     let dockerfile = root.join("docker/Dockerfile");
     podman.ok(&[

@@ -52,6 +52,13 @@ pub mod supervisor;
 pub mod unchecked;
 pub mod wait;
 
+/// The workspace's root folder (where `docs/` and `docker/` are).
+pub fn workspace_root() -> &'static std::path::Path {
+    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
+        .parent()
+        .expect("the tests crate lies in the workspace")
+}
+
 pub use apid::Apid;
 pub use daemon::{Launch, Storaged};
 pub use snapshot::Rows;

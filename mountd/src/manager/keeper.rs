@@ -12,7 +12,8 @@ use std::time::{Duration, Instant};
 use metacore::clock::unix_ms;
 use metacore::shutdown::Shutdown;
 
-use super::{Live, Manager, backoff};
+use super::outcome::{LOST, backoff};
+use super::{Live, Manager};
 use crate::config::MountConfig;
 use crate::system::{self, Probe};
 
@@ -21,8 +22,6 @@ pub const LOOK_EVERY: Duration = Duration::from_secs(5);
 /// A mount lost sooner than this after it was made is mounted again only
 /// after a backoff that keeps growing (it would be lost again).
 const STABLE_AFTER: Duration = Duration::from_secs(60);
-/// How the error of a lost mount begins (kept while rclone is away).
-pub(super) const LOST: &str = "mount lost: ";
 /// The shortest wait between two looks.
 const MIN_WAIT: Duration = Duration::from_millis(50);
 

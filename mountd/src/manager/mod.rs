@@ -2,7 +2,7 @@
 //! wanted mounted is mounted through rclone's remote control, looked at by
 //! the keeper ([`keeper`]), and mounted again with backoff when it is gone
 //! or stale. A failure's text is in the mount's status and in
-//! `mounts/errors/<id>.error` until the mount works. Mounted mounts with
+//! `mounts/errors/<id>.error` until the mount works ([`outcome`]). Mounted mounts with
 //! polling on are scanned by watcherd every `pollingIntervalMs` (inotify
 //! sees nothing of a FUSE mount's remote). At a stop everything is
 //! unmounted ([`stop`]).
@@ -12,6 +12,7 @@
 
 mod keeper;
 mod ops;
+mod outcome;
 mod stop;
 
 use std::collections::HashMap;
@@ -32,9 +33,6 @@ use crate::request::check_stored;
 
 pub use keeper::LOOK_EVERY;
 
-/// A failed mount is tried again after this, doubling up to [`MAX_RETRY`].
-const FIRST_RETRY: Duration = Duration::from_secs(1);
-const MAX_RETRY: Duration = Duration::from_secs(60);
 /// How long rclone may take to mount or unmount.
 pub const RC_TIMEOUT: Duration = Duration::from_secs(20);
 /// How long the remote may take to list its top folder before a mount
@@ -93,6 +91,13 @@ pub struct MountStatus {
 struct Inner {
     file: Mounts,
     live: HashMap<String, Live>,
+}
+
+impl Inner {
+    /// What is seen of mount `id`, made empty the first time.
+    fn live_mut(&mut self, id: &str) -> &mut Live {
+        self.live.entry(id.to_owned()).or_default()
+    }
 }
 
 /// The mounts, their state, and what drives them.
@@ -404,86 +409,13 @@ impl Manager {
         drop(inner);
         self.ops.lock().expect("ops lock").remove(id);
         self.cancels.lock().expect("cancels lock").remove(id);
-        let _ = std::fs::remove_file(self.error_file(id));
+        self.remove_error_file(id);
         let _ = std::fs::remove_dir(&gone.mount_path);
         Ok(())
     }
 
-    fn error_file(&self, id: &str) -> PathBuf {
-        self.errors.join(format!("{id}.error"))
-    }
-
     fn live(&self, id: &str, f: impl FnOnce(&mut Live)) {
-        f(self.lock().live.entry(id.to_owned()).or_default());
-    }
-
-    /// Records why a mount is not mounted, in its status and its error
-    /// file. Both under the state's lock, the file first: two attempts
-    /// failing at once (one while rclone starts, one judged after) cannot
-    /// leave the file saying one thing and the status another, and whoever
-    /// reads a status's error finds the file already saying it.
-    fn note_error(&self, id: &str, why: &str) {
-        let mut inner = self.lock();
-        self.write_error_file(id, why);
-        inner.live.entry(id.to_owned()).or_default().error = Some(why.to_owned());
-    }
-
-    /// Records that a mount waits for rclone, unless it was just lost
-    /// (it keeps the text of its loss) or rclone runs by now. Judged under
-    /// the state's lock: an attempt that began once rclone answered records
-    /// its own outcome after this, so a stale "rclone rcd is starting"
-    /// never replaces the real reason a mount failed.
-    pub(super) fn note_waiting_for_rclone(&self, id: &str) {
-        let mut inner = self.lock();
-        let live = inner.live.entry(id.to_owned()).or_default();
-        if live
-            .error
-            .as_deref()
-            .is_some_and(|e| e.starts_with(keeper::LOST))
-        {
-            return;
-        }
-        let Some(why) = self.rcd.unavailable() else {
-            return;
-        };
-        let why = format!("cannot mount: {why}");
-        self.write_error_file(id, &why);
-        live.error = Some(why);
-    }
-
-    fn write_error_file(&self, id: &str, why: &str) {
-        let _ = metacore::files::ensure_dir(&self.errors, 0o700);
-        let _ = metacore::files::write_atomic(
-            &self.error_file(id),
-            format!("{why}\n").as_bytes(),
-            0o600,
-        );
-    }
-
-    /// A mount attempt failed: recorded, and tried again after a backoff.
-    fn failed(&self, id: &str, why: &str) {
-        tracing::warn!(mount = id, "{why}");
-        self.note_error(id, why);
-        self.live(id, |l| {
-            l.failures = l.failures.saturating_add(1);
-            l.retry_at = Some(Instant::now() + backoff(l.failures));
-        });
-    }
-
-    fn cleared(&self, c: &MountConfig, generation: u64) {
-        self.live(&c.id, |l| {
-            l.mounted = true;
-            l.since = Some(Instant::now());
-            l.generation = generation;
-            l.error = None;
-            l.failures = 0;
-            l.retry_at = None;
-            l.last_checked = Some(unix_ms());
-            if c.polling_enabled && l.next_scan_at.is_none() {
-                l.next_scan_at = Some(unix_ms());
-            }
-        });
-        let _ = std::fs::remove_file(self.error_file(&c.id));
+        f(self.lock().live_mut(id));
     }
 }
 
@@ -494,14 +426,6 @@ fn not_found(id: &str) -> ApiError {
 /// rclone could not do what was asked: 409 `mount_failed`, with its words.
 pub fn mount_failed(why: String) -> ApiError {
     ApiError::new(ErrorCode::MountFailed, why)
-}
-
-/// The wait after `failures` failures in a row: 1 s, doubling, at most
-/// [`MAX_RETRY`].
-fn backoff(failures: u32) -> Duration {
-    FIRST_RETRY
-        .saturating_mul(1 << failures.saturating_sub(1).min(6))
-        .min(MAX_RETRY)
 }
 
 fn status_of(c: &MountConfig, live: Option<&Live>) -> MountStatus {

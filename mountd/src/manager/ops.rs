@@ -198,14 +198,12 @@ impl Manager {
             return Ok(());
         };
         stop::unmount_point(self.rcd.rc(), Path::new(&c.mount_path), RC_TIMEOUT).await?;
-        self.live(id, |l| {
+        self.clear_error(id, |l| {
             l.mounted = false;
-            l.error = None;
             l.failures = 0;
             l.retry_at = None;
             l.next_scan_at = None;
         });
-        let _ = std::fs::remove_file(self.error_file(id));
         tracing::info!(mount = id, path = %c.mount_path, "unmounted");
         Ok(())
     }

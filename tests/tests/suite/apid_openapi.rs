@@ -491,14 +491,7 @@ async fn every_json_answer_matches_the_openapi_document() {
     // 201 checked as the watcher's is; the calls below take its id.
     #[cfg(not(no_fuse))]
     {
-        let r = mc
-            .admin()
-            .send_json(
-                "POST",
-                "/api/mounts",
-                &json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}),
-            )
-            .await;
+        let r = mc.admin().post_memory_mount("mem").await;
         assert_eq!(r.status, 201, "POST /api/mounts: {}", r.text());
         let created = r.json();
         check_component(&doc, "MountOne", &created).unwrap_or_else(|why| panic!("{why}"));

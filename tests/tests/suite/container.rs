@@ -100,19 +100,11 @@ async fn the_image_serves_the_api_and_webdav_on_port_80_and_stops_cleanly() {
     // An rclone mount through the image's rclone and fuse3, with the
     // compose file's /dev/fuse and SYS_ADMIN: made by the admin API,
     // a FUSE mount in the container, written and read over /webdav/ on 80.
-    let token = std::fs::read_to_string(volumes.meta_core().join("secrets/admin-token"))
-        .expect("the admin token meta-core made");
     let admin = http
         .clone()
-        .with_admin_token(Some(token.trim().to_owned()))
+        .with_admin_token(e2e::apid::admin_token(volumes.dir.path(), &[]))
         .admin();
-    let made = admin
-        .send_json(
-            "POST",
-            "/api/mounts",
-            &json!({"name": "mem", "type": "rclone", "rcloneRemote": ":memory:"}),
-        )
-        .await;
+    let made = admin.post_memory_mount("mem").await;
     assert_eq!(made.status, 201, "POST /api/mounts: {}", made.text());
     assert_eq!(made.json()["mount"]["mounted"], true, "{}", made.text());
     let mounts = app.exec(&["cat", "/proc/mounts"]);
@@ -229,13 +221,6 @@ async fn a_standby_container_takes_over_when_the_app_container_dies() {
     assert_eq!(code, 0, "the new leader's exit code after podman stop");
 }
 
-/// The workspace root, where `docker/` is.
-fn root() -> &'static std::path::Path {
-    std::path::Path::new(env!("CARGO_MANIFEST_DIR"))
-        .parent()
-        .expect("the workspace root")
-}
-
 #[test]
 #[cfg_attr(
     no_container_lint,
@@ -243,7 +228,7 @@ fn root() -> &'static std::path::Path {
 )]
 fn the_dockerfile_passes_hadolint() {
     let out = std::process::Command::new("hadolint")
-        .arg(root().join("docker/Dockerfile"))
+        .arg(e2e::workspace_root().join("docker/Dockerfile"))
         .output()
         .expect("run hadolint");
     assert!(
@@ -263,7 +248,7 @@ fn the_compose_file_is_valid_and_names_the_pair() {
     let compose = |args: &[&str]| {
         let out = std::process::Command::new("docker-compose")
             .arg("-f")
-            .arg(root().join("docker/compose.yaml"))
+            .arg(e2e::workspace_root().join("docker/compose.yaml"))
             .args(args)
             .output()
             .expect("run docker-compose");
@@ -290,7 +275,8 @@ fn the_compose_file_is_valid_and_names_the_pair() {
     );
     // Both containers get the same volumes, FUSE and the database path.
     let full = compose(&["config"]);
-    let text = std::fs::read_to_string(root().join("docker/compose.yaml")).expect("read compose");
+    let text = std::fs::read_to_string(e2e::workspace_root().join("docker/compose.yaml"))
+        .expect("read compose");
     assert!(
         !text.lines().any(|l| l.starts_with("name:")),
         "a top-level name: fixes the project name the mesh's stacks choose"

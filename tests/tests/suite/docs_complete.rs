@@ -12,12 +12,9 @@ use std::cell::RefCell;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 
-fn workspace() -> PathBuf {
-    Path::new(env!("CARGO_MANIFEST_DIR")).join("..")
-}
-
 fn read(rel: &str) -> String {
-    std::fs::read_to_string(workspace().join(rel)).unwrap_or_else(|e| panic!("{rel}: {e}"))
+    std::fs::read_to_string(e2e::workspace_root().join(rel))
+        .unwrap_or_else(|e| panic!("{rel}: {e}"))
 }
 
 /// Every `.rs` file under `dir`.
@@ -66,7 +63,7 @@ fn variables_read() -> BTreeSet<String> {
         "mountd",
     ] {
         let mut files = Vec::new();
-        sources(&workspace().join(krate).join("src"), &mut files);
+        sources(&e2e::workspace_root().join(krate).join("src"), &mut files);
         for file in files {
             let text = std::fs::read_to_string(&file).unwrap();
             for before in ["env::var(", "env::var_os(", "_ENV: &str ="] {
@@ -119,7 +116,7 @@ fn covers(doc: &str, served: &str) -> bool {
 /// The routes apid serves, from its router sources.
 fn routes_served() -> BTreeSet<String> {
     let mut files = Vec::new();
-    sources(&workspace().join("apid/src"), &mut files);
+    sources(&e2e::workspace_root().join("apid/src"), &mut files);
     let mut routes = BTreeSet::new();
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
