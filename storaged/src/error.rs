@@ -12,7 +12,10 @@ pub enum StoreError {
     #[error(transparent)]
     Rejected(#[from] ApiError),
     #[error("database error: {0}")]
-    Sqlite(#[from] rusqlite::Error),
+    Sqlite(rusqlite::Error),
+    /// SQLite found no room on the database's volume: nothing was written.
+    #[error("the database's volume is full")]
+    DiskFull,
     #[error("cannot {what} {path}: {source}")]
     Io {
         what: &'static str,
@@ -31,9 +34,10 @@ pub enum StoreError {
     /// A row that storaged wrote does not read back as it should.
     #[error("corrupt row {key:?}: {detail}")]
     Corrupt { key: String, detail: String },
-    /// The commit of the write's group failed; nothing of it was applied.
+    /// The write's group did not commit (for a reason other than space);
+    /// nothing of it was applied.
     #[error("commit failed, nothing was written: {0}")]
-    Commit(String),
+    Commit(GroupFailure),
     /// The writer is gone (shutting down) or panicked on this write.
     #[error("the store is not accepting writes: {0}")]
     Unavailable(&'static str),
@@ -41,22 +45,88 @@ pub enum StoreError {
 
 pub(crate) type Result<T, E = StoreError> = std::result::Result<T, E>;
 
-/// Set while the last write failed for want of space on the database's
-/// volume, cleared by the next commit that succeeds: `/health` says
-/// `degraded` meanwhile.
-pub(crate) static DISK_FULL: std::sync::atomic::AtomicBool =
-    std::sync::atomic::AtomicBool::new(false);
+/// Why a write group did not commit: each of its writes is told, and
+/// nothing of it is applied.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum GroupFailure {
+    /// Refused before it ran: a checkpoint cannot copy the WAL back into
+    /// the database for want of space (see `engine::space`).
+    #[error("the WAL cannot be copied into the database until space is freed")]
+    Stuck,
+    /// The volume filled up at this step.
+    #[error("the database's volume is full (at {0})")]
+    DiskFull(Step),
+    /// SQLite failed at this step for another reason.
+    #[error("cannot {0}: {1}")]
+    Failed(Step, String),
+    /// A test's failure point.
+    #[cfg(test)]
+    #[error("failure point {0}")]
+    FailPoint(&'static str),
+}
 
-/// What a write that found the volume full is told. The state is logged
-/// when it begins, not for every refused write.
-fn disk_full() -> ApiError {
-    if !DISK_FULL.swap(true, std::sync::atomic::Ordering::Relaxed) {
-        tracing::warn!("the database's volume is full: writes are refused until space is freed");
+/// Where in a group a [`GroupFailure`] happened.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Step {
+    Begin,
+    Savepoint,
+    Derive,
+    UndoDerive,
+    MarkStale,
+    CountRoots,
+    StreamMarks,
+    Commit,
+}
+
+impl std::fmt::Display for Step {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Step::Begin => "begin the group's transaction",
+            Step::Savepoint => "open or close a write's savepoint",
+            Step::Derive => "update the search index and the schema counters",
+            Step::UndoDerive => "undo a failed index update",
+            Step::MarkStale => "mark the search index stale",
+            Step::CountRoots => "count roots",
+            Step::StreamMarks => "record stream marks",
+            Step::Commit => "COMMIT",
+        })
     }
-    ApiError::new(
-        ErrorCode::InsufficientStorage,
-        "the database's volume is full: nothing was written; free space and retry",
-    )
+}
+
+impl GroupFailure {
+    /// The failure of `step` with `error`.
+    pub(crate) fn at(step: Step, error: impl Into<StoreError>) -> Self {
+        match error.into() {
+            StoreError::DiskFull => GroupFailure::DiskFull(step),
+            other => GroupFailure::Failed(step, other.to_string()),
+        }
+    }
+
+    /// For want of space on the database's volume.
+    pub(crate) fn is_disk_full(&self) -> bool {
+        matches!(self, GroupFailure::Stuck | GroupFailure::DiskFull(_))
+    }
+
+    /// What each write of the group is told.
+    pub(crate) fn to_error(&self) -> StoreError {
+        if self.is_disk_full() {
+            StoreError::DiskFull
+        } else {
+            StoreError::Commit(self.clone())
+        }
+    }
+}
+
+/// SQLite's "database or disk is full" is [`StoreError::DiskFull`]; every
+/// other SQLite error is [`StoreError::Sqlite`].
+impl From<rusqlite::Error> for StoreError {
+    fn from(e: rusqlite::Error) -> Self {
+        if is_disk_full(&e) {
+            StoreError::DiskFull
+        } else {
+            StoreError::Sqlite(e)
+        }
+    }
 }
 
 /// SQLite's "database or disk is full".
@@ -70,8 +140,10 @@ impl StoreError {
         match self {
             StoreError::Rejected(e) => e.clone(),
             StoreError::Unavailable(why) => ApiError::new(ErrorCode::StorageUnavailable, *why),
-            StoreError::Sqlite(e) if is_disk_full(e) => disk_full(),
-            StoreError::Commit(why) if why.contains("database or disk is full") => disk_full(),
+            StoreError::DiskFull => ApiError::new(
+                ErrorCode::InsufficientStorage,
+                "the database's volume is full: nothing was written; free space and retry",
+            ),
             StoreError::Commit(_) => {
                 ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry")
             }
@@ -95,4 +167,46 @@ impl From<StoreError> for ApiError {
 /// Shorthand for a 400 rejection.
 pub(crate) fn schema(msg: impl Into<String>) -> StoreError {
     StoreError::Rejected(ApiError::schema(msg))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn sqlite(code: i32) -> rusqlite::Error {
+        rusqlite::Error::SqliteFailure(rusqlite::ffi::Error::new(code), None)
+    }
+
+    #[test]
+    fn a_full_volume_is_a_variant_and_a_507_wherever_sqlite_says_so() {
+        assert!(matches!(
+            StoreError::from(sqlite(rusqlite::ffi::SQLITE_FULL)),
+            StoreError::DiskFull
+        ));
+        assert!(matches!(
+            StoreError::from(sqlite(rusqlite::ffi::SQLITE_IOERR)),
+            StoreError::Sqlite(_)
+        ));
+        let full = GroupFailure::at(Step::Commit, sqlite(rusqlite::ffi::SQLITE_FULL));
+        assert_eq!(full, GroupFailure::DiskFull(Step::Commit));
+        for f in [full, GroupFailure::Stuck] {
+            assert!(f.is_disk_full());
+            let e = f.to_error();
+            assert!(matches!(e, StoreError::DiskFull), "{e}");
+            assert_eq!(e.to_api().code, ErrorCode::InsufficientStorage);
+        }
+        let other = GroupFailure::at(Step::Begin, sqlite(rusqlite::ffi::SQLITE_BUSY));
+        assert!(
+            matches!(other, GroupFailure::Failed(Step::Begin, _)),
+            "{other}"
+        );
+        assert!(!other.is_disk_full());
+        let e = other.to_error();
+        assert!(matches!(e, StoreError::Commit(_)), "{e}");
+        assert_eq!(e.to_api().code, ErrorCode::StorageUnavailable);
+        assert!(
+            e.to_string().contains("begin the group's transaction"),
+            "{e}"
+        );
+    }
 }

@@ -51,12 +51,7 @@ pub(crate) fn delete(tx: &mut Tx<'_>, key: &WritableKey) -> Result<KvDeleted> {
 }
 
 /// A key's value.
-pub(crate) fn get(conn: &Connection, key: &str) -> Result<Option<String>> {
-    Ok(conn
-        .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-        .query_row([key], |r| r.get(0))
-        .optional()?)
-}
+pub(crate) use crate::engine::rows::get;
 
 /// Above every key (keys are UTF-8 text; nothing sorts after U+10FFFF
 /// twice).

@@ -5,11 +5,30 @@
 //! `run` is what the binary calls and what tests call: open the store (lock,
 //! schema gate, counters), bind the socket, serve until shutdown, then drain
 //! and commit queued writes and checkpoint the WAL.
+//!
+//! ```text
+//! api        the socket's router, one file per area; wire types are metacore's
+//! store      Store: the methods the socket calls, opening, closing, figures
+//! records    a record's flat fields, the root index, aliases and duplicates
+//! kv         raw keys for the KV browser and other services' rows
+//! files      what the watcher saw, applied with its event in one transaction
+//! bulk       operations over many records inside the writer
+//! cid_index  cid:<cid> -> <rid>, in step with each record's cids
+//! streams    the event streams as rows, their marks and trims
+//! derived    the search index and schema counters each group keeps up to date
+//! search     POST /search: the index, tokens and the original's matchers
+//! schema     the original's value-type schema and its counters
+//! backup     online backup of the live database
+//! metrics    GET /metrics of the socket
+//! error      StoreError and GroupFailure, and what a client is told
+//! engine     SQLite below the domain: lock, writer and groups, readers, space
+//! ```
 
 pub(crate) mod api;
 pub(crate) mod backup;
 pub(crate) mod bulk;
 pub(crate) mod cid_index;
+pub(crate) mod derived;
 pub(crate) mod engine;
 pub(crate) mod error;
 pub(crate) mod files;
@@ -28,10 +47,9 @@ use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
 pub use bulk::{ImportGroup, WIPE_CHUNK};
-pub use engine::Options;
 pub use error::StoreError;
 pub use records::PageStart;
-pub use store::Store;
+pub use store::{Options, Store};
 pub use streams::{Heads, head_of};
 
 /// Why storaged stopped with an error.

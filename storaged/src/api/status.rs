@@ -8,9 +8,9 @@ use metacore::socket::Health;
 use super::State;
 use crate::engine::schema::SCHEMA_VERSION;
 
-pub(super) async fn health() -> Json<Health> {
+pub(super) async fn health(st: State) -> Json<Health> {
     let daemon = metacore::layout::Daemon::Storaged;
-    if crate::error::DISK_FULL.load(std::sync::atomic::Ordering::Relaxed) {
+    if st.store.volume_full() {
         return Json(Health::degraded(
             daemon,
             "the database's volume is full: writes fail until space is freed",
@@ -51,7 +51,7 @@ pub(super) async fn metrics(st: State) -> Result<axum::response::Response, ApiEr
         db_bytes,
         wal_bytes,
         readers: store.readers(),
-        disk_full: crate::error::DISK_FULL.load(std::sync::atomic::Ordering::Relaxed),
+        disk_full: store.volume_full(),
     };
     Ok(metacore::metrics::answer(crate::metrics::render(figures)))
 }

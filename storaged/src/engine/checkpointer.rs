@@ -20,7 +20,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
-use crate::engine::space::{Checkpoint, Space};
+use crate::engine::space::Space;
 use crate::error::{Result, StoreError};
 
 /// WAL length (4 KiB frames) past which the writer closes the gap: 32 MiB.
@@ -44,18 +44,6 @@ impl GapFlag {
     pub(crate) fn lower(&self) {
         self.0.store(false, Ordering::Relaxed);
     }
-}
-
-/// Runs `PRAGMA wal_checkpoint(PASSIVE)`: (busy, frames in the WAL, frames
-/// copied).
-pub(crate) fn passive_checkpoint(conn: &Connection) -> Checkpoint {
-    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
-        Ok((
-            r.get::<_, i64>(0)? != 0,
-            r.get::<_, i64>(1)?,
-            r.get::<_, i64>(2)?,
-        ))
-    })
 }
 
 /// The running checkpointer; stops when dropped.

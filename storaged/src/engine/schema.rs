@@ -91,7 +91,7 @@ pub(crate) fn gate(conn: &Connection) -> Result<()> {
 /// Returns whether it had to.
 /// The number of records (`idx:count/roots`).
 pub(crate) fn root_count(conn: &Connection) -> Result<u64> {
-    let v = crate::kv::get(conn, COUNT_ROOTS_KEY)?.unwrap_or_default();
+    let v = crate::engine::rows::get(conn, COUNT_ROOTS_KEY)?.unwrap_or_default();
     v.parse::<u64>().map_err(|e| StoreError::Corrupt {
         key: COUNT_ROOTS_KEY.into(),
         detail: e.to_string(),

@@ -24,22 +24,21 @@
 //!   can finish; it is made again once the volume has room.
 
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use rusqlite::Connection;
 use rustix::fs::{FallocateFlags, Mode, OFlags};
-
-use crate::engine::checkpointer::passive_checkpoint;
 
 /// Free space under which the WAL is checkpointed after every group.
 pub(crate) const LOW_SPACE_BYTES: u64 = 64 * 1024 * 1024;
 
-/// Free space over which a volume that was full counts as usable again
-/// (`/health` leaves `degraded` without waiting for the next write).
+/// Space freed, over what was free when a write last failed for want of
+/// it, after which a full volume counts as usable again (`/health` leaves
+/// `degraded` without waiting for the next write).
 const RECOVERED_BYTES: u64 = 256 * 1024;
 
-/// The failure a group is told while the WAL cannot be copied back. It
-/// carries SQLite's own words so that it maps to the same 507.
-pub(crate) const STUCK: &str = "database or disk is full: the WAL cannot be copied into the database until space is freed; nothing was written";
+/// [`Space::full`] when the volume is not full.
+const NOT_FULL: u64 = u64::MAX;
 
 /// What the checkpointer and the writer know of the database's volume.
 #[derive(Debug)]
@@ -55,11 +54,27 @@ pub(crate) struct Space {
     reserve_turn: std::sync::Mutex<()>,
     low: AtomicBool,
     stuck: AtomicBool,
+    /// The free bytes measured when a write or a checkpoint last failed
+    /// for want of space, until a group commits or that much plus
+    /// [`RECOVERED_BYTES`] is free ([`NOT_FULL`] meanwhile).
+    full: AtomicU64,
 }
 
 /// What a `PRAGMA wal_checkpoint` answered: busy, frames in the WAL, frames
 /// copied.
 pub(crate) type Checkpoint = rusqlite::Result<(bool, i64, i64)>;
+
+/// Runs `PRAGMA wal_checkpoint(PASSIVE)`: (busy, frames in the WAL, frames
+/// copied).
+pub(crate) fn passive_checkpoint(conn: &Connection) -> Checkpoint {
+    conn.query_row("PRAGMA wal_checkpoint(PASSIVE)", [], |r| {
+        Ok((
+            r.get::<_, i64>(0)? != 0,
+            r.get::<_, i64>(1)?,
+            r.get::<_, i64>(2)?,
+        ))
+    })
+}
 
 impl Space {
     /// For the database at `db`, with a reserve of `reserve_bytes` (0: none).
@@ -75,6 +90,7 @@ impl Space {
             reserve_turn: std::sync::Mutex::new(()),
             low: AtomicBool::new(false),
             stuck: AtomicBool::new(false),
+            full: AtomicU64::new(NOT_FULL),
         };
         if reserve_bytes == 0 {
             // Configured off: a reserve left by an earlier run goes.
@@ -145,10 +161,56 @@ impl Space {
         released
     }
 
+    /// A write or a checkpoint failed for want of space: the volume is full
+    /// (`/health` says degraded) until a group commits or space is freed.
+    pub(crate) fn note_full(&self) {
+        let free = self.measure().unwrap_or(0);
+        if self.full.swap(free, Ordering::Relaxed) == NOT_FULL {
+            tracing::warn!(
+                "the database's volume is full: writes are refused until space is freed"
+            );
+        }
+    }
+
+    /// A group committed: the volume has room.
+    pub(crate) fn note_committed(&self) {
+        if self.full.load(Ordering::Relaxed) != NOT_FULL
+            && self.full.swap(NOT_FULL, Ordering::Relaxed) != NOT_FULL
+        {
+            tracing::info!("the database's volume has room again: writes succeed");
+        }
+    }
+
+    /// Whether the last write (or checkpoint) failed for want of space and
+    /// no room has been seen since.
+    pub(crate) fn is_full(&self) -> bool {
+        self.full.load(Ordering::Relaxed) != NOT_FULL
+    }
+
+    /// While full: clears it once [`RECOVERED_BYTES`] more than at the
+    /// failure are free.
+    fn note_room(&self) {
+        let at = self.full.load(Ordering::Relaxed);
+        if at == NOT_FULL {
+            return;
+        }
+        let freed = self
+            .measure()
+            .is_some_and(|free| free >= at.saturating_add(RECOVERED_BYTES));
+        if freed
+            && self
+                .full
+                .compare_exchange(at, NOT_FULL, Ordering::Relaxed, Ordering::Relaxed)
+                .is_ok()
+        {
+            tracing::info!("the database's volume has room again: space was freed");
+        }
+    }
+
     /// A PASSIVE checkpoint on `conn`, noted (see [`Self::after_checkpoint`]).
     /// One that fails for want of space while the reserve is there is
     /// tried again at once on the reserve's room.
-    pub(crate) fn checkpoint(&self, conn: &rusqlite::Connection) -> Checkpoint {
+    pub(crate) fn checkpoint(&self, conn: &Connection) -> Checkpoint {
         let mut result = passive_checkpoint(conn);
         if matches!(&result, Err(e) if crate::error::is_disk_full(e)) && self.release_reserve() {
             result = passive_checkpoint(conn);
@@ -199,7 +261,7 @@ impl Space {
                         "the database's volume is full: a checkpoint cannot copy the WAL back; writes are refused until it can"
                     );
                 }
-                crate::error::DISK_FULL.store(true, Ordering::Relaxed);
+                self.note_full();
             }
             // Copied all it could (up to what readers still see) without
             // running out of room: the volume has room again.
@@ -207,11 +269,7 @@ impl Space {
                 if self.stuck.swap(false, Ordering::Relaxed) {
                     tracing::info!("the WAL is copied back; writes are accepted again");
                 }
-                if crate::error::DISK_FULL.load(Ordering::Relaxed)
-                    && self.measure().is_some_and(|free| free >= RECOVERED_BYTES)
-                {
-                    crate::error::DISK_FULL.store(false, Ordering::Relaxed);
-                }
+                self.note_room();
             }
             _ => {}
         }
@@ -248,5 +306,26 @@ mod tests {
         s.after_checkpoint(&full());
         s.after_checkpoint(&Ok((false, 10, 10)));
         assert!(!s.is_stuck());
+    }
+
+    #[test]
+    fn the_volume_is_full_from_a_failure_for_space_until_a_group_commits() {
+        let dir = tempfile::tempdir().unwrap();
+        let s = Space::new(&dir.path().join("db"), 0);
+        assert!(!s.is_full());
+        s.note_committed();
+        assert!(
+            !s.is_full(),
+            "a commit of a volume with room changes nothing"
+        );
+        s.after_checkpoint(&full());
+        assert!(s.is_full(), "a checkpoint that found no room");
+        s.note_committed();
+        assert!(!s.is_full());
+        s.note_full();
+        s.note_full();
+        assert!(s.is_full(), "a write that found no room");
+        s.note_committed();
+        assert!(!s.is_full());
     }
 }

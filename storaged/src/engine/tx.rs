@@ -4,13 +4,11 @@
 //! primitive that has a side effect beyond its row (an event, a counter)
 //! lives here, so operations cannot forget it.
 
-use std::collections::BTreeMap;
-
-use metacore::record::Fields;
 use metacore::rid::Rid;
 use metacore::stream::StreamName;
 use rusqlite::{Connection, OptionalExtension, params};
 
+use crate::engine::derive::Touched;
 use crate::engine::schema::COUNT_ROOTS_KEY;
 use crate::error::Result;
 use crate::streams::{StreamState, meta_event_json};
@@ -26,10 +24,10 @@ pub(crate) struct Tx<'a> {
     /// group's total once before COMMIT.
     pub roots_delta: i64,
     /// Records whose fields this group changed, with their fields as
-    /// they were before the group: before COMMIT their search rows and
-    /// schema counters are brought up to date once. `None` where those
-    /// are not kept (a benchmark's store).
-    pub touched: Option<&'a mut BTreeMap<Rid, Fields>>,
+    /// they were before the group: before COMMIT their derived rows are
+    /// brought up to date once ([`Derive`](crate::engine::derive::Derive)).
+    /// `None` where nothing is derived (a benchmark's store).
+    pub touched: Option<Touched<'a>>,
 }
 
 /// The record a `file:<rid>/...` key belongs to.
@@ -40,11 +38,7 @@ fn record_of(key: &str) -> Option<Rid> {
 impl Tx<'_> {
     /// The value of a key.
     pub(crate) fn get(&self, key: &str) -> Result<Option<String>> {
-        Ok(self
-            .conn
-            .prepare_cached("SELECT v FROM kv WHERE k = ?1")?
-            .query_row([key], |r| r.get(0))
-            .optional()?)
+        crate::engine::rows::get(self.conn, key)
     }
 
     /// Whether any key lies in `[start, end)`.
@@ -137,13 +131,10 @@ impl Tx<'_> {
 
     /// Before the group's first change to a record: its fields as they are.
     fn before_change(&mut self, key: &str) -> Result<()> {
-        let (Some(touched), Some(rid)) = (self.touched.as_deref_mut(), record_of(key)) else {
-            return Ok(());
-        };
-        if let std::collections::btree_map::Entry::Vacant(e) = touched.entry(rid) {
-            e.insert(crate::records::fields(self.conn, rid)?);
+        match (self.touched.as_mut(), record_of(key)) {
+            (Some(touched), Some(rid)) => touched.note(self.conn, rid),
+            _ => Ok(()),
         }
-        Ok(())
     }
 
     fn emit_meta(&mut self, kind: &str, key: &str) -> Result<()> {

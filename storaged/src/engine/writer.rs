@@ -9,27 +9,23 @@
 //! returns; if COMMIT fails, every job of the group is told so and nothing
 //! of it is applied. After each COMMIT the streams' heads are published.
 
-use std::collections::BTreeMap;
-use std::panic::{AssertUnwindSafe, catch_unwind};
 use std::sync::Arc;
 #[cfg(test)]
 use std::sync::atomic::AtomicBool;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::Ordering;
 use std::thread::JoinHandle;
-use std::time::Instant;
 
 use metacore::api::storaged::WriterStats;
-use metacore::clock::unix_ms;
-use metacore::record::Fields;
-use metacore::rid::Rid;
 use rusqlite::Connection;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::batch::{self, BatchLimits, Next};
 use crate::engine::checkpointer::GapFlag;
-use crate::engine::space::{self, Space};
-use crate::engine::tx::{Tx, add_to_root_count};
-use crate::error::{Result, StoreError};
+use crate::engine::derive::Derive;
+use crate::engine::group::{Ack, Context, Counters, Group, Job};
+use crate::engine::space::Space;
+use crate::engine::tx::Tx;
+use crate::error::{GroupFailure, Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
 
 /// What a writer hears when its job was dropped unrun or panicked.
@@ -37,32 +33,10 @@ fn aborted() -> StoreError {
     StoreError::Unavailable("the write was aborted (see storaged's log)")
 }
 
-/// Told after the group's COMMIT: `None` when it committed, the reason when
-/// it did not.
-type Ack = Box<dyn FnOnce(Option<&str>) + Send>;
-
-/// One write: runs inside its savepoint, says whether it succeeded, and
-/// hands back its acknowledgement.
-type Job = Box<dyn for<'a> FnOnce(&mut Tx<'a>) -> (bool, Ack) + Send>;
-
 enum Msg {
     Job(Job),
     /// Finish what is queued before this, checkpoint, exit.
     Stop,
-}
-
-/// Counters shown in `/status` and `/metrics`.
-#[derive(Debug, Default)]
-pub(crate) struct Counters {
-    batches: AtomicU64,
-    writes: AtomicU64,
-    failed_writes: AtomicU64,
-    failed_commits: AtomicU64,
-    largest_batch: AtomicU64,
-    committed_groups: AtomicU64,
-    committed_writes: AtomicU64,
-    /// Each committed group's time from BEGIN to COMMIT's return.
-    commit_seconds: crate::metrics::CommitSeconds,
 }
 
 /// Named points where a test can make the writer fail (STYLE idea 11).
@@ -106,7 +80,7 @@ impl Writer {
     pub(crate) fn start(
         conn: Connection,
         (gap, space): (GapFlag, Arc<Space>),
-        index: Option<Arc<[String]>>,
+        derive: Option<Arc<dyn Derive>>,
         streams: StreamState,
         heads: HeadsPublisher,
         limits: BatchLimits,
@@ -125,7 +99,7 @@ impl Writer {
                     conn,
                     gap,
                     space,
-                    index,
+                    derive,
                     streams,
                     rx,
                     heads,
@@ -165,7 +139,7 @@ impl Writer {
             let ack: Ack = Box::new(move |commit_error| {
                 let _ = done.send(match commit_error {
                     None => result,
-                    Some(why) => Err(StoreError::Commit(why.to_owned())),
+                    Some(why) => Err(why.to_error()),
                 });
             });
             (ok, ack)
@@ -261,9 +235,9 @@ struct WriterThread {
     conn: Connection,
     gap: GapFlag,
     space: Arc<Space>,
-    /// The excluded prefixes of the search index it keeps (none kept: a
+    /// What each group derives from the records it changed (nothing: a
     /// benchmark's store).
-    index: Option<Arc<[String]>>,
+    derive: Option<Arc<dyn Derive>>,
     streams: StreamState,
     rx: mpsc::Receiver<Msg>,
     heads: HeadsPublisher,
@@ -279,7 +253,7 @@ impl WriterThread {
             conn,
             gap,
             space,
-            index,
+            derive,
             mut streams,
             mut rx,
             heads,
@@ -288,59 +262,72 @@ impl WriterThread {
             #[cfg(test)]
             fail,
         } = self;
-        let (gap, space, counters) = (&gap, &*space, &*counters);
-        let mut stop = false;
+        let cx = Context {
+            derive: derive.as_deref(),
+            space: &space,
+            heads: &heads,
+            counters: &counters,
+        };
         // Size of the last group: about how many writers will be back soon.
         let mut expected = 1;
-        while !stop {
-            let Some(first) = rx.blocking_recv() else {
+        loop {
+            let Some(Msg::Job(first)) = rx.blocking_recv() else {
                 break;
             };
-            let Msg::Job(first) = first else { break };
-            let refuse = still_stuck(&conn, space);
-            let mut group = Group::open(&conn, &mut streams, index.is_some());
-            group.run(first, counters);
-            loop {
-                if group.failure.is_some() {
-                    break;
-                }
-                let next = batch::next(
-                    &limits,
-                    group.taken,
-                    group.opened.elapsed(),
-                    rx.is_empty(),
-                    expected,
-                );
-                match next {
-                    Next::Take => match rx.try_recv() {
-                        Ok(Msg::Job(j)) => group.run(j, counters),
-                        Ok(Msg::Stop) => {
-                            stop = true;
-                            break;
-                        }
-                        Err(_) => continue,
-                    },
-                    // Senders unpark this thread after each send.
-                    Next::Wait(d) => std::thread::park_timeout(d),
-                    Next::Commit => break,
-                }
+            let refuse = still_stuck(&conn, &space);
+            let mut group = Group::open(&conn, &mut streams, &cx);
+            group.run(first);
+            let stop = fill(&mut group, &mut rx, &limits, expected);
+            expected = group.taken();
+            // Run, so that each write is told why it was refused (a 507).
+            if refuse {
+                group.fail(GroupFailure::Stuck);
             }
-            expected = group.taken;
             #[cfg(test)]
-            if fail.before_commit.load(Ordering::Relaxed) && group.failure.is_none() {
-                group.failure = Some("failure point before_commit".into());
+            if fail.before_commit.load(Ordering::Relaxed) {
+                group.fail(GroupFailure::FailPoint("before_commit"));
             }
-            if refuse && group.failure.is_none() {
-                group.failure = Some(space::STUCK.into());
+            group.commit();
+            checkpoint_after_group(&conn, &gap, &space);
+            if stop {
+                break;
             }
-            group.commit(&heads, counters, index.as_deref());
-            checkpoint_after_group(&conn, gap, space);
         }
         match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
             Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
             Err(e) => tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed"),
         }
     }
+}
+
+/// Takes queued writes into `group` while [`batch::next`] says so; true
+/// when a stop was asked for (after this group).
+fn fill(
+    group: &mut Group<'_>,
+    rx: &mut mpsc::Receiver<Msg>,
+    limits: &BatchLimits,
+    expected: usize,
+) -> bool {
+    while !group.has_failed() {
+        let next = batch::next(
+            limits,
+            group.taken(),
+            group.opened().elapsed(),
+            rx.is_empty(),
+            expected,
+        );
+        match next {
+            Next::Take => match rx.try_recv() {
+                Ok(Msg::Job(j)) => group.run(j),
+                Ok(Msg::Stop) => return true,
+                Err(_) => continue,
+            },
+            // Senders unpark this thread after each send.
+            Next::Wait(d) => std::thread::park_timeout(d),
+            Next::Commit => break,
+        }
+    }
+    false
 }
 
 /// Between two groups, when the checkpointer asks or the volume is nearly
@@ -371,201 +358,6 @@ fn still_stuck(conn: &Connection, space: &Space) -> bool {
     }
     let _ = space.checkpoint(conn);
     space.is_stuck()
-}
-
-/// Before COMMIT: the search rows and the schema counters of the records
-/// a group changed, from their fields before and after it.
-fn derive(conn: &Connection, touched: BTreeMap<Rid, Fields>, exclude: &[String]) -> Result<()> {
-    let mut deltas = BTreeMap::new();
-    for (rid, before) in touched {
-        let after = crate::records::fields(conn, rid)?;
-        crate::schema::counts::changes(&before, &after, &mut deltas);
-        let exists = !after.is_empty();
-        crate::search::index::refresh(
-            conn,
-            rid,
-            crate::search::visible(after, exclude),
-            exists,
-            exclude,
-        )?;
-    }
-    crate::schema::counts::apply(conn, &deltas)
-}
-
-fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
-    conn.prepare_cached(sql)?.execute([]).map(|_| ())
-}
-
-/// One group: a transaction that writes join as they arrive, each in its
-/// own savepoint, committed once.
-struct Group<'c> {
-    conn: &'c Connection,
-    streams: &'c mut StreamState,
-    now_ms: u64,
-    opened: Instant,
-    taken: usize,
-    /// Writes of `taken` rolled back alone.
-    failed: usize,
-    /// Sum of the committed writes' root-count changes.
-    roots_delta: i64,
-    acks: Vec<Ack>,
-    /// Records whose fields changed, as they were (see `Tx::touched`).
-    touched: BTreeMap<Rid, Fields>,
-    /// Whether search rows and schema counters are kept.
-    indexed: bool,
-    /// Set when the group can no longer commit; later writes are not run.
-    failure: Option<String>,
-}
-
-impl<'c> Group<'c> {
-    fn open(conn: &'c Connection, streams: &'c mut StreamState, indexed: bool) -> Self {
-        let failure = exec(conn, "BEGIN IMMEDIATE")
-            .err()
-            .map(|e| format!("cannot begin: {e}"));
-        Self {
-            conn,
-            streams,
-            now_ms: unix_ms(),
-            opened: Instant::now(),
-            taken: 0,
-            failed: 0,
-            roots_delta: 0,
-            acks: Vec::new(),
-            touched: BTreeMap::new(),
-            indexed,
-            failure,
-        }
-    }
-
-    /// Runs one write inside its savepoint; a failure or a panic rolls back
-    /// that write alone.
-    fn run(&mut self, job: Job, counters: &Counters) {
-        self.taken += 1;
-        if self.failure.is_some() {
-            // Dropping the job tells its caller the write was aborted.
-            return;
-        }
-        if let Err(e) = exec(self.conn, "SAVEPOINT w") {
-            self.failure = Some(format!("cannot open a savepoint: {e}"));
-            return;
-        }
-        let mut tx = Tx {
-            conn: self.conn,
-            streams: &mut *self.streams,
-            now_ms: self.now_ms,
-            roots_delta: 0,
-            touched: self.indexed.then_some(&mut self.touched),
-        };
-        let outcome = catch_unwind(AssertUnwindSafe(|| job(&mut tx)));
-        let roots_delta = tx.roots_delta;
-        let ok = match outcome {
-            Ok((ok, ack)) => {
-                self.acks.push(ack);
-                ok
-            }
-            Err(_) => {
-                // The job and its sender are gone: its caller hears "aborted".
-                tracing::error!("a write panicked; it was rolled back alone");
-                false
-            }
-        };
-        if !ok {
-            self.failed += 1;
-            counters.failed_writes.fetch_add(1, Ordering::Relaxed);
-        }
-        let end = if ok {
-            exec(self.conn, "RELEASE w")
-        } else {
-            exec(self.conn, "ROLLBACK TO w").and(exec(self.conn, "RELEASE w"))
-        };
-        match end {
-            Ok(()) if ok => self.roots_delta += roots_delta,
-            Ok(()) => {}
-            Err(e) => self.failure = Some(format!("cannot close a savepoint: {e}")),
-        }
-    }
-
-    /// Stream marks, COMMIT, then the acknowledgements.
-    fn commit(mut self, heads: &HeadsPublisher, counters: &Counters, index: Option<&[String]>) {
-        let size = self.taken as u64;
-        counters.batches.fetch_add(1, Ordering::Relaxed);
-        counters.writes.fetch_add(size, Ordering::Relaxed);
-        counters.largest_batch.fetch_max(size, Ordering::Relaxed);
-        if self.failure.is_none()
-            && let Some(exclude) = index
-        {
-            let touched = std::mem::take(&mut self.touched);
-            let derived = exec(self.conn, "SAVEPOINT derive")
-                .map_err(StoreError::from)
-                .and_then(|()| derive(self.conn, touched, exclude));
-            match derived {
-                Ok(()) => {
-                    if let Err(e) = exec(self.conn, "RELEASE derive") {
-                        self.failure = Some(format!("cannot update the search index: {e}"));
-                    }
-                }
-                // No room: nothing can be written, the group fails (507).
-                Err(StoreError::Sqlite(e)) if crate::error::is_disk_full(&e) => {
-                    self.failure = Some(format!("cannot update the search index: {e}"));
-                }
-                // Anything else is the index's own fault: the writes
-                // commit, and search scans until the next start rebuilds.
-                Err(e) => {
-                    let undone = exec(self.conn, "ROLLBACK TO derive")
-                        .and_then(|()| exec(self.conn, "RELEASE derive"));
-                    if let Err(u) = undone {
-                        self.failure = Some(format!("cannot undo a failed index update: {u}"));
-                    } else if let Err(m) = crate::search::index::mark_stale(self.conn) {
-                        self.failure = Some(format!("cannot mark the search index stale: {m}"));
-                    } else {
-                        tracing::error!(error = %e, "cannot update the search index; search scans until storaged restarts and rebuilds it");
-                    }
-                }
-            }
-        }
-        if self.failure.is_none()
-            && let Err(e) = add_to_root_count(self.conn, self.roots_delta)
-        {
-            self.failure = Some(format!("cannot count roots: {e}"));
-        }
-        if self.failure.is_none()
-            && let Err(e) = self.streams.finish_group(self.conn)
-        {
-            self.failure = Some(format!("cannot record stream marks: {e}"));
-        }
-        if self.failure.is_none()
-            && let Err(e) = exec(self.conn, "COMMIT")
-        {
-            self.failure = Some(format!("COMMIT failed: {e}"));
-        }
-        if self.failure.is_some() && !self.conn.is_autocommit() {
-            let _ = self.conn.execute_batch("ROLLBACK");
-        }
-        match &self.failure {
-            None => {
-                crate::error::DISK_FULL.store(false, Ordering::Relaxed);
-                heads.publish(self.streams.heads());
-                counters.committed_groups.fetch_add(1, Ordering::Relaxed);
-                let applied = (self.taken - self.failed) as u64;
-                counters
-                    .committed_writes
-                    .fetch_add(applied, Ordering::Relaxed);
-                counters.commit_seconds.observe(self.opened.elapsed());
-            }
-            Some(why) => {
-                counters.failed_commits.fetch_add(1, Ordering::Relaxed);
-                if why == space::STUCK {
-                    // `space` said so once when it began.
-                    tracing::debug!(writes = size, "a write group refused: the volume is full");
-                } else {
-                    tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
-                }
-            }
-        }
-        for ack in self.acks {
-            ack(self.failure.as_deref());
-        }
-    }
 }
 
 #[cfg(test)]

@@ -1,18 +1,31 @@
 //! The writer's group commit, driven directly: savepoint isolation inside a
 //! group, acknowledgement after COMMIT, contained panics.
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use metacore::error::ApiError;
+use metacore::record::Fields;
+use metacore::rid::Rid;
 use rusqlite::Connection;
 use tokio::sync::watch;
 
 use super::*;
 use crate::engine::checkpointer::GapFlag;
 use crate::engine::schema;
-use crate::streams::StreamState;
+use crate::streams::{HeadsPublisher, StreamState};
 
 fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
+    let (writer, path, _) = open_deriving(dir, None);
+    (writer, path)
+}
+
+/// A writer whose groups hand what they changed to `derive`; with the
+/// room on its volume.
+fn open_deriving(
+    dir: &tempfile::TempDir,
+    derive: Option<Arc<dyn Derive>>,
+) -> (Arc<Writer>, std::path::PathBuf, Arc<Space>) {
     let path = dir.path().join("w.db");
     let conn = Connection::open(&path).unwrap();
     schema::prepare_writer(&conn, 8).unwrap();
@@ -23,12 +36,13 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
         max_open: std::time::Duration::from_secs(5),
         ..Default::default()
     };
+    let space = Arc::new(Space::new(&path, 0));
     (
         Arc::new(
             Writer::start(
                 conn,
-                (GapFlag::default(), Arc::new(Space::new(&path, 0))),
-                None,
+                (GapFlag::default(), space.clone()),
+                derive,
                 state,
                 HeadsPublisher(tx),
                 limits,
@@ -36,6 +50,7 @@ fn open(dir: &tempfile::TempDir) -> (Arc<Writer>, std::path::PathBuf) {
             .unwrap(),
         ),
         path,
+        space,
     )
 }
 
@@ -187,4 +202,143 @@ async fn a_failed_commit_refuses_every_write_of_its_group_and_applies_none() {
         vec!["f:after".to_owned()],
         "nothing of the failed groups was applied"
     );
+}
+
+/// A derivation that records what each group handed it, and fails when
+/// told to.
+#[derive(Debug, Default)]
+struct Probe {
+    applied: std::sync::Mutex<Vec<Vec<(Rid, Fields)>>>,
+    stale: std::sync::atomic::AtomicU32,
+    /// 0: apply succeeds; 1: fails on its own; 2: finds the volume full.
+    fail: std::sync::atomic::AtomicU8,
+}
+
+impl Derive for Probe {
+    fn fields(&self, conn: &Connection, rid: Rid) -> Result<Fields> {
+        let start = format!("file:{rid}/");
+        let mut s = conn.prepare("SELECT k, v FROM kv WHERE k >= ?1 AND k < ?2")?;
+        let rows = s.query_map([start.as_str(), &format!("file:{rid}0")], |r| {
+            Ok((r.get::<_, String>(0)?, r.get::<_, String>(1)?))
+        })?;
+        let mut fields = Fields::new();
+        for row in rows {
+            let (k, v) = row?;
+            fields.insert(k[start.len()..].to_owned(), v);
+        }
+        Ok(fields)
+    }
+
+    fn apply(&self, conn: &Connection, touched: BTreeMap<Rid, Fields>) -> Result<()> {
+        conn.execute(
+            "INSERT INTO kv(k, v) VALUES ('derived', 'x') ON CONFLICT(k) DO NOTHING",
+            [],
+        )?;
+        self.applied
+            .lock()
+            .unwrap()
+            .push(touched.into_iter().collect());
+        match self.fail.load(Ordering::Relaxed) {
+            0 => Ok(()),
+            1 => Err(StoreError::Corrupt {
+                key: "derived".into(),
+                detail: "the probe fails".into(),
+            }),
+            _ => Err(StoreError::DiskFull),
+        }
+    }
+
+    fn mark_stale(&self, _conn: &Connection) -> Result<()> {
+        self.stale.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_group_hands_each_changed_record_to_the_derivation_once_with_its_fields_before() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let (writer, path, _) = open_deriving(&dir, Some(probe.clone()));
+    let rid = Rid::mint();
+    let key = |f: &str| format!("file:{rid}/{f}");
+    let (k1, k2) = (key("title"), key("year"));
+    writer
+        .write(move |tx| tx.put_record_key(&k1, "before"))
+        .await
+        .unwrap();
+    // Two writes of one record in one job: its fields before are noted once.
+    let (k1, k2b) = (key("title"), k2.clone());
+    writer
+        .write(move |tx| {
+            tx.put_record_key(&k1, "after")?;
+            tx.put_record_key(&k2b, "1999")
+        })
+        .await
+        .unwrap();
+    // A write outside `file:` changes no record.
+    writer.write(|tx| tx.put_raw("plain", "x")).await.unwrap();
+    let applied = probe.applied.lock().unwrap().clone();
+    let before_second = Fields::from([("title".to_owned(), "before".to_owned())]);
+    assert_eq!(
+        applied,
+        vec![
+            vec![(rid, Fields::new())],
+            vec![(rid, before_second)],
+            vec![],
+        ]
+    );
+    assert_eq!(probe.stale.load(Ordering::Relaxed), 0);
+
+    // The derivation failing on its own: marked stale, the write commits.
+    probe.fail.store(1, Ordering::Relaxed);
+    let k3 = key("plot");
+    writer
+        .write(move |tx| tx.put_record_key(&k3, "p"))
+        .await
+        .unwrap();
+    assert_eq!(probe.stale.load(Ordering::Relaxed), 1);
+    writer.close().await;
+    let rows = rows(&path);
+    assert!(rows.contains(&(key("plot"), "p".to_owned())), "{rows:?}");
+    assert!(
+        rows.contains(&("derived".to_owned(), "x".to_owned())),
+        "from the first groups"
+    );
+    assert!(rows.contains(&(key("year"), "1999".to_owned())));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_derivation_that_finds_the_volume_full_refuses_the_group_with_a_507() {
+    let dir = tempfile::tempdir().unwrap();
+    let probe = Arc::new(Probe::default());
+    let (writer, path, space) = open_deriving(&dir, Some(probe.clone()));
+    let rid = Rid::mint();
+    let key = format!("file:{rid}/title");
+    probe.fail.store(2, Ordering::Relaxed);
+    let k = key.clone();
+    let err = writer
+        .write(move |tx| tx.put_record_key(&k, "x"))
+        .await
+        .unwrap_err();
+    assert!(matches!(err, StoreError::DiskFull), "{err}");
+    assert_eq!(err.to_api().code, metacore::ErrorCode::InsufficientStorage);
+    assert!(space.is_full(), "the volume counts as full");
+    assert_eq!(
+        probe.stale.load(Ordering::Relaxed),
+        0,
+        "space is not the index's fault"
+    );
+    assert_eq!(writer.stats().failed_commits, 1);
+
+    // The next group that commits says the volume has room again.
+    probe.fail.store(0, Ordering::Relaxed);
+    let k = key.clone();
+    writer
+        .write(move |tx| tx.put_record_key(&k, "y"))
+        .await
+        .unwrap();
+    assert!(!space.is_full());
+    writer.close().await;
+    let rows = rows(&path);
+    assert!(rows.contains(&(key, "y".to_owned())), "{rows:?}");
 }

@@ -121,10 +121,8 @@ pub(crate) fn rebuild(conn: &Connection) -> Result<u64> {
 /// that their changes are not counted a second time before COMMIT.
 pub(crate) fn rescan(tx: &mut crate::engine::tx::Tx<'_>) -> Result<u64> {
     let values = rebuild(tx.conn)?;
-    if let Some(touched) = tx.touched.as_deref_mut() {
-        for (rid, before) in touched.iter_mut() {
-            *before = records::fields(tx.conn, *rid)?;
-        }
+    if let Some(touched) = tx.touched.as_mut() {
+        touched.retake(tx.conn)?;
     }
     Ok(values)
 }

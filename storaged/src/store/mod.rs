@@ -10,6 +10,7 @@
 
 mod files;
 mod kv;
+mod options;
 mod records;
 mod search;
 mod streams;
@@ -23,8 +24,9 @@ use metacore::clock::unix_ms;
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::watch;
 
-use crate::engine::Options;
+use crate::derived::SearchAndSchema;
 use crate::engine::checkpointer::{Checkpointer, GapFlag};
+use crate::engine::derive::Derive;
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema;
@@ -32,6 +34,8 @@ use crate::engine::space::Space;
 use crate::engine::writer::Writer;
 use crate::error::{Result, StoreError};
 use crate::streams::{Heads, HeadsPublisher, StreamState};
+
+pub use options::Options;
 /// How long a count of the whole table is reused.
 const KEY_COUNT_TTL: Duration = Duration::from_secs(60);
 
@@ -55,6 +59,8 @@ pub struct Store {
     exclude: Arc<[String]>,
     /// Whether the search index is kept (see `Options::search_index`).
     indexed: bool,
+    /// Room on the database's volume (see `engine::space`).
+    space: Arc<Space>,
     /// The turn of the schema rescan under way: one at a time, a second is
     /// a 409 ([`crate::schema::rescans`]).
     rescans: crate::schema::rescans::Rescans,
@@ -103,10 +109,14 @@ impl Store {
         if schema::build_counters(&conn)? {
             tracing::info!("built idx:count/roots from the root index");
         }
-        if opts.search_index {
-            let rebuilt = crate::search::index::ensure(&conn, &opts.exclude_prefixes)?;
-            crate::schema::counts::ensure(&conn, rebuilt)?;
-        }
+        let derive: Option<Arc<dyn Derive>> = if opts.search_index {
+            Some(Arc::new(SearchAndSchema::open(
+                &conn,
+                &opts.exclude_prefixes,
+            )?))
+        } else {
+            None
+        };
         let state = StreamState::load(&conn, opts.retention, opts.trim_every)?;
         let (tx, heads) = watch::channel(state.heads());
         let readers = Arc::new(Readers::open(
@@ -119,13 +129,12 @@ impl Store {
         let writer = Writer::start(
             conn,
             (gap.clone(), space.clone()),
-            opts.search_index
-                .then(|| opts.exclude_prefixes.clone().into()),
+            derive,
             state,
             HeadsPublisher(tx),
             opts.batch,
         )?;
-        let checkpointer = Checkpointer::start(&opts.db_path, gap, space)?;
+        let checkpointer = Checkpointer::start(&opts.db_path, gap, space.clone())?;
         Ok(Self {
             writer,
             readers,
@@ -137,6 +146,7 @@ impl Store {
             checkpointer: Mutex::new(Some(checkpointer)),
             exclude: opts.exclude_prefixes.clone().into(),
             indexed: opts.search_index,
+            space,
             rescans: crate::schema::rescans::Rescans::new(),
         })
     }
@@ -149,6 +159,12 @@ impl Store {
         };
         drop(checkpointer);
         self.writer.close().await;
+    }
+
+    /// Whether the last write failed for want of space on the database's
+    /// volume and no room has been seen since.
+    pub fn volume_full(&self) -> bool {
+        self.space.is_full()
     }
 
     pub async fn roots(&self) -> Result<u64> {

@@ -12,8 +12,8 @@ use metacore::error::ErrorCode;
 use metacore::record::Target;
 use metacore::rid::Rid;
 
-use crate::engine::Options;
 use crate::error::StoreError;
+use crate::store::Options;
 use crate::store::Store;
 
 /// Polls `fut` once: far enough for a rescan to take its turn and queue
