@@ -7,6 +7,7 @@ use std::path::PathBuf;
 use std::time::Duration;
 
 mod read;
+pub mod settings;
 
 use read::{Reader, cors_origins};
 
@@ -171,7 +172,7 @@ impl fmt::Debug for Config {
 pub struct ConfigError {
     pub var: &'static str,
     pub value: String,
-    pub expected: &'static str,
+    pub expected: String,
 }
 
 impl Config {
@@ -180,251 +181,135 @@ impl Config {
         Self::from_lookup(|k| std::env::var(k).ok())
     }
 
-    /// Reads variables through `lookup`.
+    /// Reads variables through `lookup`, each by its row of [`settings`].
     pub fn from_lookup(lookup: impl Fn(&str) -> Option<String>) -> Result<Self, ConfigError> {
+        use settings as set;
         let r = Reader(lookup);
-        let meta_core_path = PathBuf::from(r.string("META_CORE_PATH", "/meta-core"));
-        let db_path = r
-            .raw("META_CORE_DB_PATH")
-            .map(PathBuf::from)
-            .unwrap_or_else(|| meta_core_path.join("db").join("meta-core.db"));
-        let port = |var, default| r.parse(var, default, "a TCP port (1-65535)", |p: &u16| *p > 0);
-        let log_format = match r.raw("LOG_FORMAT").map(|v| v.trim().to_ascii_lowercase()) {
-            None => LogFormat::Text,
-            Some(v) if v == "text" || v == "pretty" => LogFormat::Text,
-            Some(v) if v == "json" => LogFormat::Json,
-            Some(v) => {
-                return Err(ConfigError {
-                    var: "LOG_FORMAT",
-                    value: v,
-                    expected: "text or json",
-                });
-            }
-        };
-        let http_port = port("META_CORE_HTTP_PORT", 9000)?;
-        let http_extra_ports = r.ports("META_CORE_HTTP_EXTRA_PORTS")?;
-        if http_extra_ports.contains(&http_port) {
-            return Err(ConfigError {
-                var: "META_CORE_HTTP_EXTRA_PORTS",
-                value: r.string("META_CORE_HTTP_EXTRA_PORTS", ""),
-                expected: "ports other than META_CORE_HTTP_PORT",
-            });
-        }
+        let meta_core_path = r.path(&set::META_CORE_PATH);
+        let (http_port, http_extra_ports) = http_ports(&r)?;
         Ok(Self {
-            files_path: PathBuf::from(r.string("FILES_PATH", "/files")),
-            service_name: r.string("SERVICE_NAME", "meta-core"),
-            service_version: r.string("SERVICE_VERSION", "1.0.0"),
-            api_port: port("API_PORT", 8180)?,
+            files_path: r.path(&set::FILES_PATH),
+            service_name: r.text(&set::SERVICE_NAME),
+            service_version: r.text(&set::SERVICE_VERSION),
+            api_port: r.num(&set::API_PORT)?,
             base_url: r
-                .raw("BASE_URL")
+                .raw(&set::BASE_URL)
                 .map(|u| u.trim_end_matches('/').to_owned()),
-            db_path,
-            db_cache_mb: r.parse(
-                "META_CORE_DB_CACHE_MB",
-                64,
-                "a number of MiB (1-65536)",
-                |v| (1..=65536).contains(v),
-            )?,
-            db_reader_cache_mb: r.parse(
-                "META_CORE_DB_READER_CACHE_MB",
-                16,
-                "a number of MiB (1-65536)",
-                |v| (1..=65536).contains(v),
-            )?,
-            db_readers: r.parse("META_CORE_DB_READERS", 8, "a reader count (1-256)", |v| {
-                (1..=256).contains(v)
-            })?,
-            db_reserve_mb: r.parse(
-                "META_CORE_DB_RESERVE_MB",
-                8,
-                "a number of MiB (0-4096)",
-                |v| *v <= 4096,
-            )?,
-            // Set but empty: nothing is excluded.
-            index_exclude_prefixes: match (r.0)("META_CORE_INDEX_EXCLUDE_PREFIXES") {
-                None => vec!["categories/newznab/".to_owned()],
-                Some(list) => list
-                    .split(',')
-                    .map(str::trim)
-                    .filter(|p| !p.is_empty())
-                    .map(str::to_owned)
-                    .collect(),
-            },
+            db_path: r.raw(&set::META_CORE_DB_PATH).map_or_else(
+                || meta_core_path.join("db").join("meta-core.db"),
+                PathBuf::from,
+            ),
+            db_cache_mb: r.num(&set::META_CORE_DB_CACHE_MB)?,
+            db_reader_cache_mb: r.num(&set::META_CORE_DB_READER_CACHE_MB)?,
+            db_readers: r.num(&set::META_CORE_DB_READERS)?,
+            db_reserve_mb: r.num(&set::META_CORE_DB_RESERVE_MB)?,
+            index_exclude_prefixes: exclude_prefixes(&r),
             http_port,
             http_extra_ports,
-            http_host: r.string("META_CORE_HTTP_HOST", "0.0.0.0"),
-            health_check_interval: r.millis("HEALTH_CHECK_INTERVAL_MS", 5000)?,
-            heartbeat_interval: r.millis("HEARTBEAT_INTERVAL_MS", 30_000)?,
-            stale_threshold: r.millis("STALE_THRESHOLD_MS", 60_000)?,
-            cleanup_interval: r.millis("CLEANUP_INTERVAL_MS", 600_000)?,
-            dead_service_threshold: r.millis("DEAD_SERVICE_THRESHOLD_MS", 600_000)?,
-            watch_interval: r.millis("WATCH_INTERVAL_MS", 1000)?,
-            debounce: r
-                .parse("DEBOUNCE_MS", 30_000u64, "a number of milliseconds", |_| {
-                    true
-                })
-                .map(Duration::from_millis)?,
-            enable_file_watcher: r.bool("ENABLE_FILE_WATCHER", true)?,
-            election_retry: r
-                .parse(
-                    "ELECTION_RETRY_SECS",
-                    5u64,
-                    "a positive number of seconds",
-                    |v| *v > 0,
-                )
-                .map(Duration::from_secs)?,
-            run_dir: PathBuf::from(r.string("META_CORE_RUN_DIR", "/run/meta-core")),
-            log_format,
+            http_host: r.text(&set::META_CORE_HTTP_HOST),
+            health_check_interval: r.millis(&set::HEALTH_CHECK_INTERVAL_MS)?,
+            heartbeat_interval: r.millis(&set::HEARTBEAT_INTERVAL_MS)?,
+            stale_threshold: r.millis(&set::STALE_THRESHOLD_MS)?,
+            cleanup_interval: r.millis(&set::CLEANUP_INTERVAL_MS)?,
+            dead_service_threshold: r.millis(&set::DEAD_SERVICE_THRESHOLD_MS)?,
+            watch_interval: r.millis(&set::WATCH_INTERVAL_MS)?,
+            debounce: r.millis(&set::DEBOUNCE_MS)?,
+            enable_file_watcher: r.bool(&set::ENABLE_FILE_WATCHER)?,
+            election_retry: Duration::from_secs(r.num(&set::ELECTION_RETRY_SECS)?),
+            run_dir: r.path(&set::META_CORE_RUN_DIR),
+            log_format: log_format(&r)?,
             log_dir: r
-                .raw("META_CORE_LOG_DIR")
-                .map(PathBuf::from)
-                .unwrap_or_else(|| meta_core_path.join("logs")),
-            log_max_bytes: r.parse(
-                "META_CORE_LOG_MAX_BYTES",
-                10 << 20,
-                "a number of bytes (at least 4096)",
-                |v| *v >= 4096,
-            )?,
-            log_keep: r.parse("META_CORE_LOG_KEEP", 3, "a file count (0-100)", |v| {
-                *v <= 100
-            })?,
-            bin_dir: r.raw("META_CORE_BIN_DIR").map(PathBuf::from),
-            admin_token: r.raw("META_CORE_ADMIN_TOKEN"),
-            admin_open: match (
-                r.bool("META_CORE_ADMIN_OPEN", false)?,
-                r.raw("META_CORE_ADMIN_TOKEN"),
-            ) {
-                (true, Some(_)) => {
-                    return Err(ConfigError {
-                        var: "META_CORE_ADMIN_OPEN",
-                        value: "true".into(),
-                        expected: "false or unset when META_CORE_ADMIN_TOKEN is set \
-                                   (a token and open admin routes contradict each other)",
-                    });
-                }
-                (open, _) => open,
-            },
-            stream_retention: r.parse(
-                "META_CORE_STREAM_RETENTION",
-                100_000,
-                "an entry count (at least 1)",
-                |v| *v >= 1,
-            )?,
-            stream_trim_every: r.parse(
-                "META_CORE_STREAM_TRIM_EVERY",
-                10_000,
-                "an append count (at least 1)",
-                |v| *v >= 1,
-            )?,
-            http_write_stall: r
-                .parse(
-                    "META_CORE_HTTP_WRITE_STALL_MS",
-                    10_000u64,
-                    "a number of milliseconds (100-3600000)",
-                    |v| (100..=3_600_000).contains(v),
-                )
-                .map(Duration::from_millis)?,
-            http_header_timeout: r
-                .parse(
-                    "META_CORE_HTTP_HEADER_TIMEOUT_MS",
-                    30_000u64,
-                    "a number of milliseconds (100-3600000)",
-                    |v| (100..=3_600_000).contains(v),
-                )
-                .map(Duration::from_millis)?,
-            http_body_timeout: r
-                .parse(
-                    "META_CORE_HTTP_BODY_TIMEOUT_MS",
-                    30_000u64,
-                    "a number of milliseconds (100-3600000)",
-                    |v| (100..=3_600_000).contains(v),
-                )
-                .map(Duration::from_millis)?,
-            http_max_connections: r.parse(
-                "META_CORE_HTTP_MAX_CONNECTIONS",
-                16_384,
-                "a connection count (16-1000000)",
-                |v| (16..=1_000_000).contains(v),
-            )?,
-            http_max_connections_per_client: r.parse(
-                "META_CORE_HTTP_MAX_CONNECTIONS_PER_CLIENT",
-                1024,
-                "a connection count (1-1000000)",
-                |v| (1..=1_000_000).contains(v),
-            )?,
-            sse_keepalive: r
-                .parse(
-                    "META_CORE_SSE_KEEPALIVE_MS",
-                    30_000u64,
-                    "a number of milliseconds (1000-30000: followers time out reads at 35 s)",
-                    |v| (1_000..=30_000).contains(v),
-                )
-                .map(Duration::from_millis)?,
-            sse_queue: r.parse(
-                "META_CORE_SSE_QUEUE",
-                256,
-                "a batch count (16-65536)",
-                |v| (16..=1 << 16).contains(v),
-            )?,
-            sse_batch: r
-                .parse(
-                    "META_CORE_SSE_BATCH_MS",
-                    10u64,
-                    "a number of milliseconds (0-1000)",
-                    |v| *v <= 1000,
-                )
-                .map(Duration::from_millis)?,
-            sse_max_followers: r.parse(
-                "META_CORE_SSE_MAX_FOLLOWERS",
-                10_000,
-                "a follower count (1-1000000)",
-                |v| (1..=1_000_000).contains(v),
-            )?,
-            sse_max_followers_per_client: r.parse(
-                "META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT",
-                128,
-                "a follower count (1-1000000)",
-                |v| (1..=1_000_000).contains(v),
-            )?,
-            cors_origins: cors_origins(r.raw("META_CORE_CORS_ORIGINS"))?,
-            watch_max_dirs: r.parse(
-                "META_CORE_WATCH_MAX_DIRS",
-                0,
-                "a folder count (0 for the kernel's limit)",
-                |_| true,
-            )?,
-            import_max_entries: r.parse(
-                "META_CORE_IMPORT_MAX_ENTRIES",
-                1_000_000,
-                "an entry count of at least 1",
-                |v| *v >= 1,
-            )?,
-            import_max_bytes: r.parse(
-                "META_CORE_IMPORT_MAX_BYTES",
-                IMPORT_MAX_BYTES_DEFAULT,
-                "a byte count of at least 1 MiB",
-                |v| *v >= 1 << 20,
-            )?,
-            dav_copy_max_bytes: r.parse(
-                "META_CORE_DAV_COPY_MAX_BYTES",
-                4 << 30,
-                "a byte count of at least 1 MiB",
-                |v| *v >= 1 << 20,
-            )?,
-            dav_copy_reserve_bytes: r.parse(
-                "META_CORE_DAV_COPY_RESERVE_BYTES",
-                1 << 30,
-                "a byte count",
-                |_| true,
-            )?,
+                .raw(&set::META_CORE_LOG_DIR)
+                .map_or_else(|| meta_core_path.join("logs"), PathBuf::from),
+            log_max_bytes: r.num(&set::META_CORE_LOG_MAX_BYTES)?,
+            log_keep: r.num(&set::META_CORE_LOG_KEEP)?,
+            bin_dir: r.raw(&set::META_CORE_BIN_DIR).map(PathBuf::from),
+            admin_token: r.raw(&set::META_CORE_ADMIN_TOKEN),
+            admin_open: admin_open(&r)?,
+            stream_retention: r.num(&set::META_CORE_STREAM_RETENTION)?,
+            stream_trim_every: r.num(&set::META_CORE_STREAM_TRIM_EVERY)?,
+            http_write_stall: r.millis(&set::META_CORE_HTTP_WRITE_STALL_MS)?,
+            http_header_timeout: r.millis(&set::META_CORE_HTTP_HEADER_TIMEOUT_MS)?,
+            http_body_timeout: r.millis(&set::META_CORE_HTTP_BODY_TIMEOUT_MS)?,
+            http_max_connections: r.num(&set::META_CORE_HTTP_MAX_CONNECTIONS)?,
+            http_max_connections_per_client: r
+                .num(&set::META_CORE_HTTP_MAX_CONNECTIONS_PER_CLIENT)?,
+            sse_keepalive: r.millis(&set::META_CORE_SSE_KEEPALIVE_MS)?,
+            sse_queue: r.num(&set::META_CORE_SSE_QUEUE)?,
+            sse_batch: r.millis(&set::META_CORE_SSE_BATCH_MS)?,
+            sse_max_followers: r.num(&set::META_CORE_SSE_MAX_FOLLOWERS)?,
+            sse_max_followers_per_client: r.num(&set::META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT)?,
+            cors_origins: cors_origins(r.raw(&set::META_CORE_CORS_ORIGINS))?,
+            watch_max_dirs: r.num(&set::META_CORE_WATCH_MAX_DIRS)?,
+            import_max_entries: r.num(&set::META_CORE_IMPORT_MAX_ENTRIES)?,
+            import_max_bytes: r.num(&set::META_CORE_IMPORT_MAX_BYTES)?,
+            dav_copy_max_bytes: r.num(&set::META_CORE_DAV_COPY_MAX_BYTES)?,
+            dav_copy_reserve_bytes: r.num(&set::META_CORE_DAV_COPY_RESERVE_BYTES)?,
             meta_core_path,
         })
     }
 
     /// The on-disk layout under `META_CORE_PATH` and `META_CORE_RUN_DIR`.
     pub fn layout(&self) -> crate::layout::Layout {
-        crate::layout::Layout::new(self)
+        crate::layout::Layout {
+            root: self.meta_core_path.clone(),
+            files: self.files_path.clone(),
+            db: self.db_path.clone(),
+            run_dir: self.run_dir.clone(),
+        }
     }
+}
+
+/// `META_CORE_HTTP_PORT`, and the extra ports, none of them the same.
+fn http_ports<F: Fn(&str) -> Option<String>>(
+    r: &Reader<F>,
+) -> Result<(u16, Vec<u16>), ConfigError> {
+    let port = r.num(&settings::META_CORE_HTTP_PORT)?;
+    let extra = r.ports(&settings::META_CORE_HTTP_EXTRA_PORTS)?;
+    if extra.contains(&port) {
+        return Err(ConfigError {
+            var: settings::META_CORE_HTTP_EXTRA_PORTS.var,
+            value: r.text(&settings::META_CORE_HTTP_EXTRA_PORTS),
+            expected: "ports other than META_CORE_HTTP_PORT".into(),
+        });
+    }
+    Ok((port, extra))
+}
+
+/// `META_CORE_INDEX_EXCLUDE_PREFIXES`: set but empty, nothing is excluded.
+fn exclude_prefixes<F: Fn(&str) -> Option<String>>(r: &Reader<F>) -> Vec<String> {
+    let s = &settings::META_CORE_INDEX_EXCLUDE_PREFIXES;
+    let list = (r.0)(s.var).unwrap_or_else(|| r.text(s));
+    list.split(',')
+        .map(str::trim)
+        .filter(|p| !p.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+fn log_format<F: Fn(&str) -> Option<String>>(r: &Reader<F>) -> Result<LogFormat, ConfigError> {
+    let s = &settings::LOG_FORMAT;
+    match r.raw(s).map(|v| v.trim().to_ascii_lowercase()) {
+        None => Ok(LogFormat::Text),
+        Some(v) if v == "text" || v == "pretty" => Ok(LogFormat::Text),
+        Some(v) if v == "json" => Ok(LogFormat::Json),
+        Some(v) => Err(Reader::<F>::bad(s, v)),
+    }
+}
+
+/// `META_CORE_ADMIN_OPEN`, never together with a token.
+fn admin_open<F: Fn(&str) -> Option<String>>(r: &Reader<F>) -> Result<bool, ConfigError> {
+    let open = r.bool(&settings::META_CORE_ADMIN_OPEN)?;
+    if open && r.raw(&settings::META_CORE_ADMIN_TOKEN).is_some() {
+        return Err(ConfigError {
+            var: settings::META_CORE_ADMIN_OPEN.var,
+            value: "true".into(),
+            expected: "false or unset when META_CORE_ADMIN_TOKEN is set \
+                       (a token and open admin routes contradict each other)"
+                .into(),
+        });
+    }
+    Ok(open)
 }
 
 #[cfg(test)]

@@ -8,8 +8,6 @@ use std::str::FromStr;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::Config;
-
 /// The daemons, each with its socket in the run directory. On the wire a
 /// daemon is its name (`"storaged"`).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord, Serialize, Deserialize)]
@@ -71,15 +69,6 @@ pub struct Layout {
 }
 
 impl Layout {
-    pub fn new(cfg: &Config) -> Self {
-        Self {
-            root: cfg.meta_core_path.clone(),
-            files: cfg.files_path.clone(),
-            db: cfg.db_path.clone(),
-            run_dir: cfg.run_dir.clone(),
-        }
-    }
-
     pub fn locks_dir(&self) -> PathBuf {
         self.root.join("locks")
     }
@@ -142,8 +131,7 @@ mod tests {
 
     #[test]
     fn paths_follow_the_contract() {
-        let cfg = Config::from_lookup(|_| None).unwrap();
-        let l = cfg.layout();
+        let l = crate::Config::from_lookup(|_| None).unwrap().layout();
         assert_eq!(
             l.leader_lock(),
             PathBuf::from("/meta-core/locks/kv-leader.lock")
