@@ -27,6 +27,7 @@ macro_rules! serde_as_text {
 
 pub mod admin;
 pub mod api;
+pub mod backoff;
 pub mod checked;
 pub mod cid;
 pub mod clock;

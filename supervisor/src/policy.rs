@@ -5,6 +5,7 @@
 
 use std::time::Duration;
 
+use metacore::backoff::Backoff;
 use metacore::layout::Daemon;
 
 /// What the supervisor does when a daemon keeps failing.
@@ -145,14 +146,7 @@ impl Policy {
     /// The growing part of [`Policy::restart_delay`]: `first_backoff` times
     /// [`BACKOFF_FACTOR`] for each failure after the first, capped.
     pub(crate) fn backoff(&self, failures: u32) -> Duration {
-        let mut d = self.first_backoff;
-        for _ in 1..failures {
-            d = d.saturating_mul(BACKOFF_FACTOR);
-            if d >= self.max_backoff {
-                return self.max_backoff;
-            }
-        }
-        d.min(self.max_backoff)
+        Backoff::new(self.first_backoff, self.max_backoff, BACKOFF_FACTOR).after(failures)
     }
 }
 

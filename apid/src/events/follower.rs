@@ -29,6 +29,7 @@ use std::time::Duration;
 
 use bytes::{Bytes, BytesMut};
 use metacore::api::storaged::{EntriesQuery, RangeQuery, StoragedClient};
+use metacore::backoff::Backoff;
 use metacore::error::ErrorCode;
 use metacore::shutdown::Shutdown;
 use metacore::socket::client::ClientError;
@@ -115,7 +116,7 @@ pub(crate) struct Follower {
     /// final read.
     registered: Option<broadcast::Receiver<Item>>,
     last_write: Instant,
-    retry: Duration,
+    retry: Backoff,
     /// Garbled reads in a row.
     garbled: u32,
     /// What is sent before anything else (the `gap` of an ID past the
@@ -193,7 +194,7 @@ impl Follower {
             requested,
             registered: None,
             last_write: Instant::now(),
-            retry: RETRY_FIRST,
+            retry: Backoff::doubling(RETRY_FIRST, RETRY_MAX),
             garbled: 0,
             preface,
             sent: events.sent(stream).clone(),
@@ -229,7 +230,7 @@ impl Follower {
             };
             match read {
                 Ok(Some(chunk)) => {
-                    self.retry = RETRY_FIRST;
+                    self.retry.reset();
                     self.garbled = 0;
                     return Some(chunk);
                 }
@@ -256,8 +257,7 @@ impl Follower {
                     if self.last_write.elapsed() >= self.keepalive {
                         return Some(Bytes::from_static(KEEPALIVE));
                     }
-                    let wait = self.retry;
-                    self.retry = (self.retry * 2).min(RETRY_MAX);
+                    let wait = self.retry.fail();
                     tokio::select! {
                         _ = tokio::time::sleep(wait) => {}
                         _ = self.shutdown.wait() => return None,

@@ -26,6 +26,7 @@ use std::time::Duration;
 
 use futures_util::StreamExt;
 use metacore::api::storaged::StoragedClient;
+use metacore::backoff::Backoff;
 use metacore::shutdown::Shutdown;
 use metacore::stream::{Entry, StreamId, StreamName};
 use tokio::sync::{broadcast, watch};
@@ -99,7 +100,7 @@ impl Hub {
 
     /// Follows storaged until `shutdown`.
     pub(crate) async fn run(&self, store: StoragedClient, shutdown: Shutdown) {
-        let mut retry = RETRY_FIRST;
+        let mut backoff = Backoff::doubling(RETRY_FIRST, RETRY_MAX);
         let mut failures = 0u32;
         // The last entry broadcast: where a reconnect resumes. A batch cut
         // short by a broken tail is dropped and read again.
@@ -129,7 +130,7 @@ impl Hub {
                     }
                 };
                 let tail = store.tail(self.stream, Some(after)).await?;
-                retry = RETRY_FIRST;
+                backoff.reset();
                 tracing::debug!(stream = %self.stream, %after, "following storaged");
                 let mut tail = std::pin::pin!(tail);
                 while let Some(entry) = tail.next().await {
@@ -169,10 +170,9 @@ impl Hub {
                 _ = shutdown.wait() => return,
             }
             tokio::select! {
-                _ = tokio::time::sleep(retry) => {}
+                _ = tokio::time::sleep(backoff.fail()) => {}
                 _ = shutdown.wait() => return,
             }
-            retry = (retry * 2).min(RETRY_MAX);
         }
     }
 }

@@ -3,6 +3,7 @@
 //! made known.
 
 use super::*;
+use metacore::backoff::Backoff;
 
 impl Engine {
     /// Settles one round of what is due: hash, pair renames, and send,
@@ -222,7 +223,7 @@ impl Sender {
                 root: self.root.clone(),
                 observations: chunk.to_vec(),
             };
-            let mut wait = Duration::from_millis(50);
+            let mut backoff = Backoff::doubling(Duration::from_millis(50), Duration::from_secs(5));
             let outcomes = loop {
                 match self.store.observe(&body).await {
                     Ok(o) => break o.outcomes,
@@ -242,9 +243,8 @@ impl Sender {
                         tracing::warn!("storaged did not take the observations, retrying: {e}");
                         tokio::select! {
                             () = self.shutdown.wait() => return None,
-                            () = tokio::time::sleep(wait) => {}
+                            () = tokio::time::sleep(backoff.fail()) => {}
                         }
-                        wait = (wait * 2).min(Duration::from_secs(5));
                     }
                 }
             };
