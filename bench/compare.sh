@@ -3,21 +3,38 @@
 # after the other in the same session, and prints both, so a change is
 # judged by figures measured side by side on the same machine.
 #
-#   bench/compare.sh <rev> storaged    # cargo bench -p storaged --bench store
-#   bench/compare.sh <rev> apid        # cargo bench -p apid --bench http
+#   bench/compare.sh <rev> store     # cargo bench -p bench --bench store
+#   bench/compare.sh <rev> search    # cargo bench -p bench --bench search
+#   bench/compare.sh <rev> http      # cargo bench -p bench --bench http
+#   bench/compare.sh <rev> sse       # cargo bench -p bench --bench sse
+#   bench/compare.sh <rev> watch     # cargo bench -p watcherd --bench watch
+#
+# (`storaged` and `apid` are the old names of store and http.) A revision
+# from before the bench package ran these from storaged and apid: the
+# command follows the tree it runs in.
 #
 # The earlier revision is checked out in a scratch worktree with its own
 # target directory; the benchmark's own knobs (BENCH_RECORDS, ...) apply to
 # both runs. Output: bench/out/compare-<bench>-<rev>.txt.
 set -euo pipefail
 cd "$(dirname "$0")/.."
-rev=${1:?usage: bench/compare.sh <rev> storaged|apid}
-which=${2:?usage: bench/compare.sh <rev> storaged|apid}
+usage="usage: bench/compare.sh <rev> store|search|http|sse|watch"
+rev=${1:?$usage}
+which=${2:?$usage}
 case "$which" in
-  storaged) bench=(cargo bench -p storaged --bench store) ;;
-  apid) bench=(cargo bench -p apid --bench http) ;;
-  *) echo "unknown benchmark $which (storaged or apid)" >&2; exit 2 ;;
+  storaged) which=store ;;
+  apid) which=http ;;
 esac
+case "$which" in
+  store|search) old=storaged ;;
+  http|sse) old=apid ;;
+  watch) old=watcherd ;;
+  *) echo "unknown benchmark $which; $usage" >&2; exit 2 ;;
+esac
+# The package that holds the benchmark in the tree at <dir>.
+package() {
+  if [ "$which" != watch ] && [ -f "$1/bench/Cargo.toml" ]; then echo bench; else echo "$old"; fi
+}
 short=$(git rev-parse --short "$rev")
 scratch=$(mktemp -d /tmp/meta-core-bench-XXXXXX)
 trap 'git worktree remove --force "$scratch/tree" >/dev/null 2>&1 || true; rm -rf "$scratch"' EXIT
@@ -26,7 +43,9 @@ mkdir -p bench/out
 out=bench/out/compare-$which-$short.txt
 run() { # <dir> <label>
   echo "=== $2"
-  (cd "$1" && cargo build --release --bins --locked -q && "${bench[@]}" 2>/dev/null)
+  local p
+  p=$(package "$1")
+  (cd "$1" && cargo build --release --bins --locked -q && cargo bench -p "$p" --bench "$which" 2>/dev/null)
 }
 {
   echo "bench/compare.sh $rev $which, $(date -u +%FT%TZ), $(nproc) cores"

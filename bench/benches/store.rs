@@ -5,7 +5,7 @@
 //! original's 835 records/s, and a bare simulation of the same row pattern
 //! measured in this run.
 //!
-//! `cargo bench -p storaged --bench store` (env `BENCH_RECORDS` overrides
+//! `cargo build --release --bins && cargo bench -p bench --bench store` (env `BENCH_RECORDS` overrides
 //! the 169,000 preload, `BENCH_WRITES` the 20,000 measured writes).
 
 use std::path::{Path, PathBuf};
@@ -21,10 +21,7 @@ use metacore::record::Target;
 use metacore::rid::Rid;
 use storaged::{Options, Store};
 
-#[path = "support/workload.rs"]
-mod workload;
-
-use workload::{Gen, WRITERS, drive, env_u64, fmt_lat, record, rss_mib, thread_cpu_secs};
+use bench::workload::{Gen, WRITERS, drive, env_u64, fmt_lat, record, rss_mib, thread_cpu_secs};
 
 const ORIGINAL_RECORDS_PER_SEC: f64 = 835.0;
 
@@ -42,7 +39,7 @@ struct Daemon {
 
 async fn start_daemon(dir: &Path) -> Daemon {
     let run = dir.join("run");
-    let child = Command::new(env!("CARGO_BIN_EXE_storaged"))
+    let child = Command::new(bench::daemons::binary("storaged"))
         .env("META_CORE_PATH", dir.join("meta-core"))
         .env("META_CORE_RUN_DIR", &run)
         .env("RUST_LOG", "warn")

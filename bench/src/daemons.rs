@@ -1,42 +1,49 @@
-//! The real storaged and apid release binaries for apid's benchmarks: one
-//! of each started in a temp dir on a given port, stopped with SIGTERM, and
+//! The real storaged and apid release binaries for the benchmarks: one of
+//! each started in a temp dir on a given port, stopped with SIGTERM, and
 //! killed if the benchmark panics first.
 #![allow(dead_code)] // each benchmark uses part of it
 
 use std::path::{Path, PathBuf};
 use std::process::{Child, Command, Stdio};
 
-/// Where the daemons are taken from: `BENCH_BIN_DIR`, else beside the
-/// apid Cargo built for the benchmark.
+/// Where the daemons are taken from: `BENCH_BIN_DIR`, else the profile's
+/// folder the running benchmark was built into (`target/release`, whose
+/// `deps/` holds the benchmark itself).
 fn bin_dir() -> PathBuf {
     match std::env::var_os("BENCH_BIN_DIR") {
         Some(dir) => PathBuf::from(dir),
-        None => PathBuf::from(env!("CARGO_BIN_EXE_apid"))
-            .parent()
-            .map(Path::to_path_buf)
+        None => std::env::current_exe()
+            .ok()
+            .and_then(|exe| Some(exe.parent()?.parent()?.to_path_buf()))
             .unwrap_or_default(),
     }
 }
 
+/// The release binary `name` (`storaged`, `apid`); a clear stop when it
+/// has not been built.
+pub fn binary(name: &str) -> PathBuf {
+    let bin = bin_dir().join(name);
+    assert!(
+        bin.is_file(),
+        "{} is missing: run `cargo build --release --bins` first",
+        bin.display()
+    );
+    bin
+}
+
 /// One daemon process; killed on drop unless stopped.
-pub(crate) struct Daemon(Option<Child>);
+#[derive(Debug)]
+pub struct Daemon(Option<Child>);
 
 impl Daemon {
-    /// storaged, from beside the apid binary Cargo built for the benchmark
-    /// (or from `BENCH_BIN_DIR`, to measure another build's daemons with
-    /// this benchmark).
-    pub(crate) fn storaged(dir: &Path, port: u16) -> Self {
-        let bin = bin_dir().join("storaged");
-        assert!(
-            bin.is_file(),
-            "{} is missing: run `cargo build --release --bins` first",
-            bin.display()
-        );
-        Self::spawn(&bin, dir, port)
+    /// storaged, from the profile's folder (or from `BENCH_BIN_DIR`, to
+    /// measure another build's daemons with this benchmark).
+    pub fn storaged(dir: &Path, port: u16) -> Self {
+        Self::spawn(&binary("storaged"), dir, port)
     }
 
-    pub(crate) fn apid(dir: &Path, port: u16) -> Self {
-        Self::spawn(&bin_dir().join("apid"), dir, port)
+    pub fn apid(dir: &Path, port: u16) -> Self {
+        Self::spawn(&binary("apid"), dir, port)
     }
 
     fn spawn(bin: &Path, dir: &Path, port: u16) -> Self {
@@ -56,12 +63,12 @@ impl Daemon {
         Self(Some(child))
     }
 
-    pub(crate) fn pid(&self) -> u32 {
+    pub fn pid(&self) -> u32 {
         self.0.as_ref().expect("running").id()
     }
 
     /// SIGTERM, then waits for the exit.
-    pub(crate) fn stop(mut self) {
+    pub fn stop(mut self) {
         if let Some(mut child) = self.0.take() {
             let _ = Command::new("kill")
                 .arg("-TERM")

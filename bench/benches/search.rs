@@ -6,7 +6,7 @@
 //! index over the kv table) built on a copy of the same store, queried for
 //! the same field search.
 //!
-//! `cargo bench -p storaged --bench search` (env `BENCH_RECORDS` overrides
+//! `cargo bench -p bench --bench search` (env `BENCH_RECORDS` overrides
 //! the 169,000; `BENCH_SKIP_BARE=1` leaves out the load without the index,
 //! for profiling the other).
 
@@ -18,10 +18,7 @@ use metacore::checked::CheckedFields;
 use metacore::record::Target;
 use storaged::{Options, Store};
 
-#[path = "support/workload.rs"]
-mod workload;
-
-use workload::{Gen, WRITERS, drive, env_u64, percentile};
+use bench::workload::{Gen, WRITERS, drive, env_u64, percentile};
 
 /// How many times each indexed request runs (with different values).
 const RUNS: usize = 60;
@@ -51,9 +48,9 @@ fn filter(property: &str, value: &str, exact: bool) -> Vec<SearchFilter> {
 
 /// The four requests of the issue, the `i`th variant of each.
 fn requests(i: usize, g: &mut Gen) -> Vec<(&'static str, SearchQuery)> {
-    let digits = format!("{:04}", g.next() % 10_000);
+    let digits = format!("{:04}", g.next_u64() % 10_000);
     let genre = ["Horror", "Romance", "Family", "Sci-Fi"][i % 4];
-    let number = g.next() % 10_000;
+    let number = g.next_u64() % 10_000;
     vec![
         (
             "field: tmdbid contains a 4-digit value",
@@ -213,7 +210,7 @@ async fn main() {
     let mut seeds = Vec::new();
     for i in 0..RUNS {
         let _ = requests(i, &mut g);
-        let digits = format!("{:04}", Gen(i as u64 + 1).next() % 10_000);
+        let digits = format!("{:04}", Gen(i as u64 + 1).next_u64() % 10_000);
         let t = Instant::now();
         let n = stmt.query_map([&digits], |_| Ok(())).unwrap().count();
         seeds.push(t.elapsed());

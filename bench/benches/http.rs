@@ -4,7 +4,7 @@
 //! records/s from 16 clients, printed beside the original's 835 records/s
 //! and beside storaged's socket and in-process figures measured in this run.
 //!
-//! `cargo build --release --bins && cargo bench -p apid --bench http`
+//! `cargo build --release --bins && cargo bench -p bench --bench http`
 //! (env `BENCH_RECORDS` overrides the 169,000 preload, `BENCH_WRITES` the
 //! 20,000 measured writes, `BENCH_READ_SECS` the 10 s of each read phase).
 //!
@@ -32,16 +32,8 @@ use metacore::cid::Cid;
 use metacore::record::Target;
 use storaged::{Options, Store};
 
-#[path = "../../storaged/benches/support/workload.rs"]
-mod workload;
-
-mod support {
-    pub(crate) mod daemons;
-}
-
-use support::daemons::Daemon;
-
-use workload::{drive, env_u64, percentile};
+use bench::daemons::Daemon;
+use bench::workload::{drive, env_u64, percentile};
 
 const ORIGINAL_RECORDS_PER_SEC: f64 = 835.0;
 const READERS: usize = 64;

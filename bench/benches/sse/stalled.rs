@@ -3,7 +3,7 @@
 
 use std::time::{Duration, Instant};
 
-use crate::workload::rss_mib;
+use bench::workload::rss_mib;
 
 /// Phase 3: followers of the snapshot that never read.
 pub(crate) async fn stalled(port: u16, apid_pid: u32, n: u64) {

@@ -21,7 +21,7 @@
 //! reported per axum SSE connection, and the original's boot-time
 //! republish of every field, which took about 6 minutes.
 //!
-//! `cargo build --release --bins && cargo bench -p apid --bench sse`
+//! `cargo build --release --bins && cargo bench -p bench --bench sse`
 //! (env: `BENCH_SSE_FOLLOWERS` 1000, `BENCH_SSE_SECS` 60,
 //! `BENCH_SSE_RATE` 1000 field changes/s, `BENCH_RECORDS` 169000,
 //! `BENCH_SSE_STALLED` 2000).
@@ -41,23 +41,13 @@ use metacore::cid::Cid;
 use metacore::record::Target;
 use storaged::{Options, Store};
 
-#[path = "../../storaged/benches/support/workload.rs"]
-mod workload;
-
-mod support {
-    pub(crate) mod daemons;
-}
-
-#[path = "support/sse/fan_out.rs"]
 mod fan_out;
-#[path = "support/sse/follower.rs"]
 mod follower;
-#[path = "support/sse/stalled.rs"]
 mod stalled;
 
+use bench::daemons::Daemon;
+use bench::workload::{drive, env_u64, rss_mib};
 use follower::follow;
-use support::daemons::Daemon;
-use workload::{drive, env_u64, rss_mib};
 
 /// Phase 2: one follower of the `meta` snapshot.
 async fn snapshot(port: u16, apid_pid: u32, records: u64) {

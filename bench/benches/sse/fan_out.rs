@@ -14,7 +14,7 @@ use metacore::api::storaged::{EntriesQuery, StoragedClient};
 use metacore::stream::{StreamId, StreamName};
 
 use crate::follower::{BUCKETS, HASH_SEED, follow, hash_step, pack, percentile_us};
-use crate::workload::{env_u64, rss_mib};
+use bench::workload::{env_u64, rss_mib};
 
 pub(crate) async fn committed_after(store: &StoragedClient, from: StreamId) -> Vec<StreamId> {
     let mut out: Vec<StreamId> = Vec::new();

@@ -1,8 +1,7 @@
-//! The write workload and measuring helpers shared by the benchmarks of
-//! storaged (`storaged/benches/store.rs`) and apid (`apid/benches/http.rs`,
-//! which includes it by path): 16 writers of realistic 40-field
-//! media records, a deterministic generator, latency percentiles, and
-//! process figures from /proc.
+//! The write workload and measuring helpers the benchmarks share (the
+//! store, search, HTTP and SSE): 16 writers of realistic 40-field media
+//! records, a deterministic generator, latency percentiles, and process
+//! figures from /proc.
 #![allow(dead_code)] // each benchmark uses part of it
 
 use std::collections::BTreeMap;
@@ -12,34 +11,35 @@ use std::time::{Duration, Instant};
 use metacore::cid::{Cid, code};
 use metacore::record::Fields;
 
-pub(crate) const WRITERS: usize = 16;
+pub const WRITERS: usize = 16;
 
 /// A small deterministic generator (xorshift64*), so runs are comparable.
-pub(crate) struct Gen(pub(crate) u64);
+#[derive(Debug)]
+pub struct Gen(pub u64);
 
 impl Gen {
-    pub(crate) fn next(&mut self) -> u64 {
+    pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;
         self.0 ^= self.0 << 25;
         self.0 ^= self.0 >> 27;
         self.0.wrapping_mul(0x2545_F491_4F6C_DD1D)
     }
 
-    pub(crate) fn digest(&mut self) -> [u8; 32] {
+    pub fn digest(&mut self) -> [u8; 32] {
         let mut d = [0u8; 32];
         for chunk in d.chunks_mut(8) {
-            chunk.copy_from_slice(&self.next().to_le_bytes());
+            chunk.copy_from_slice(&self.next_u64().to_le_bytes());
         }
         d
     }
 
-    pub(crate) fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
-        xs[(self.next() % xs.len() as u64) as usize]
+    pub fn pick<'a>(&mut self, xs: &[&'a str]) -> &'a str {
+        xs[(self.next_u64() % xs.len() as u64) as usize]
     }
 }
 
 /// A realistic 40-field media record and the midhash CID that addresses it.
-pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
+pub fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     let midhash = Cid::midhash256(&g.digest());
     let sha = Cid::from_digest(code::RAW, code::SHA2_256, &g.digest());
     let title = format!(
@@ -48,7 +48,7 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
         g.pick(&["Night", "River", "Empire", "Signal", "Garden"]),
         n
     );
-    let year = 1950 + g.next() % 75;
+    let year = 1950 + g.next_u64() % 75;
     let name = format!("{}.{year}.1080p.BluRay.x264.mkv", title.replace(' ', "."));
     let mut f = BTreeMap::new();
     let mut put = |k: &str, v: String| {
@@ -58,11 +58,11 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     put("fileName", name.clone());
     put(
         "sizeByte",
-        (1_000_000_000 + g.next() % 30_000_000_000).to_string(),
+        (1_000_000_000 + g.next_u64() % 30_000_000_000).to_string(),
     );
     put(
         "mtimeNano",
-        (1_700_000_000_000_000_000 + g.next() % 100_000_000_000_000_000).to_string(),
+        (1_700_000_000_000_000_000 + g.next_u64() % 100_000_000_000_000_000).to_string(),
     );
     put("title", title.clone());
     put("originalTitle", title.clone());
@@ -73,8 +73,8 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     put("contentKind", "movie".into());
     put("domain", "screen".into());
     put("workForm", "standalone".into());
-    put("tmdbid", (g.next() % 1_000_000).to_string());
-    put("imdbid", format!("tt{:07}", g.next() % 10_000_000));
+    put("tmdbid", (g.next_u64() % 1_000_000).to_string());
+    put("imdbid", format!("tt{:07}", g.next_u64() % 10_000_000));
     put(
         &format!(
             "genres/{}",
@@ -93,12 +93,12 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
         "description/eng",
         format!(
             "{title}: a story told over {} minutes, with twists, a chase and a quiet ending that stays with you long after the credits roll.",
-            80 + g.next() % 100
+            80 + g.next_u64() % 100
         ),
     );
     put(
         "fileinfo/duration",
-        format!("{}.{}", 4800 + g.next() % 4000, g.next() % 10),
+        format!("{}.{}", 4800 + g.next_u64() % 4000, g.next_u64() % 10),
     );
     put("fileinfo/formatName", "matroska,webm".into());
     put(
@@ -110,7 +110,7 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     put("fileinfo/streamdetails/video/0/aspect", "1.78".into());
     put(
         "fileinfo/streamdetails/video/0/bitrate",
-        (4_000_000 + g.next() % 8_000_000).to_string(),
+        (4_000_000 + g.next_u64() % 8_000_000).to_string(),
     );
     put(
         "fileinfo/streamdetails/audio/0/codec",
@@ -137,7 +137,7 @@ pub(crate) fn record(g: &mut Gen, n: u64) -> (Cid, Fields) {
     (midhash, f)
 }
 
-pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
+pub fn env_u64(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
         .and_then(|v| v.parse().ok())
@@ -146,7 +146,7 @@ pub(crate) fn env_u64(name: &str, default: u64) -> u64 {
 
 /// Writes `per_writer` records from each of 16 tasks with `write`, returns
 /// records/s and the CIDs written.
-pub(crate) async fn drive<F, Fut>(total: u64, seed: u64, write: F) -> (f64, Vec<Cid>)
+pub async fn drive<F, Fut>(total: u64, seed: u64, write: F) -> (f64, Vec<Cid>)
 where
     F: Fn(Cid, Fields) -> Fut + Send + Sync + 'static,
     Fut: std::future::Future<Output = ()> + Send,
@@ -175,11 +175,11 @@ where
     (cids.len() as f64 / started.elapsed().as_secs_f64(), cids)
 }
 
-pub(crate) fn percentile(sorted: &[Duration], p: f64) -> Duration {
+pub fn percentile(sorted: &[Duration], p: f64) -> Duration {
     sorted[((sorted.len() as f64 - 1.0) * p).round() as usize]
 }
 
-pub(crate) fn fmt_lat(mut v: Vec<Duration>) -> String {
+pub fn fmt_lat(mut v: Vec<Duration>) -> String {
     v.sort();
     format!(
         "p50 {:>7.1} µs  p99 {:>7.1} µs",
@@ -189,7 +189,7 @@ pub(crate) fn fmt_lat(mut v: Vec<Duration>) -> String {
 }
 
 /// Peak and current RSS of a process, in MiB, from /proc.
-pub(crate) fn rss_mib(pid: u32) -> (f64, f64) {
+pub fn rss_mib(pid: u32) -> (f64, f64) {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).unwrap_or_default();
     let field = |name: &str| {
         status
@@ -206,7 +206,7 @@ pub(crate) fn rss_mib(pid: u32) -> (f64, f64) {
 /// CPU seconds (user + system) used so far by the thread named `name` of
 /// process `pid`, from /proc: less sensitive to a busy or slowed machine
 /// than wall-clock rates.
-pub(crate) fn thread_cpu_secs(pid: u32, name: &str) -> f64 {
+pub fn thread_cpu_secs(pid: u32, name: &str) -> f64 {
     let tick = 100.0; // USER_HZ on Linux
     let Ok(tasks) = std::fs::read_dir(format!("/proc/{pid}/task")) else {
         return 0.0;
