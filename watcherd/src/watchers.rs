@@ -19,6 +19,7 @@
 
 use std::path::{Component, Path, PathBuf};
 
+use metacore::api::watcherd::{NewWatcher, WatcherConfig, WatcherUpdate};
 use metacore::error::ApiError;
 use metacore::files::{StateFile, read_state};
 use serde::{Deserialize, Serialize};
@@ -36,48 +37,10 @@ pub const MIN_INTERVAL_MS: u64 = 5_000;
 
 const VERSION: u32 = 1;
 
-/// One polling watcher.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WatcherConfig {
-    /// 8 lower-case hex characters.
-    pub id: String,
-    /// Absolute, inside `FILES_PATH`.
-    pub path: String,
-    pub interval_ms: u64,
-    pub enabled: bool,
-    /// Unix ms.
-    pub created_at: u64,
-}
-
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 struct WatchersFile {
     version: u32,
     watchers: Vec<WatcherConfig>,
-}
-
-/// `POST /api/watchers`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct NewWatcher {
-    pub path: String,
-    #[serde(default)]
-    pub interval_ms: Option<u64>,
-    /// Off unless asked, as in the original.
-    #[serde(default)]
-    pub enabled: Option<bool>,
-}
-
-/// `PUT /api/watchers/{id}`.
-#[derive(Debug, Clone, Default, Deserialize)]
-#[serde(rename_all = "camelCase", deny_unknown_fields)]
-pub struct WatcherUpdate {
-    #[serde(default)]
-    pub path: Option<String>,
-    #[serde(default)]
-    pub interval_ms: Option<u64>,
-    #[serde(default)]
-    pub enabled: Option<bool>,
 }
 
 /// Why the file could not be opened.

@@ -212,7 +212,7 @@ mod tests {
             dir.path().join("errors"),
             mounts,
             Arc::new(Rcd::new(dir.path().join("pid"))),
-            metacore::socket::client::SocketClient::new("watcherd", &dir.path().join("w.sock")),
+            metacore::api::watcherd::WatcherdClient::new(&dir.path().join("w.sock")),
             crate::confine::Places::new(&metacore::Config::from_lookup(|_| None).unwrap()),
         );
         let c = m.config("m").unwrap();

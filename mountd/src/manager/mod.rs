@@ -21,9 +21,9 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use metacore::api::watcherd::WatcherdClient;
 use metacore::clock::unix_ms;
 use metacore::error::{ApiError, ErrorCode};
-use metacore::socket::client::SocketClient;
 use serde::Serialize;
 
 use crate::config::{MountConfig, Mounts};
@@ -106,7 +106,7 @@ pub struct Manager {
     files: PathBuf,
     errors: PathBuf,
     rcd: Arc<Rcd>,
-    watcherd: SocketClient,
+    watcherd: WatcherdClient,
     /// The configurations and what is seen of each. Held for a few
     /// statements, never across an `.await`.
     inner: Mutex<Inner>,
@@ -148,7 +148,7 @@ impl Manager {
         errors: PathBuf,
         mut file: Mounts,
         rcd: Arc<Rcd>,
-        watcherd: SocketClient,
+        watcherd: WatcherdClient,
         places: Places,
     ) -> Self {
         let mut live = HashMap::new();

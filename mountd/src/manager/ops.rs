@@ -6,6 +6,7 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use metacore::checked::RelPath;
 use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 
@@ -249,17 +250,9 @@ impl Manager {
             l.scanning = true;
             l.current_scan_started_at = Some(started);
         });
-        let body = serde_json::json!({ "path": c.mount_path });
-        let call =
-            self.watcherd
-                .call::<_, serde_json::Value>(http::Method::POST, "/scan", Some(&body));
-        let result = match tokio::time::timeout(SCAN_TIMEOUT, call).await {
-            Ok(answer) => answer
-                .map(|v| v["fileCount"].as_u64().unwrap_or(0) as usize)
-                .map_err(ApiError::from),
-            Err(_) => Err(ApiError::unavailable(
-                "watcherd did not finish the walk in time; retry shortly",
-            )),
+        let result = match self.relative(&c) {
+            Ok(folder) => self.walk(&folder).await,
+            Err(e) => Err(e),
         };
         let done = unix_ms();
         let polling = self.config(id).is_some_and(|c| c.polling_enabled);
@@ -280,5 +273,26 @@ impl Manager {
             l.next_scan_at = (l.mounted && polling).then(|| done + c.polling_interval_ms);
         });
         result
+    }
+
+    /// The mount's folder relative to `FILES_PATH`, as watcherd is asked
+    /// to walk it.
+    fn relative(&self, c: &MountConfig) -> Result<RelPath, ApiError> {
+        Path::new(&c.mount_path)
+            .strip_prefix(&self.files)
+            .ok()
+            .and_then(Path::to_str)
+            .ok_or_else(|| ApiError::internal(format!("{} is not under FILES_PATH", c.mount_path)))
+            .and_then(RelPath::new)
+    }
+
+    /// Has watcherd walk `folder`: the files it found.
+    async fn walk(&self, folder: &RelPath) -> Result<usize, ApiError> {
+        match tokio::time::timeout(SCAN_TIMEOUT, self.watcherd.scan(folder)).await {
+            Ok(done) => Ok(done?.file_count),
+            Err(_) => Err(ApiError::unavailable(
+                "watcherd did not finish the walk in time; retry shortly",
+            )),
+        }
     }
 }
