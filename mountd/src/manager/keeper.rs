@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::MountConfig;
 use metacore::clock::unix_ms;
 use metacore::shutdown::Shutdown;
 
 use super::outcome::{LOST, backoff};
 use super::{Live, Manager};
-use crate::config::MountConfig;
 use crate::system::{self, Probe};
 
 /// How often every mount is looked at.

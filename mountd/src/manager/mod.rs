@@ -21,14 +21,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::{MountConfig, MountStatus};
 use metacore::api::watcherd::WatcherdClient;
 use metacore::clock::unix_ms;
 use metacore::error::{ApiError, ErrorCode};
-use serde::Serialize;
 
-use crate::config::{MountConfig, Mounts};
+use crate::config::Mounts;
 use crate::confine::{self, Judged, Places};
-use crate::rcd::{Rc, Rcd};
+use crate::rc::Rc;
+use crate::rcd::Rcd;
 use crate::request::check_stored;
 
 pub use keeper::LOOK_EVERY;
@@ -64,27 +65,6 @@ struct Live {
     last_scan_file_count: Option<usize>,
     last_scan_error: Option<String>,
     next_scan_at: Option<u64>,
-}
-
-/// A mount as the API shows it: its configuration (the obscured password
-/// left out) and how it is doing. Times are Unix milliseconds.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MountStatus {
-    #[serde(flatten)]
-    pub config: MountConfig,
-    pub mounted: bool,
-    pub error: Option<String>,
-    pub last_checked: Option<u64>,
-    pub remounts: u64,
-    pub polling_active: bool,
-    pub last_polled_scan: Option<u64>,
-    pub scanning: bool,
-    pub current_scan_started_at: Option<u64>,
-    pub last_scan_duration_ms: Option<u64>,
-    pub last_scan_file_count: Option<usize>,
-    pub last_scan_error: Option<String>,
-    pub next_scan_at: Option<u64>,
 }
 
 #[derive(Debug)]

@@ -6,16 +6,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::MountConfig;
 use metacore::checked::RelPath;
 use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 
 use super::{LIST_TIMEOUT, Manager, RC_TIMEOUT, SCAN_TIMEOUT, not_found, stop};
-use crate::config::{MOUNTS_DIR, MountConfig};
+use crate::config::MOUNTS_DIR;
 use crate::confine;
-use crate::rcd::call_within;
-use crate::request::{fs_string, go_duration_ns};
+use crate::rc::{Mount, MountOpt, VfsOpt};
+use crate::request::fs_string;
 use crate::system::{self, Probe};
+use crate::units::go_duration_ns;
 
 impl Manager {
     /// Mounts `id` now, if it is not mounted and answering already.
@@ -79,16 +81,10 @@ impl Manager {
         // The remote must answer before it is mounted: rclone mounts one
         // that does not (its errors come later, as EIO to every reader).
         let fs = fs_string(c);
-        let list = serde_json::json!({
-            "fs": fs,
-            "remote": "",
-            "opt": { "dirsOnly": true },
-        });
         let cancel = self.cancel_signal(&c.id);
         let cancelled = || Err("the mount was cancelled: an unmount or a delete asked".into());
-        let list = list.to_string();
         tokio::select! {
-            listed = call_within(&rc, "operations/list", &list, LIST_TIMEOUT) => {
+            listed = rc.list_top(&fs, LIST_TIMEOUT) => {
                 listed.map_err(|e| format!("the remote cannot be listed: {e}"))?;
             }
             () = cancel.notified() => return cancelled(),
@@ -127,24 +123,26 @@ impl Manager {
         let ns = |member: &str, v: &str| {
             go_duration_ns(v).ok_or_else(|| format!("{member} {v:?} is not a duration"))
         };
-        let body = serde_json::json!({
-            "fs": fs,
-            "mountPoint": c.mount_path,
-            "mountType": "mount",
-            "vfsOpt": {
-                "CacheMode": "full",
-                "CacheMaxSize": c.cache_max_size,
-                "CacheMaxAge": ns("cacheMaxAge", &c.cache_max_age)?,
-                "DirCacheTime": ns("dirCacheTime", &c.dir_cache_time)?,
+        let mount = Mount {
+            fs: &fs,
+            mount_point: &c.mount_path,
+            mount_type: "mount",
+            vfs_opt: VfsOpt {
+                cache_mode: "full",
+                cache_max_size: &c.cache_max_size,
+                cache_max_age: ns("cacheMaxAge", &c.cache_max_age)?,
+                dir_cache_time: ns("dirCacheTime", &c.dir_cache_time)?,
                 // What the services read: folders 0755, files 0644,
                 // whatever umask mountd runs with.
-                "Umask": 0o022,
-                "DirPerms": 0o777,
-                "FilePerms": 0o666,
+                umask: 0o022,
+                dir_perms: 0o777,
+                file_perms: 0o666,
             },
-            "mountOpt": { "AllowOther": self.allow_other },
-        });
-        call_within(&rc, "mount/mount", &body.to_string(), RC_TIMEOUT).await?;
+            mount_opt: MountOpt {
+                allow_other: self.allow_other,
+            },
+        };
+        rc.mount(&mount, RC_TIMEOUT).await?;
         if system::mounted_at(&system::mounts(), &point).is_none() {
             return Err(format!(
                 "rclone said it mounted {}, but the kernel has no mount there",
