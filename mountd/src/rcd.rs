@@ -195,28 +195,7 @@ impl Rcd {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1,
         };
-        let mut cmd = match on_path("setpriv") {
-            Some(setpriv) => {
-                let mut c = Command::new(setpriv);
-                c.args(["--pdeathsig", "KILL", "--"]).arg(rclone);
-                c
-            }
-            None => Command::new(rclone),
-        };
-        cmd.args(["rcd", "--rc-addr", &addr])
-            .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| {
-                let k = k.to_string_lossy();
-                PASSED_ON.contains(&k.as_ref())
-                    || k.starts_with("RCLONE_")
-                    || k.starts_with("LC_")
-                    || k.starts_with("XDG_")
-            }))
-            .env("RCLONE_RC_USER", &rc.user)
-            .env("RCLONE_RC_PASS", &rc.pass)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .kill_on_drop(true);
+        let mut cmd = command(rclone, &addr, &rc);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start rclone: {e}"))?;
@@ -276,6 +255,34 @@ impl Rcd {
             }
         }
     }
+}
+
+/// `rclone rcd` on `addr`, bound to mountd's life when `setpriv` is
+/// there, with only the environment it needs and `rc`'s credentials.
+fn command(rclone: &Path, addr: &str, rc: &Rc) -> Command {
+    let mut cmd = match on_path("setpriv") {
+        Some(setpriv) => {
+            let mut c = Command::new(setpriv);
+            c.args(["--pdeathsig", "KILL", "--"]).arg(rclone);
+            c
+        }
+        None => Command::new(rclone),
+    };
+    cmd.args(["rcd", "--rc-addr", addr])
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            PASSED_ON.contains(&k.as_ref())
+                || k.starts_with("RCLONE_")
+                || k.starts_with("LC_")
+                || k.starts_with("XDG_")
+        }))
+        .env("RCLONE_RC_USER", &rc.user)
+        .env("RCLONE_RC_PASS", &rc.pass)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true);
+    cmd
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_GRACE`].
