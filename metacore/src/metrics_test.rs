@@ -32,12 +32,11 @@ fn family_names(text: &str) -> Vec<&str> {
 fn a_rendered_registry_is_prefixed_and_ends_with_eof() {
     let text = part_text(Part::Daemon(Daemon::Storaged), "storaged_things", 2);
     assert!(text.ends_with("# EOF\n"), "{text}");
-    assert!(
-        text.contains(
-            "metacore_build_info{daemon=\"storaged\",version=\"0.1.0\",protocol=\"1\"} 1\n"
-        ),
-        "{text}"
+    let build = format!(
+        "metacore_build_info{{daemon=\"storaged\",version=\"0.1.0\",protocol=\"{}\"}} 1\n",
+        crate::socket::PROTOCOL_VERSION
     );
+    assert!(text.contains(&build), "{text}");
     assert!(
         text.contains("metacore_storaged_things_total 2\n"),
         "{text}"

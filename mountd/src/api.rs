@@ -9,15 +9,19 @@ use axum::extract::{DefaultBodyLimit, Path as UrlPath, Query, State as AxState};
 use axum::http::StatusCode;
 use axum::routing::{get, post};
 use axum::{Json, Router};
+use metacore::api::mountd::{
+    MountDone, MountEdit, MountList, MountdStatus, NewMount, OneMount, Remote, Remotes,
+    SafeUnmountQuery,
+};
 use metacore::error::{ApiError, ErrorCode};
 use metacore::layout::Daemon;
 use metacore::socket::Health;
 use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
-use serde::{Deserialize, Serialize};
 
-use crate::manager::{Manager, MountStatus, mount_failed};
-use crate::rcd::{NoRclone, call};
-use crate::request::{MountUpdate, NewMount};
+use crate::manager::{Manager, mount_failed};
+use crate::rc::Rc;
+use crate::rcd::NoRclone;
+use crate::request;
 
 /// Largest body the mounts API takes.
 pub const MAX_BODY: usize = 16 * 1024;
@@ -52,8 +56,8 @@ pub fn router(m: Arc<Manager>) -> Router {
         .with_state(m)
 }
 
-async fn status(st: State) -> Json<metacore::api::mountd::MountdStatus> {
-    Json(metacore::api::mountd::MountdStatus {
+async fn status(st: State) -> Json<MountdStatus> {
+    Json(MountdStatus {
         daemon: Daemon::Mountd,
         version: env!("CARGO_PKG_VERSION").into(),
         pid: std::process::id(),
@@ -69,32 +73,9 @@ async fn metrics(st: State) -> axum::response::Response {
     metacore::metrics::answer(crate::metrics::render(&st))
 }
 
-#[derive(Debug, Serialize)]
-struct List {
-    mounts: Vec<MountStatus>,
-}
-
-#[derive(Debug, Serialize)]
-struct One {
-    mount: MountStatus,
-}
-
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Done {
-    status: &'static str,
-    message: String,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mount_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    mount_path: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file_count: Option<usize>,
-}
-
-fn done(status: &'static str, message: impl Into<String>) -> Json<Done> {
-    Json(Done {
-        status,
+fn done(status: &str, message: impl Into<String>) -> Json<MountDone> {
+    Json(MountDone {
+        status: status.into(),
         message: message.into(),
         mount_id: None,
         mount_path: None,
@@ -139,7 +120,7 @@ const RCLONE_WAIT: Duration = Duration::from_secs(5);
 /// The running rclone. While it is starting or restarting the request
 /// waits for it, up to [`RCLONE_WAIT`] (then 503); 409 `disabled` when it
 /// is not installed (nothing mounts without it).
-async fn need_rclone(m: &Manager) -> Result<crate::rcd::Rc, ApiError> {
+async fn need_rclone(m: &Manager) -> Result<Rc, ApiError> {
     let mut changed = m.rcd().subscribe();
     let until = tokio::time::Instant::now() + RCLONE_WAIT;
     loop {
@@ -167,15 +148,15 @@ async fn need_rclone(m: &Manager) -> Result<crate::rcd::Rc, ApiError> {
     }
 }
 
-async fn list(st: State) -> Json<List> {
-    Json(List { mounts: st.list() })
+async fn list(st: State) -> Json<MountList> {
+    Json(MountList { mounts: st.list() })
 }
 
 async fn create(
     st: State,
     JsonBody(new): JsonBody<NewMount>,
-) -> Result<(StatusCode, Json<One>), ApiError> {
-    let checked = new.check()?;
+) -> Result<(StatusCode, Json<OneMount>), ApiError> {
+    let checked = request::check(&new)?;
     let rc = need_rclone(&st).await?;
     // The judgement and the mount share the create's wait.
     let until = tokio::time::Instant::now() + MOUNT_WAIT;
@@ -184,14 +165,10 @@ async fn create(
     // meta-core's places: a 400, nothing stored.
     st.judge_new(&rc, &c, until).await?;
     if let Some(clear) = checked.smb_password {
-        let body = serde_json::json!({ "clear": clear }).to_string();
-        let v = call(&rc, "core/obscure", &body)
+        c.smb_password_obscured = rc
+            .obscure(&clear)
             .await
             .map_err(|e| ApiError::unavailable(format!("rclone could not obscure: {e}")))?;
-        c.smb_password_obscured = v["obscured"]
-            .as_str()
-            .ok_or_else(|| ApiError::internal("rclone's core/obscure answered no `obscured`"))?
-            .to_owned();
     }
     c.id = uuid::Builder::from_random_bytes(rand::random())
         .into_uuid()
@@ -209,32 +186,24 @@ async fn create(
         let _ = mount_until(&st, &id, until).await;
     }
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
-    Ok((StatusCode::CREATED, Json(One { mount })))
+    Ok((StatusCode::CREATED, Json(OneMount { mount })))
 }
 
-async fn get_one(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<One> {
+async fn get_one(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<OneMount> {
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
-    Ok(Json(One { mount }))
+    Ok(Json(OneMount { mount }))
 }
 
 /// `PUT`/`PATCH`: the cache and polling settings, and `enabled` (off
 /// unmounts, on mounts).
-#[derive(Debug, Deserialize)]
-#[serde(rename_all = "camelCase")]
-struct Update {
-    enabled: Option<bool>,
-    #[serde(flatten)]
-    tuning: MountUpdate,
-}
-
 async fn update(
     st: State,
     UrlPath(id): UrlPath<String>,
-    JsonBody(u): JsonBody<Update>,
-) -> JsonReply<One> {
+    JsonBody(u): JsonBody<MountEdit>,
+) -> JsonReply<OneMount> {
     let (mut was, mut now) = (false, false);
     st.edit(&id, |c| {
-        u.tuning.apply(c)?;
+        request::apply(&u.tuning, c)?;
         was = c.enabled && c.desired_mounted;
         if let Some(on) = u.enabled {
             c.enabled = on;
@@ -252,15 +221,15 @@ async fn update(
         let _ = mount_within(&st, &id).await;
     }
     let mount = st.status(&id).ok_or_else(|| not_found(&id))?;
-    Ok(Json(One { mount }))
+    Ok(Json(OneMount { mount }))
 }
 
-async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<MountDone> {
     st.delete(&id).await?;
     Ok(done("ok", "Mount deleted"))
 }
 
-async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<MountDone> {
     st.config(&id).ok_or_else(|| not_found(&id))?;
     need_rclone(&st).await?;
     let c = st.edit(&id, |m| {
@@ -284,21 +253,16 @@ async fn mount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
     }
 }
 
-async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn unmount(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<MountDone> {
     st.take_down(&id).await?;
     Ok(done("ok", "Unmounted"))
-}
-
-#[derive(Debug, Deserialize)]
-struct SafeQuery {
-    timeout: Option<String>,
 }
 
 async fn safe_unmount(
     st: State,
     UrlPath(id): UrlPath<String>,
-    Query(q): Query<SafeQuery>,
-) -> JsonReply<Done> {
+    Query(q): Query<SafeUnmountQuery>,
+) -> JsonReply<MountDone> {
     let c = st.config(&id).ok_or_else(|| not_found(&id))?;
     let wait_ms = match q.timeout.as_deref() {
         None | Some("") => DEFAULT_SAFE_WAIT_MS,
@@ -333,7 +297,7 @@ async fn safe_unmount(
     ))
 }
 
-async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<MountDone> {
     let s = st.status(&id).ok_or_else(|| not_found(&id))?;
     if !s.mounted {
         return Err(ApiError::bad_request(format!(
@@ -341,8 +305,8 @@ async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
         )));
     }
     let n = st.scan(&id, false).await?;
-    Ok(Json(Done {
-        status: "ok",
+    Ok(Json(MountDone {
+        status: "ok".into(),
         message: "Scan triggered".into(),
         mount_id: Some(id),
         mount_path: Some(s.config.mount_path),
@@ -350,34 +314,21 @@ async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
     }))
 }
 
-#[derive(Debug, Serialize)]
-struct Remote {
-    name: String,
-    #[serde(rename = "type")]
-    kind: String,
-}
-
-#[derive(Debug, Serialize)]
-struct Remotes {
-    remotes: Vec<Remote>,
-}
-
 /// The remotes of rclone's configuration, by name, with their type (and
 /// nothing else of their configuration).
 async fn remotes(st: State) -> JsonReply<Remotes> {
     let rc = need_rclone(&st).await?;
-    let dump = call(&rc, "config/dump", "{}")
+    let dump = rc
+        .remotes()
         .await
         .map_err(|e| ApiError::unavailable(format!("rclone could not list its remotes: {e}")))?;
-    let mut remotes: Vec<Remote> = dump
-        .as_object()
+    // By name: the map is ordered.
+    let remotes = dump
         .into_iter()
-        .flatten()
         .map(|(name, conf)| Remote {
-            name: name.clone(),
-            kind: conf["type"].as_str().unwrap_or_default().to_owned(),
+            name,
+            kind: conf.kind,
         })
         .collect();
-    remotes.sort_by(|a, b| a.name.cmp(&b.name));
     Ok(Json(Remotes { remotes }))
 }

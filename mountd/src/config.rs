@@ -1,5 +1,7 @@
 //! `$META_CORE_PATH/mounts/mounts.json`: the mounts, in the original's
-//! format (`{version, mounts: [MountConfig]}`, camelCase members).
+//! format (`{version, mounts: [MountConfig]}`, camelCase members; a
+//! [`MountConfig`] is the mounts API's shape too, so it lives in
+//! `metacore`).
 //!
 //! The file is written whole (temp file and rename, mode 0600: it holds
 //! SMB passwords, obscured as rclone obscures them, which is not
@@ -10,6 +12,7 @@
 
 use std::path::{Path, PathBuf};
 
+use metacore::api::mountd::MountConfig;
 use metacore::files::{StateFile, read_state};
 use serde::{Deserialize, Serialize};
 
@@ -18,62 +21,6 @@ const VERSION: u32 = 1;
 
 /// The folder under `FILES_PATH` that mounts go in.
 pub const MOUNTS_DIR: &str = "corn";
-
-/// One mount, as stored.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MountConfig {
-    /// A UUID v4.
-    pub id: String,
-    pub name: String,
-    /// `rclone` or `smb`.
-    #[serde(rename = "type")]
-    pub kind: String,
-    pub enabled: bool,
-    pub desired_mounted: bool,
-    /// `FILES_PATH/corn/<sanitized name>`.
-    pub mount_path: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub smb_server: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub smb_share: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub smb_username: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub smb_password_obscured: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub smb_domain: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub rclone_remote: String,
-    #[serde(default, skip_serializing_if = "String::is_empty")]
-    pub rclone_path: String,
-    #[serde(default = "default_cache_max_size")]
-    pub cache_max_size: String,
-    #[serde(default = "default_cache_max_age")]
-    pub cache_max_age: String,
-    #[serde(default = "default_dir_cache_time")]
-    pub dir_cache_time: String,
-    #[serde(default = "default_true")]
-    pub polling_enabled: bool,
-    #[serde(default = "default_polling_interval_ms")]
-    pub polling_interval_ms: u64,
-}
-
-fn default_cache_max_size() -> String {
-    "50G".into()
-}
-fn default_cache_max_age() -> String {
-    "24h".into()
-}
-fn default_dir_cache_time() -> String {
-    "5m".into()
-}
-fn default_true() -> bool {
-    true
-}
-fn default_polling_interval_ms() -> u64 {
-    30_000
-}
 
 #[derive(Debug, Serialize, Deserialize)]
 struct MountsFile {
@@ -187,9 +134,9 @@ mod tests {
             smb_domain: String::new(),
             rclone_remote: "gdrive".into(),
             rclone_path: "media".into(),
-            cache_max_size: default_cache_max_size(),
-            cache_max_age: default_cache_max_age(),
-            dir_cache_time: default_dir_cache_time(),
+            cache_max_size: "50G".into(),
+            cache_max_age: "24h".into(),
+            dir_cache_time: "5m".into(),
             polling_enabled: true,
             polling_interval_ms: 30_000,
         }

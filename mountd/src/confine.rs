@@ -27,10 +27,9 @@ use std::path::{Component, Path, PathBuf};
 use std::time::Duration;
 
 use metacore::Config;
-use serde::Deserialize;
+use metacore::api::mountd::MountConfig;
 
-use crate::config::MountConfig;
-use crate::rcd::{Rc, call_within};
+use crate::rc::{FsInfo, Rc};
 use crate::request::fs_string;
 
 /// One of meta-core's own places, which no mount serves or covers.
@@ -218,28 +217,6 @@ pub enum Judged {
     NoInfo(String),
 }
 
-/// A remote's section of rclone's configuration, the member read.
-#[derive(Debug, Deserialize)]
-struct RemoteConfig {
-    #[serde(rename = "type", default)]
-    kind: String,
-}
-
-/// What `operations/fsinfo` says of an `fs`, the members read.
-#[derive(Debug, Deserialize)]
-struct FsInfo {
-    #[serde(rename = "Root", default)]
-    root: String,
-    #[serde(rename = "Features", default)]
-    features: Features,
-}
-
-#[derive(Debug, Default, Deserialize)]
-struct Features {
-    #[serde(rename = "IsLocal", default)]
-    is_local: bool,
-}
-
 /// Whether `c` names a remote of rclone's configuration, which
 /// [`judge_type`] and [`judge_served`] look at. The on-the-fly backends a mount may name (`:memory:`,
 /// `:smb`) never serve a local folder.
@@ -255,12 +232,7 @@ pub async fn judge_type(rc: &Rc, c: &MountConfig, within: Duration) -> Result<()
         return Ok(());
     }
     let remote = &c.rclone_remote;
-    let body = serde_json::json!({ "name": remote }).to_string();
-    let conf = call_within(rc, "config/get", &body, within)
-        .await
-        .map_err(Judged::NoType)?;
-    let conf: RemoteConfig =
-        serde_json::from_value(conf).map_err(|e| Judged::NoType(e.to_string()))?;
+    let conf = rc.remote(remote, within).await.map_err(Judged::NoType)?;
     match conf.kind.as_str() {
         "" => Err(Judged::Refused(Refusal::NotConfigured(remote.clone()))),
         "local" => Err(Judged::Refused(Refusal::LocalRemote(remote.clone()))),
@@ -283,24 +255,19 @@ pub async fn judge_served(
     if !needs_judging(c) {
         return Ok(());
     }
-    call_within(rc, "fscache/clear", "{}", within)
+    rc.clear_fs_cache(within).await.map_err(Judged::NoInfo)?;
+    let joined = rc
+        .fs_info(&fs_string(c), within)
         .await
         .map_err(Judged::NoInfo)?;
-    let joined = fs_info(rc, &fs_string(c), within).await?;
     if !joined.features.is_local {
         return Ok(());
     }
-    let own = fs_info(rc, &format!("{}:", c.rclone_remote), within).await?;
-    served(c, &joined, &own, places).map_err(Judged::Refused)
-}
-
-/// What rclone says of `fs` (`operations/fsinfo`), within `within`.
-async fn fs_info(rc: &Rc, fs: &str, within: Duration) -> Result<FsInfo, Judged> {
-    let body = serde_json::json!({ "fs": fs }).to_string();
-    let info = call_within(rc, "operations/fsinfo", &body, within)
+    let own = rc
+        .fs_info(&format!("{}:", c.rclone_remote), within)
         .await
         .map_err(Judged::NoInfo)?;
-    serde_json::from_value(info).map_err(|e| Judged::NoInfo(e.to_string()))
+    served(c, &joined, &own, places).map_err(Judged::Refused)
 }
 
 /// The judgement of what rclone says `c` serves (`joined`, its

@@ -1,6 +1,7 @@
 //! The judgement of what a mount serves and where it goes.
 
 use super::*;
+use crate::rc::Features;
 
 fn places(dir: &Path) -> Places {
     places_with_files(dir, &dir.join("files"))

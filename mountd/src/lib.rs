@@ -31,9 +31,9 @@ pub mod units;
 use std::sync::Arc;
 
 use metacore::Config;
+use metacore::api::watcherd::WatcherdClient;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
-use metacore::socket::client::SocketClient;
 
 use crate::manager::Manager;
 use crate::rcd::Rcd;
@@ -66,7 +66,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         layout.mount_errors_dir(),
         mounts,
         rcd.clone(),
-        SocketClient::new(Daemon::Watcherd.name(), &layout.socket(Daemon::Watcherd)),
+        WatcherdClient::new(&layout.socket(Daemon::Watcherd)),
         confine::Places::new(&config),
     ));
     // What a mountd killed outright left: its rclone is gone, its mounts

@@ -3,6 +3,7 @@
 //! rclone's state and restarts, read at scrape time from the manager (no
 //! mount id is a label: ids are the operator's strings).
 
+use metacore::api::mountd::{MountStatus, RcdState};
 use metacore::layout::Daemon;
 use metacore::metrics::{Part, RenderError};
 use prometheus_client::metrics::counter::ConstCounter;
@@ -18,8 +19,7 @@ fn gauge(n: usize) -> ConstGauge<i64> {
 pub fn render(m: &Manager) -> Result<String, RenderError> {
     let mounts = m.list();
     let rclone = m.rcd().status();
-    let count =
-        |f: &dyn Fn(&crate::manager::MountStatus) -> bool| mounts.iter().filter(|s| f(s)).count();
+    let count = |f: &dyn Fn(&MountStatus) -> bool| mounts.iter().filter(|s| f(s)).count();
     let mut r = metacore::metrics::registry();
     metacore::metrics::register_build_info(&mut r, Part::Daemon(Daemon::Mountd));
     r.register(
@@ -52,7 +52,7 @@ pub fn render(m: &Manager) -> Result<String, RenderError> {
     r.register(
         "mountd_rclone_up",
         "1 while rclone rcd runs (0 while starting, restarting, stopped or not installed)",
-        gauge(usize::from(rclone.state == crate::rcd::RUNNING)),
+        gauge(usize::from(rclone.state == RcdState::Running)),
     );
     r.register(
         "mountd_rclone_restarts",

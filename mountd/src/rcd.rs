@@ -17,10 +17,11 @@ use std::process::Stdio;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-pub use crate::rc::{call, call_within};
-pub use metacore::api::mountd::RcdStatus;
+use metacore::api::mountd::{RcdState, RcdStatus};
 use metacore::shutdown::Shutdown;
 use tokio::process::Command;
+
+use crate::rc::Rc;
 
 /// How often mountd looks for rclone again when it is not installed.
 const LOOK_AGAIN: Duration = Duration::from_secs(10);
@@ -62,9 +63,6 @@ const PASSED_ON: &[&str] = &[
     "SSL_CERT_DIR",
 ];
 
-/// The state rcd is in while it answers (`/status`, `/metrics`).
-pub const RUNNING: &str = "running";
-
 /// Why no rclone answers, in words.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum NoRclone {
@@ -79,28 +77,6 @@ impl std::fmt::Display for NoRclone {
         match self {
             Self::NotInstalled(why) | Self::NotRunning(why) => f.write_str(why),
         }
-    }
-}
-
-/// Where to reach the running rclone.
-#[derive(Clone)]
-pub struct Rc {
-    pub url: String,
-    pub(crate) user: String,
-    pub(crate) pass: String,
-    /// Which start of rclone this is (1 for the first): a mount made by
-    /// an earlier one died with it.
-    pub generation: u64,
-}
-
-impl std::fmt::Debug for Rc {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Rc")
-            .field("url", &self.url)
-            .field("user", &self.user)
-            .field("pass", &"<redacted>")
-            .field("generation", &self.generation)
-            .finish()
     }
 }
 
@@ -122,10 +98,7 @@ impl Rcd {
     pub fn new(pidfile: PathBuf) -> Self {
         Self {
             pidfile,
-            status: Mutex::new(RcdStatus {
-                state: "starting".into(),
-                ..Default::default()
-            }),
+            status: Mutex::new(RcdStatus::default()),
             rc: Mutex::new(None),
             starts: std::sync::atomic::AtomicU64::new(0),
             changed: tokio::sync::watch::channel(0).0,
@@ -143,8 +116,8 @@ impl Rcd {
             return None;
         }
         let s = self.status();
-        Some(match (s.state.as_str(), s.reason) {
-            ("not-installed", Some(r)) => NoRclone::NotInstalled(r),
+        Some(match (s.state, s.reason) {
+            (RcdState::NotInstalled, Some(r)) => NoRclone::NotInstalled(r),
             (state, Some(r)) => NoRclone::NotRunning(format!("rclone rcd is {state}: {r}")),
             (state, None) => NoRclone::NotRunning(format!("rclone rcd is {state}")),
         })
@@ -159,9 +132,9 @@ impl Rcd {
         self.rc.lock().expect("rc lock").clone()
     }
 
-    fn set(&self, state: &str, reason: Option<String>, pid: Option<u32>, url: Option<String>) {
+    fn set(&self, state: RcdState, reason: Option<String>, pid: Option<u32>, url: Option<String>) {
         let mut s = self.status.lock().expect("status lock");
-        s.state = state.into();
+        s.state = state;
         s.reason = reason;
         s.pid = pid;
         s.url = url;
@@ -176,7 +149,7 @@ impl Rcd {
         while !shutdown.is_triggered() {
             let Some(rclone) = on_path("rclone") else {
                 self.set(
-                    "not-installed",
+                    RcdState::NotInstalled,
                     Some("rclone is not installed (not found on the PATH)".into()),
                     None,
                     None,
@@ -194,7 +167,7 @@ impl Rcd {
                     let mut s = self.status.lock().expect("status lock");
                     s.restarts += 1;
                     drop(s);
-                    self.set("restarting", Some(why), None, None);
+                    self.set(RcdState::Restarting, Some(why), None, None);
                 }
             }
             let wait = if started.elapsed() >= STABLE_AFTER {
@@ -205,7 +178,7 @@ impl Rcd {
             backoff = (wait * 2).min(MAX_BACKOFF);
             pause(wait, &shutdown).await;
         }
-        self.set("stopped", None, None, None);
+        self.set(RcdState::Stopped, None, None, None);
     }
 
     /// One life of rclone: `Ok` when it was stopped for shutdown, the
@@ -222,28 +195,7 @@ impl Rcd {
                 .fetch_add(1, std::sync::atomic::Ordering::Relaxed)
                 + 1,
         };
-        let mut cmd = match on_path("setpriv") {
-            Some(setpriv) => {
-                let mut c = Command::new(setpriv);
-                c.args(["--pdeathsig", "KILL", "--"]).arg(rclone);
-                c
-            }
-            None => Command::new(rclone),
-        };
-        cmd.args(["rcd", "--rc-addr", &addr])
-            .env_clear()
-            .envs(std::env::vars_os().filter(|(k, _)| {
-                let k = k.to_string_lossy();
-                PASSED_ON.contains(&k.as_ref())
-                    || k.starts_with("RCLONE_")
-                    || k.starts_with("LC_")
-                    || k.starts_with("XDG_")
-            }))
-            .env("RCLONE_RC_USER", &rc.user)
-            .env("RCLONE_RC_PASS", &rc.pass)
-            .stdin(Stdio::null())
-            .stdout(Stdio::null())
-            .kill_on_drop(true);
+        let mut cmd = command(rclone, &addr, &rc);
         let mut child = cmd
             .spawn()
             .map_err(|e| format!("cannot start rclone: {e}"))?;
@@ -254,7 +206,7 @@ impl Rcd {
             let started = start_time(pid).unwrap_or_default();
             let _ = std::fs::write(&self.pidfile, format!("{pid} {started}"));
         }
-        self.set("starting", None, pid, Some(rc.url.clone()));
+        self.set(RcdState::Starting, None, pid, Some(rc.url.clone()));
         tracing::info!(pid, url = %rc.url, "started rclone rcd");
         let ready_by = Instant::now() + READY_WITHIN;
         let mut ready = false;
@@ -274,7 +226,7 @@ impl Rcd {
                     return Ok(());
                 }
                 () = tokio::time::sleep(LIVENESS_EVERY), if ready => {
-                    if call_within(&rc, "rc/noop", "{}", LIVENESS_TIMEOUT).await.is_ok() {
+                    if rc.noop(LIVENESS_TIMEOUT).await.is_ok() {
                         misses = 0;
                     } else {
                         misses += 1;
@@ -289,10 +241,10 @@ impl Rcd {
                     }
                 }
                 () = tokio::time::sleep(Duration::from_millis(50)), if !ready => {
-                    if call_within(&rc, "rc/noop", "{}", Duration::from_secs(1)).await.is_ok() {
+                    if rc.noop(Duration::from_secs(1)).await.is_ok() {
                         ready = true;
                         *self.rc.lock().expect("rc lock") = Some(rc.clone());
-                        self.set(RUNNING, None, pid, Some(rc.url.clone()));
+                        self.set(RcdState::Running, None, pid, Some(rc.url.clone()));
                         tracing::info!(pid, "rclone rcd answers");
                     } else if Instant::now() > ready_by {
                         stop(&mut child).await;
@@ -303,6 +255,34 @@ impl Rcd {
             }
         }
     }
+}
+
+/// `rclone rcd` on `addr`, bound to mountd's life when `setpriv` is
+/// there, with only the environment it needs and `rc`'s credentials.
+fn command(rclone: &Path, addr: &str, rc: &Rc) -> Command {
+    let mut cmd = match on_path("setpriv") {
+        Some(setpriv) => {
+            let mut c = Command::new(setpriv);
+            c.args(["--pdeathsig", "KILL", "--"]).arg(rclone);
+            c
+        }
+        None => Command::new(rclone),
+    };
+    cmd.args(["rcd", "--rc-addr", addr])
+        .env_clear()
+        .envs(std::env::vars_os().filter(|(k, _)| {
+            let k = k.to_string_lossy();
+            PASSED_ON.contains(&k.as_ref())
+                || k.starts_with("RCLONE_")
+                || k.starts_with("LC_")
+                || k.starts_with("XDG_")
+        }))
+        .env("RCLONE_RC_USER", &rc.user)
+        .env("RCLONE_RC_PASS", &rc.pass)
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .kill_on_drop(true);
+    cmd
 }
 
 /// SIGTERM, then SIGKILL after [`STOP_GRACE`].

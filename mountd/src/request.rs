@@ -1,18 +1,15 @@
-//! The bodies of the mounts API and their rules: what a new mount needs,
-//! what an update may change, and how a stored mount becomes the `fs`
-//! string rclone mounts.
+//! The rules of the mounts API's bodies (their types are in
+//! [`metacore::api::mountd`]): what a new mount needs, what an update may
+//! change, and how a stored mount becomes the `fs` string rclone mounts.
 //!
 //! Members the route does not take are ignored and JSON `null` reads as
 //! absent, as the original's Go decoder read them; every member it does
 //! take is checked, and a bad one is a 400 naming it.
 
-use serde::Deserialize;
-
+use metacore::api::mountd::{MountConfig, MountUpdate, NewMount};
 use metacore::error::ApiError;
 
-use crate::config::MountConfig;
-pub use crate::units::go_duration_ns;
-use crate::units::{check_duration, check_size};
+use crate::units;
 
 /// Shortest polling interval; shorter ones are raised to it.
 pub const MIN_POLLING_MS: u64 = 5_000;
@@ -21,40 +18,22 @@ pub const DEFAULT_POLLING_MS: u64 = 30_000;
 /// Longest polling interval (a day).
 const MAX_POLLING_MS: u64 = 86_400_000;
 
-/// `POST /api/mounts`.
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct NewMount {
-    pub name: Option<String>,
-    #[serde(rename = "type")]
-    pub kind: Option<String>,
-    pub enabled: Option<bool>,
-    pub smb_server: Option<String>,
-    pub smb_share: Option<String>,
-    pub smb_username: Option<String>,
-    /// In plain text; stored obscured, as rclone obscures it.
-    pub smb_password: Option<String>,
-    pub smb_domain: Option<String>,
-    pub rclone_remote: Option<String>,
-    pub rclone_path: Option<String>,
-    #[serde(flatten)]
-    pub tuning: MountUpdate,
-}
-
-/// `PUT`/`PATCH /api/mounts/{id}`: what may change once a mount exists
-/// (cache settings take effect at its next mount).
-#[derive(Debug, Default, Deserialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MountUpdate {
-    pub cache_max_size: Option<String>,
-    pub cache_max_age: Option<String>,
-    pub dir_cache_time: Option<String>,
-    pub polling_enabled: Option<bool>,
-    pub polling_interval_ms: Option<u64>,
-}
-
-pub(crate) fn bad(member: &str, why: impl std::fmt::Display) -> ApiError {
+fn bad(member: &str, why: impl std::fmt::Display) -> ApiError {
     ApiError::bad_request(format!("{member}: {why}"))
+}
+
+/// A Go duration as given (trimmed), or a 400 naming `member`.
+fn check_duration(member: &str, raw: &str) -> Result<String, ApiError> {
+    units::duration(raw)
+        .map(str::to_owned)
+        .ok_or_else(|| bad(member, "not a duration (`24h`, `5m`, `1h30m`, `90s`)"))
+}
+
+/// An rclone size as given (trimmed), or a 400 naming `cacheMaxSize`.
+fn check_size(raw: &str) -> Result<String, ApiError> {
+    units::size(raw)
+        .map(str::to_owned)
+        .ok_or_else(|| bad("cacheMaxSize", "not a size (`50G`, `500M`, `off`)"))
 }
 
 /// Text of at most `max` bytes without control characters.
@@ -164,39 +143,37 @@ fn polling_ms(ms: u64) -> Result<u64, ApiError> {
     Ok(ms.max(MIN_POLLING_MS))
 }
 
-impl MountUpdate {
-    /// Applies the members given to `m`, every one checked first (nothing
-    /// changes when one is bad).
-    pub fn apply(&self, m: &mut MountConfig) -> Result<(), ApiError> {
-        let size = self.cache_max_size.as_deref().map(check_size).transpose()?;
-        let age = self
-            .cache_max_age
-            .as_deref()
-            .map(|v| check_duration("cacheMaxAge", v))
-            .transpose()?;
-        let dir = self
-            .dir_cache_time
-            .as_deref()
-            .map(|v| check_duration("dirCacheTime", v))
-            .transpose()?;
-        let interval = self.polling_interval_ms.map(polling_ms).transpose()?;
-        if let Some(v) = size {
-            m.cache_max_size = v;
-        }
-        if let Some(v) = age {
-            m.cache_max_age = v;
-        }
-        if let Some(v) = dir {
-            m.dir_cache_time = v;
-        }
-        if let Some(v) = interval {
-            m.polling_interval_ms = v;
-        }
-        if let Some(v) = self.polling_enabled {
-            m.polling_enabled = v;
-        }
-        Ok(())
+/// Applies the members of `u` given to `m`, every one checked first
+/// (nothing changes when one is bad).
+pub fn apply(u: &MountUpdate, m: &mut MountConfig) -> Result<(), ApiError> {
+    let size = u.cache_max_size.as_deref().map(check_size).transpose()?;
+    let age = u
+        .cache_max_age
+        .as_deref()
+        .map(|v| check_duration("cacheMaxAge", v))
+        .transpose()?;
+    let dir = u
+        .dir_cache_time
+        .as_deref()
+        .map(|v| check_duration("dirCacheTime", v))
+        .transpose()?;
+    let interval = u.polling_interval_ms.map(polling_ms).transpose()?;
+    if let Some(v) = size {
+        m.cache_max_size = v;
     }
+    if let Some(v) = age {
+        m.cache_max_age = v;
+    }
+    if let Some(v) = dir {
+        m.dir_cache_time = v;
+    }
+    if let Some(v) = interval {
+        m.polling_interval_ms = v;
+    }
+    if let Some(v) = u.polling_enabled {
+        m.polling_enabled = v;
+    }
+    Ok(())
 }
 
 /// A new mount, checked: its configuration (no id or path yet) and the
@@ -215,75 +192,75 @@ impl std::fmt::Debug for Checked {
     }
 }
 
-impl NewMount {
-    pub fn check(&self) -> Result<Checked, ApiError> {
-        let name = required("name", self.name.as_ref(), 128)?;
-        if crate::config::sanitize_name(&name).is_none() {
+/// A new mount checked by the rules above: its configuration, or a 400
+/// naming the first bad member.
+pub fn check(new: &NewMount) -> Result<Checked, ApiError> {
+    let name = required("name", new.name.as_ref(), 128)?;
+    if crate::config::sanitize_name(&name).is_none() {
+        return Err(bad(
+            "name",
+            "needs a letter or digit (it names the mount's folder)",
+        ));
+    }
+    let kind = required("type", new.kind.as_ref(), 16)?;
+    let enabled = new.enabled.unwrap_or(true);
+    let mut c = MountConfig {
+        id: String::new(),
+        name,
+        kind: kind.clone(),
+        enabled,
+        desired_mounted: enabled,
+        mount_path: String::new(),
+        smb_server: String::new(),
+        smb_share: String::new(),
+        smb_username: String::new(),
+        smb_password_obscured: String::new(),
+        smb_domain: String::new(),
+        rclone_remote: String::new(),
+        rclone_path: String::new(),
+        cache_max_size: "50G".into(),
+        cache_max_age: "24h".into(),
+        dir_cache_time: "5m".into(),
+        polling_enabled: true,
+        polling_interval_ms: DEFAULT_POLLING_MS,
+    };
+    let mut password = None;
+    match kind.as_str() {
+        "rclone" => {
+            c.rclone_remote =
+                check_remote(&required("rcloneRemote", new.rclone_remote.as_ref(), 70)?)?;
+            c.rclone_path = check_remote_path(new.rclone_path.as_deref().unwrap_or(""))?;
+        }
+        "smb" => {
+            c.smb_server = check_host(new.smb_server.as_deref().unwrap_or(""))?;
+            c.smb_share = check_share(new.smb_share.as_ref())?;
+            c.smb_username = optional("smbUsername", new.smb_username.as_ref(), 256)?;
+            c.smb_domain = optional("smbDomain", new.smb_domain.as_ref(), 256)?;
+            if let Some(p) = new.smb_password.as_deref().filter(|p| !p.is_empty()) {
+                if p.len() > 256 || p.contains('\0') {
+                    return Err(bad("smbPassword", "at most 256 bytes, no NUL"));
+                }
+                password = Some(p.to_owned());
+            }
+        }
+        "nfs" => {
             return Err(bad(
-                "name",
-                "needs a letter or digit (it names the mount's folder)",
+                "type",
+                "nfs mounts are not supported; use smb or rclone",
             ));
         }
-        let kind = required("type", self.kind.as_ref(), 16)?;
-        let enabled = self.enabled.unwrap_or(true);
-        let mut c = MountConfig {
-            id: String::new(),
-            name,
-            kind: kind.clone(),
-            enabled,
-            desired_mounted: enabled,
-            mount_path: String::new(),
-            smb_server: String::new(),
-            smb_share: String::new(),
-            smb_username: String::new(),
-            smb_password_obscured: String::new(),
-            smb_domain: String::new(),
-            rclone_remote: String::new(),
-            rclone_path: String::new(),
-            cache_max_size: "50G".into(),
-            cache_max_age: "24h".into(),
-            dir_cache_time: "5m".into(),
-            polling_enabled: true,
-            polling_interval_ms: DEFAULT_POLLING_MS,
-        };
-        let mut password = None;
-        match kind.as_str() {
-            "rclone" => {
-                c.rclone_remote =
-                    check_remote(&required("rcloneRemote", self.rclone_remote.as_ref(), 70)?)?;
-                c.rclone_path = check_remote_path(self.rclone_path.as_deref().unwrap_or(""))?;
-            }
-            "smb" => {
-                c.smb_server = check_host(self.smb_server.as_deref().unwrap_or(""))?;
-                c.smb_share = check_share(self.smb_share.as_ref())?;
-                c.smb_username = optional("smbUsername", self.smb_username.as_ref(), 256)?;
-                c.smb_domain = optional("smbDomain", self.smb_domain.as_ref(), 256)?;
-                if let Some(p) = self.smb_password.as_deref().filter(|p| !p.is_empty()) {
-                    if p.len() > 256 || p.contains('\0') {
-                        return Err(bad("smbPassword", "at most 256 bytes, no NUL"));
-                    }
-                    password = Some(p.to_owned());
-                }
-            }
-            "nfs" => {
-                return Err(bad(
-                    "type",
-                    "nfs mounts are not supported; use smb or rclone",
-                ));
-            }
-            other => {
-                return Err(bad(
-                    "type",
-                    format!("{other:?} is not a mount type (smb or rclone)"),
-                ));
-            }
+        other => {
+            return Err(bad(
+                "type",
+                format!("{other:?} is not a mount type (smb or rclone)"),
+            ));
         }
-        self.tuning.apply(&mut c)?;
-        Ok(Checked {
-            config: c,
-            smb_password: password,
-        })
     }
+    apply(&new.tuning, &mut c)?;
+    Ok(Checked {
+        config: c,
+        smb_password: password,
+    })
 }
 
 /// Checks a mount as `mounts.json` holds it (a hand-edited file is read
@@ -338,7 +315,7 @@ mod tests {
     use super::*;
 
     fn new(json: &str) -> Result<Checked, ApiError> {
-        serde_json::from_str::<NewMount>(json).unwrap().check()
+        check(&serde_json::from_str::<NewMount>(json).unwrap())
     }
 
     #[test]
@@ -427,13 +404,13 @@ mod tests {
         let before = c.clone();
         let u: MountUpdate =
             serde_json::from_str(r#"{"cacheMaxSize":"1T","dirCacheTime":"never"}"#).unwrap();
-        assert!(u.apply(&mut c).is_err());
+        assert!(apply(&u, &mut c).is_err());
         assert_eq!(c, before);
         let u: MountUpdate = serde_json::from_str(
             r#"{"cacheMaxSize":"1.5T","dirCacheTime":"1m","pollingEnabled":false}"#,
         )
         .unwrap();
-        u.apply(&mut c).unwrap();
+        apply(&u, &mut c).unwrap();
         assert_eq!(
             (
                 c.cache_max_size.as_str(),

@@ -2,10 +2,6 @@
 //! `5m`, as the original's `time.ParseDuration` read them) and rclone's
 //! sizes (`50G`).
 
-use metacore::error::ApiError;
-
-use crate::request::bad;
-
 /// A Go duration (`24h`, `5m`, `1h30m`, `500ms`, `0`), in nanoseconds.
 pub fn go_duration_ns(text: &str) -> Option<u64> {
     if text == "0" {
@@ -55,16 +51,16 @@ pub fn go_duration_ns(text: &str) -> Option<u64> {
     Some(total)
 }
 
-pub(crate) fn check_duration(member: &str, raw: &str) -> Result<String, ApiError> {
+/// `raw` trimmed, when it is a Go duration.
+pub fn duration(raw: &str) -> Option<&str> {
     let v = raw.trim();
-    go_duration_ns(v)
-        .map(|_| v.to_owned())
-        .ok_or_else(|| bad(member, "not a duration (`24h`, `5m`, `1h30m`, `90s`)"))
+    go_duration_ns(v).map(|_| v)
 }
 
-/// rclone's size form: `off`, or a number with an optional unit letter
-/// (`b k M G T P E`, either case), as `50G` or `1.5T`.
-pub(crate) fn check_size(raw: &str) -> Result<String, ApiError> {
+/// `raw` trimmed, when it is in rclone's size form: `off`, or a number
+/// with an optional unit letter (`b k M G T P E`, either case), as `50G`
+/// or `1.5T`.
+pub fn size(raw: &str) -> Option<&str> {
     let v = raw.trim();
     let number = v.trim_end_matches(|c: char| "bBkKmMgGtTpPeE".contains(c));
     let ok = v == "off"
@@ -74,11 +70,7 @@ pub(crate) fn check_size(raw: &str) -> Result<String, ApiError> {
             && number.split('.').count() <= 2
             && number.split('.').all(|p| !p.is_empty())
             && number.bytes().all(|b| b.is_ascii_digit() || b == b'.'));
-    if ok {
-        Ok(v.to_owned())
-    } else {
-        Err(bad("cacheMaxSize", "not a size (`50G`, `500M`, `off`)"))
-    }
+    ok.then_some(v)
 }
 
 #[cfg(test)]
@@ -102,10 +94,10 @@ mod tests {
     #[test]
     fn sizes_are_rclones() {
         for good in ["50G", "1.5T", "500M", "off", "1024", "10k"] {
-            assert!(check_size(good).is_ok(), "{good}");
+            assert!(size(good).is_some(), "{good}");
         }
         for bad in ["", "G", "lots", "1.2.3G", "5GB", "-1G"] {
-            assert!(check_size(bad).is_err(), "{bad}");
+            assert!(size(bad).is_none(), "{bad}");
         }
     }
 }

@@ -17,13 +17,15 @@ use metacore::error::{ApiError, ErrorCode};
 use metacore::layout::Daemon;
 use metacore::socket::Health;
 use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
-use serde::Serialize;
 use tokio::sync::{mpsc, oneshot};
 
 use crate::engine::{Input, KnownFiles, Stats};
 use crate::tree::max_user_watches;
-use crate::watchers::{NewWatcher, WatcherConfig, WatcherUpdate, Watchers};
-use metacore::api::watcherd::{InotifyStatus, RepairStatus, WatcherdStatus};
+use crate::watchers::Watchers;
+use metacore::api::watcherd::{
+    InotifyStatus, NewWatcher, RepairStatus, ScanDone, ScanRequest, WatcherConfig, WatcherDone,
+    WatcherList, WatcherStatus, WatcherUpdate, WatcherdStatus,
+};
 
 /// How long a scan or reset request waits for the engine.
 pub const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
@@ -64,27 +66,6 @@ pub fn router(state: Arc<AppState>) -> Router {
         .method_not_allowed_fallback(no_method)
         .layer(DefaultBodyLimit::max(MAX_BODY))
         .with_state(state)
-}
-
-/// A watcher as the API shows it: its configuration and how it is doing.
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct WatcherStatus {
-    #[serde(flatten)]
-    pub config: WatcherConfig,
-    /// Enabled, and the file watcher runs.
-    pub active: bool,
-    /// When its folder was last walked to the end (Unix ms), if ever.
-    pub last_scan: Option<u64>,
-    /// Files known under its folder.
-    pub file_count: usize,
-    pub is_scanning: bool,
-}
-
-#[derive(Debug, Serialize)]
-pub struct WatcherList {
-    pub watchers: Vec<WatcherStatus>,
-    pub count: usize,
 }
 
 async fn status(st: State) -> Json<WatcherdStatus> {
@@ -257,65 +238,35 @@ async fn update(
     Ok(Json(st.status_of(&c)))
 }
 
-#[derive(Debug, Serialize)]
-#[serde(rename_all = "camelCase")]
-struct Done {
-    status: &'static str,
-    message: &'static str,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    watcher_id: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    file_count: Option<usize>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    total_files: Option<usize>,
-}
-
-impl Done {
-    fn new(message: &'static str) -> Self {
-        Self {
-            status: "ok",
-            message,
-            watcher_id: None,
-            file_count: None,
-            total_files: None,
-        }
-    }
-}
-
-async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherDone> {
     st.watchers.lock().expect("watchers lock").delete(&id)?;
-    Ok(Json(Done::new("Watcher deleted")))
+    Ok(Json(WatcherDone::ok("Watcher deleted")))
 }
 
-async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn scan(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherDone> {
     let dir = PathBuf::from(st.config(&id)?.path);
     walk(&st, dir).await
 }
 
 /// Walks `dir` now: `Scan triggered` with the files found.
-async fn walk(st: &AppState, dir: PathBuf) -> JsonReply<Done> {
+async fn walk(st: &AppState, dir: PathBuf) -> JsonReply<WatcherDone> {
     let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
-    Ok(Json(Done {
+    Ok(Json(WatcherDone {
         file_count: Some(n),
-        ..Done::new("Scan triggered")
+        ..WatcherDone::ok("Scan triggered")
     }))
 }
 
 /// `POST /scan` `{path}`: one walk of a folder under `FILES_PATH` that is
 /// not a watcher's (mountd's scans of its mounts), answered when the walk
 /// is done.
-#[derive(Debug, serde::Deserialize)]
-#[serde(deny_unknown_fields)]
-struct ScanPath {
-    path: String,
-}
-
-async fn scan_path(st: State, JsonBody(body): JsonBody<ScanPath>) -> JsonReply<Done> {
+async fn scan_path(st: State, JsonBody(body): JsonBody<ScanRequest>) -> JsonReply<ScanDone> {
     // The path is looked at on the blocking pool: it is a FUSE mount,
     // which may hang.
     let files = st.files.clone();
-    let checked =
-        tokio::task::spawn_blocking(move || crate::watchers::check_path(&files, &body.path));
+    let checked = tokio::task::spawn_blocking(move || {
+        crate::watchers::check_path(&files, body.path.as_str())
+    });
     let dir = match tokio::time::timeout(ASK_TIMEOUT, checked).await {
         Ok(Ok(checked)) => PathBuf::from(checked?),
         Ok(Err(e)) => return Err(ApiError::internal(format!("the path check failed: {e}"))),
@@ -325,19 +276,24 @@ async fn scan_path(st: State, JsonBody(body): JsonBody<ScanPath>) -> JsonReply<D
             ));
         }
     };
-    walk(&st, dir).await
+    let n = st.ask(|reply| Input::Scan { dir, reply }).await?;
+    Ok(Json(ScanDone {
+        status: "ok".into(),
+        message: "Scan triggered".into(),
+        file_count: n,
+    }))
 }
 
-async fn scan_all(st: State) -> JsonReply<Done> {
+async fn scan_all(st: State) -> JsonReply<WatcherDone> {
     st.engine()?;
     let dirs: Vec<PathBuf> = enabled_dirs(&st);
     let mut total = 0;
     for dir in dirs {
         total += st.ask(|reply| Input::Scan { dir, reply }).await?;
     }
-    Ok(Json(Done {
+    Ok(Json(WatcherDone {
         total_files: Some(total),
-        ..Done::new("Scan triggered for all watchers")
+        ..WatcherDone::ok("Scan triggered for all watchers")
     }))
 }
 
@@ -352,7 +308,7 @@ fn enabled_dirs(st: &AppState) -> Vec<PathBuf> {
         .collect()
 }
 
-async fn reset(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
+async fn reset(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherDone> {
     let c = st.config(&id)?;
     let dirs = vec![PathBuf::from(&c.path)];
     let watcher_id = c.id.clone();
@@ -363,16 +319,16 @@ async fn reset(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<Done> {
             reply,
         })
         .await?;
-    Ok(Json(Done {
+    Ok(Json(WatcherDone {
         watcher_id: Some(c.id),
         file_count: Some(n),
-        ..Done::new("Reset complete")
+        ..WatcherDone::ok("Reset complete")
     }))
 }
 
 /// One `reset` entry (naming the first enabled watcher, as the original
 /// did), everything forgotten, the whole tree walked again.
-async fn reset_all(st: State) -> JsonReply<Done> {
+async fn reset_all(st: State) -> JsonReply<WatcherDone> {
     let first = st
         .watchers
         .lock()
@@ -390,8 +346,8 @@ async fn reset_all(st: State) -> JsonReply<Done> {
             reply,
         })
         .await?;
-    Ok(Json(Done {
+    Ok(Json(WatcherDone {
         total_files: Some(n),
-        ..Done::new("All watchers reset")
+        ..WatcherDone::ok("All watchers reset")
     }))
 }

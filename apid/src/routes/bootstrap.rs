@@ -5,7 +5,7 @@ use std::time::SystemTime;
 
 use axum::Json;
 use metacore::api::apid::ApidStatus;
-use metacore::api::mountd::MountdStatus;
+use metacore::api::mountd::{MountdStatus, RcdState};
 use metacore::api::supervisor::{DaemonState, DaemonStatus, LastExit, Role, SupervisorStatus};
 use metacore::api::watcherd::WatcherdStatus;
 use metacore::layout::Daemon;
@@ -126,7 +126,7 @@ pub(crate) struct PublicMounts {
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct PublicRclone {
-    state: String,
+    state: RcdState,
     restarts: u64,
 }
 

@@ -1,13 +1,17 @@
 //! watcherd's socket: the wire types of its `/status` (shown in the public
-//! `/status` too) and a client for it. The watchers API itself is relayed
-//! by apid as watcherd answers it.
+//! `/status` too), of the watchers API (which apid relays under
+//! `/api/watchers` as watcherd answers it) and of `/scan` (mountd's walks
+//! of its mounts), and a client for it.
 
 use std::path::Path;
 
+use http::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::checked::RelPath;
 use crate::layout::Daemon;
-use crate::socket::client::{ClientError, SocketClient};
+use crate::socket::Health;
+use crate::socket::client::{AgreedClient, ClientError, SocketClient};
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -66,30 +70,189 @@ pub struct WatcherdStatus {
     pub uptime_ms: u64,
 }
 
-/// A client of watcherd's socket.
+/// One polling watcher, as `watchers.json` keeps it and the API shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatcherConfig {
+    /// 8 lower-case hex characters.
+    pub id: String,
+    /// Absolute, inside `FILES_PATH`.
+    pub path: String,
+    pub interval_ms: u64,
+    pub enabled: bool,
+    /// Unix ms.
+    pub created_at: u64,
+}
+
+/// `POST /watchers`: a new watcher.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct NewWatcher {
+    pub path: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    /// Off unless asked, as in the original.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// `PUT /watchers/{id}`: what changes; what is absent stays.
+#[derive(Debug, Clone, Default, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase", deny_unknown_fields)]
+pub struct WatcherUpdate {
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub path: Option<String>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub interval_ms: Option<u64>,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub enabled: Option<bool>,
+}
+
+/// A watcher as the API shows it: its configuration and how it is doing.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatcherStatus {
+    #[serde(flatten)]
+    pub config: WatcherConfig,
+    /// Enabled, and the file watcher runs.
+    pub active: bool,
+    /// When its folder was last walked to the end (Unix ms), if ever.
+    pub last_scan: Option<u64>,
+    /// Files known under its folder.
+    pub file_count: usize,
+    pub is_scanning: bool,
+}
+
+/// `GET /watchers`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct WatcherList {
+    pub watchers: Vec<WatcherStatus>,
+    pub count: usize,
+}
+
+/// What a watchers action answers (a delete, a scan, a reset): `ok`, what
+/// was done, and the files it found when it walked.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct WatcherDone {
+    pub status: String,
+    pub message: String,
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub watcher_id: Option<String>,
+    /// Files known under the folder once it was walked or reset.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub file_count: Option<usize>,
+    /// Files found by an action over every watcher.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub total_files: Option<usize>,
+}
+
+impl WatcherDone {
+    /// `ok` with `message`, nothing counted.
+    pub fn ok(message: &str) -> Self {
+        Self {
+            status: "ok".into(),
+            message: message.into(),
+            watcher_id: None,
+            file_count: None,
+            total_files: None,
+        }
+    }
+}
+
+/// `POST /scan`: one walk of a folder under `FILES_PATH` that is not a
+/// watcher's (mountd's scans of its mounts), answered when it is done.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct ScanRequest {
+    /// The folder, relative to `FILES_PATH`.
+    pub path: RelPath,
+}
+
+/// What `POST /scan` answers. `fileCount` is required: an answer without
+/// it is a protocol error, never a count of 0.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct ScanDone {
+    pub status: String,
+    pub message: String,
+    /// Files known under the folder once it was walked.
+    pub file_count: usize,
+}
+
+/// A client of watcherd's socket. Every call but `/health`, `/status` and
+/// `/metrics` goes to a watcherd that said it speaks this build's socket
+/// protocol ([`AgreedClient`]).
 #[derive(Debug, Clone)]
 pub struct WatcherdClient {
-    inner: SocketClient,
+    inner: AgreedClient,
 }
 
 impl WatcherdClient {
     pub fn new(socket: &Path) -> Self {
         Self {
-            inner: SocketClient::new(Daemon::Watcherd.name(), socket),
+            inner: AgreedClient::new(SocketClient::new(Daemon::Watcherd.name(), socket)),
         }
     }
 
-    pub fn socket(&self) -> &SocketClient {
+    /// The socket, its protocol checked: what apid relays the watchers API
+    /// through.
+    pub fn agreed(&self) -> &AgreedClient {
         &self.inner
+    }
+
+    /// The socket without the protocol check.
+    pub fn socket(&self) -> &SocketClient {
+        self.inner.socket()
+    }
+
+    pub async fn health(&self) -> Result<Health, ClientError> {
+        self.socket().get("/health").await
     }
 
     /// `GET /metrics`: this daemon's metrics, OpenMetrics text
     /// ([`crate::metrics`]).
     pub async fn metrics(&self) -> Result<String, ClientError> {
-        self.inner.get_text("/metrics").await
+        self.socket().get_text("/metrics").await
     }
 
     pub async fn status(&self) -> Result<WatcherdStatus, ClientError> {
-        self.inner.get("/status").await
+        self.socket().get("/status").await
+    }
+
+    /// `POST /scan`: walks `path` (relative to `FILES_PATH`) now and
+    /// answers when the walk is done.
+    pub async fn scan(&self, path: &RelPath) -> Result<ScanDone, ClientError> {
+        let body = ScanRequest { path: path.clone() };
+        self.inner.call(Method::POST, "/scan", Some(&body)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_scan_answer_without_its_count_is_refused_not_zero() {
+        let done: ScanDone =
+            serde_json::from_str(r#"{"status":"ok","message":"Scan triggered","fileCount":3}"#)
+                .unwrap();
+        assert_eq!(done.file_count, 3);
+        let renamed = r#"{"status":"ok","message":"Scan triggered","filesFound":3}"#;
+        assert!(serde_json::from_str::<ScanDone>(renamed).is_err());
+    }
+
+    #[test]
+    fn a_scan_names_a_folder_inside_files_path() {
+        let body = ScanRequest {
+            path: RelPath::new("corn/films").unwrap(),
+        };
+        assert_eq!(
+            serde_json::to_string(&body).unwrap(),
+            r#"{"path":"corn/films"}"#
+        );
+        for bad in [r#"{"path":"/files/corn"}"#, r#"{"path":"../etc"}"#] {
+            assert!(serde_json::from_str::<ScanRequest>(bad).is_err(), "{bad}");
+        }
     }
 }

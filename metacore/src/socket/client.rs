@@ -8,6 +8,7 @@ use std::io;
 use std::path::{Path, PathBuf};
 use std::pin::Pin;
 use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
 use std::task::{Context, Poll};
 use std::time::Duration;
 
@@ -23,6 +24,7 @@ use serde::de::DeserializeOwned;
 use tokio::net::UnixStream;
 
 use crate::error::{ApiError, ErrorCode, ErrorEnvelope};
+use crate::socket::Health;
 
 /// Connects every request to one socket path, whatever the URI's host.
 #[derive(Debug, Clone)]
@@ -244,5 +246,88 @@ impl SocketClient {
 
     pub async fn get<T: DeserializeOwned>(&self, path_and_query: &str) -> Result<T, ClientError> {
         self.call::<(), T>(Method::GET, path_and_query, None).await
+    }
+
+    /// `GET /health`, refusing a peer that speaks another socket protocol
+    /// with a sentence an operator can act on ([`Health::mismatch`]).
+    pub async fn handshake(&self) -> Result<Health, ClientError> {
+        let health: Health = self.get("/health").await?;
+        match health.mismatch() {
+            None => Ok(health),
+            Some(why) => Err(ClientError::Protocol {
+                daemon: self.daemon.clone(),
+                status: StatusCode::OK,
+                detail: why,
+            }),
+        }
+    }
+}
+
+/// A [`SocketClient`] whose calls go only to a peer that said it speaks
+/// this build's socket protocol: asked before the first call, and again
+/// after the peer could not be reached (a restart may bring another
+/// build). A peer of another protocol gets no request but the handshake.
+#[derive(Debug, Clone)]
+pub struct AgreedClient {
+    inner: SocketClient,
+    /// Whether the peer's protocol was checked since it was last
+    /// unreachable; shared by the clones, which call one peer.
+    agreed: Arc<AtomicBool>,
+}
+
+impl AgreedClient {
+    pub fn new(inner: SocketClient) -> Self {
+        Self {
+            inner,
+            agreed: Arc::new(AtomicBool::new(false)),
+        }
+    }
+
+    /// The socket without the check, for `/health`, `/status` and
+    /// `/metrics`, whose answers say the peer's version themselves.
+    pub fn socket(&self) -> &SocketClient {
+        &self.inner
+    }
+
+    async fn agree(&self) -> Result<(), ClientError> {
+        if !self.agreed.load(Ordering::Acquire) {
+            self.inner
+                .handshake()
+                .await
+                .inspect_err(|e| self.forget(e))?;
+            self.agreed.store(true, Ordering::Release);
+        }
+        Ok(())
+    }
+
+    /// After an unreachable peer, the next call asks its protocol again.
+    fn forget(&self, e: &ClientError) {
+        if matches!(e, ClientError::Unavailable { .. }) {
+            self.agreed.store(false, Ordering::Release);
+        }
+    }
+
+    /// [`SocketClient::send`] to an agreed peer.
+    pub async fn send(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Bytes>,
+    ) -> Result<http::Response<Incoming>, ClientError> {
+        self.agree().await?;
+        let sent = self.inner.send(method, path_and_query, body).await;
+        sent.inspect_err(|e| self.forget(e))
+    }
+
+    /// [`SocketClient::call`] to an agreed peer.
+    pub async fn call<B: Serialize + ?Sized, T: DeserializeOwned>(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<&B>,
+    ) -> Result<T, ClientError> {
+        self.agree().await?;
+        let called = self.inner.call(method, path_and_query, body).await;
+        called.inspect_err(|e| self.forget(e))
     }
 }

@@ -12,7 +12,7 @@ use crate::layout::Daemon;
 
 /// Version of the internal socket protocol; bumped on any incompatible
 /// change of a request or response type in `metacore::api`.
-pub const PROTOCOL_VERSION: u32 = 1;
+pub const PROTOCOL_VERSION: u32 = 2;
 
 /// Every daemon's `GET /health` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]

@@ -9,12 +9,12 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::MountConfig;
 use metacore::clock::unix_ms;
 use metacore::shutdown::Shutdown;
 
 use super::outcome::{LOST, backoff};
 use super::{Live, Manager};
-use crate::config::MountConfig;
 use crate::system::{self, Probe};
 
 /// How often every mount is looked at.
@@ -212,7 +212,7 @@ mod tests {
             dir.path().join("errors"),
             mounts,
             Arc::new(Rcd::new(dir.path().join("pid"))),
-            metacore::socket::client::SocketClient::new("watcherd", &dir.path().join("w.sock")),
+            metacore::api::watcherd::WatcherdClient::new(&dir.path().join("w.sock")),
             crate::confine::Places::new(&metacore::Config::from_lookup(|_| None).unwrap()),
         );
         let c = m.config("m").unwrap();

@@ -21,14 +21,15 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::{MountConfig, MountStatus};
+use metacore::api::watcherd::WatcherdClient;
 use metacore::clock::unix_ms;
 use metacore::error::{ApiError, ErrorCode};
-use metacore::socket::client::SocketClient;
-use serde::Serialize;
 
-use crate::config::{MountConfig, Mounts};
+use crate::config::Mounts;
 use crate::confine::{self, Judged, Places};
-use crate::rcd::{Rc, Rcd};
+use crate::rc::Rc;
+use crate::rcd::Rcd;
 use crate::request::check_stored;
 
 pub use keeper::LOOK_EVERY;
@@ -66,27 +67,6 @@ struct Live {
     next_scan_at: Option<u64>,
 }
 
-/// A mount as the API shows it: its configuration (the obscured password
-/// left out) and how it is doing. Times are Unix milliseconds.
-#[derive(Debug, Clone, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct MountStatus {
-    #[serde(flatten)]
-    pub config: MountConfig,
-    pub mounted: bool,
-    pub error: Option<String>,
-    pub last_checked: Option<u64>,
-    pub remounts: u64,
-    pub polling_active: bool,
-    pub last_polled_scan: Option<u64>,
-    pub scanning: bool,
-    pub current_scan_started_at: Option<u64>,
-    pub last_scan_duration_ms: Option<u64>,
-    pub last_scan_file_count: Option<usize>,
-    pub last_scan_error: Option<String>,
-    pub next_scan_at: Option<u64>,
-}
-
 #[derive(Debug)]
 struct Inner {
     file: Mounts,
@@ -106,7 +86,7 @@ pub struct Manager {
     files: PathBuf,
     errors: PathBuf,
     rcd: Arc<Rcd>,
-    watcherd: SocketClient,
+    watcherd: WatcherdClient,
     /// The configurations and what is seen of each. Held for a few
     /// statements, never across an `.await`.
     inner: Mutex<Inner>,
@@ -148,7 +128,7 @@ impl Manager {
         errors: PathBuf,
         mut file: Mounts,
         rcd: Arc<Rcd>,
-        watcherd: SocketClient,
+        watcherd: WatcherdClient,
         places: Places,
     ) -> Self {
         let mut live = HashMap::new();

@@ -6,15 +6,18 @@
 use std::path::{Path, PathBuf};
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::MountConfig;
+use metacore::checked::RelPath;
 use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 
 use super::{LIST_TIMEOUT, Manager, RC_TIMEOUT, SCAN_TIMEOUT, not_found, stop};
-use crate::config::{MOUNTS_DIR, MountConfig};
+use crate::config::MOUNTS_DIR;
 use crate::confine;
-use crate::rcd::call_within;
-use crate::request::{fs_string, go_duration_ns};
+use crate::rc::{Mount, MountOpt, Rc, VfsOpt};
+use crate::request::fs_string;
 use crate::system::{self, Probe};
+use crate::units::go_duration_ns;
 
 impl Manager {
     /// Mounts `id` now, if it is not mounted and answering already.
@@ -44,6 +47,8 @@ impl Manager {
         result.map(|_| ())
     }
 
+    /// One attempt at mounting `c`: the start of rclone that made the
+    /// mount, or why there is none.
     async fn try_mount(&self, c: &MountConfig) -> Result<u64, String> {
         if let Some(why) = self.lock().live.get(&c.id).and_then(|l| l.invalid.clone()) {
             return Err(format!("not mounted: mounts.json holds it as {why}"));
@@ -60,61 +65,21 @@ impl Manager {
             }
         };
         let point = PathBuf::from(&c.mount_path);
-        if let Some(existing) = system::mounted_at(&system::mounts(), &point) {
-            if !system::is_rclone(&existing) {
-                return Err(format!(
-                    "another filesystem ({}) is mounted at {}: it is left alone",
-                    existing.fstype,
-                    point.display()
-                ));
-            }
-            let mine = self.lock().live.get(&c.id).map(|l| l.generation) == Some(rc.generation);
-            if mine && system::probe(&existing).await == Probe::Answers {
-                return Ok(rc.generation);
-            }
-            system::detach(&point).await?;
+        if self.still_mounted(c, &rc, &point).await? {
+            return Ok(rc.generation);
         }
         self.make_folder(&point)?;
         // The remote must answer before it is mounted: rclone mounts one
         // that does not (its errors come later, as EIO to every reader).
         let fs = fs_string(c);
-        let list = serde_json::json!({
-            "fs": fs,
-            "remote": "",
-            "opt": { "dirsOnly": true },
-        });
         let cancel = self.cancel_signal(&c.id);
-        let cancelled = || Err("the mount was cancelled: an unmount or a delete asked".into());
-        let list = list.to_string();
         tokio::select! {
-            listed = call_within(&rc, "operations/list", &list, LIST_TIMEOUT) => {
+            listed = rc.list_top(&fs, LIST_TIMEOUT) => {
                 listed.map_err(|e| format!("the remote cannot be listed: {e}"))?;
             }
-            () = cancel.notified() => return cancelled(),
+            () = cancel.notified() => return Err(cancelled()),
         }
-        // Its remote's type and what it serves, judged as rclone.conf is
-        // now (it may have changed since the create), with no other
-        // judgement's cache clear until it is mounted.
-        let not_mounted = |j: confine::Judged| format!("not mounted: {j}");
-        let _confined = if confine::needs_judging(c) {
-            tokio::select! {
-                judged = confine::judge_type(&rc, c, LIST_TIMEOUT) => judged.map_err(not_mounted)?,
-                () = cancel.notified() => return cancelled(),
-            }
-            let confined = tokio::select! {
-                confined = self.confine.lock() => confined,
-                () = cancel.notified() => return cancelled(),
-            };
-            tokio::select! {
-                judged = confine::judge_served(&rc, c, &self.places, LIST_TIMEOUT) => {
-                    judged.map_err(not_mounted)?;
-                }
-                () = cancel.notified() => return cancelled(),
-            }
-            Some(confined)
-        } else {
-            None
-        };
+        let _confined = self.judged(&rc, c, &cancel).await?;
         // Still wanted? (An unmount may have come while the remote was
         // listed or judged, and be waiting for this lock.)
         if !self
@@ -123,27 +88,8 @@ impl Manager {
         {
             return Err("the mount was cancelled: it is no longer wanted".into());
         }
-        let ns = |member: &str, v: &str| {
-            go_duration_ns(v).ok_or_else(|| format!("{member} {v:?} is not a duration"))
-        };
-        let body = serde_json::json!({
-            "fs": fs,
-            "mountPoint": c.mount_path,
-            "mountType": "mount",
-            "vfsOpt": {
-                "CacheMode": "full",
-                "CacheMaxSize": c.cache_max_size,
-                "CacheMaxAge": ns("cacheMaxAge", &c.cache_max_age)?,
-                "DirCacheTime": ns("dirCacheTime", &c.dir_cache_time)?,
-                // What the services read: folders 0755, files 0644,
-                // whatever umask mountd runs with.
-                "Umask": 0o022,
-                "DirPerms": 0o777,
-                "FilePerms": 0o666,
-            },
-            "mountOpt": { "AllowOther": self.allow_other },
-        });
-        call_within(&rc, "mount/mount", &body.to_string(), RC_TIMEOUT).await?;
+        rc.mount(&mount_of(c, &fs, self.allow_other)?, RC_TIMEOUT)
+            .await?;
         if system::mounted_at(&system::mounts(), &point).is_none() {
             return Err(format!(
                 "rclone said it mounted {}, but the kernel has no mount there",
@@ -151,6 +97,60 @@ impl Manager {
             ));
         }
         Ok(rc.generation)
+    }
+
+    /// Whether an rclone mount made by this start of rclone is at `point`
+    /// and answers (nothing to do then). A stale one is detached; another
+    /// filesystem there is left alone, and the mount refused.
+    async fn still_mounted(&self, c: &MountConfig, rc: &Rc, point: &Path) -> Result<bool, String> {
+        let Some(existing) = system::mounted_at(&system::mounts(), point) else {
+            return Ok(false);
+        };
+        if !system::is_rclone(&existing) {
+            return Err(format!(
+                "another filesystem ({}) is mounted at {}: it is left alone",
+                existing.fstype,
+                point.display()
+            ));
+        }
+        let mine = self.lock().live.get(&c.id).map(|l| l.generation) == Some(rc.generation);
+        if mine && system::probe(&existing).await == Probe::Answers {
+            return Ok(true);
+        }
+        system::detach(point).await?;
+        Ok(false)
+    }
+
+    /// Judges the remote's type and what it serves, as rclone.conf is now
+    /// (it may have changed since the create); what it holds is the
+    /// `confine` lock, kept until the mount is made so that no other
+    /// judgement's cache clear comes between (`None` for the on-the-fly
+    /// backends, which are not judged).
+    async fn judged(
+        &self,
+        rc: &Rc,
+        c: &MountConfig,
+        cancel: &tokio::sync::Notify,
+    ) -> Result<Option<tokio::sync::MutexGuard<'_, ()>>, String> {
+        if !confine::needs_judging(c) {
+            return Ok(None);
+        }
+        let not_mounted = |j: confine::Judged| format!("not mounted: {j}");
+        tokio::select! {
+            judged = confine::judge_type(rc, c, LIST_TIMEOUT) => judged.map_err(not_mounted)?,
+            () = cancel.notified() => return Err(cancelled()),
+        }
+        let confined = tokio::select! {
+            confined = self.confine.lock() => confined,
+            () = cancel.notified() => return Err(cancelled()),
+        };
+        tokio::select! {
+            judged = confine::judge_served(rc, c, &self.places, LIST_TIMEOUT) => {
+                judged.map_err(not_mounted)?;
+            }
+            () = cancel.notified() => return Err(cancelled()),
+        }
+        Ok(Some(confined))
     }
 
     /// Makes the mount's folder (and `FILES_PATH/corn`, and `FILES_PATH`,
@@ -249,17 +249,9 @@ impl Manager {
             l.scanning = true;
             l.current_scan_started_at = Some(started);
         });
-        let body = serde_json::json!({ "path": c.mount_path });
-        let call =
-            self.watcherd
-                .call::<_, serde_json::Value>(http::Method::POST, "/scan", Some(&body));
-        let result = match tokio::time::timeout(SCAN_TIMEOUT, call).await {
-            Ok(answer) => answer
-                .map(|v| v["fileCount"].as_u64().unwrap_or(0) as usize)
-                .map_err(ApiError::from),
-            Err(_) => Err(ApiError::unavailable(
-                "watcherd did not finish the walk in time; retry shortly",
-            )),
+        let result = match self.relative(&c) {
+            Ok(folder) => self.walk(&folder).await,
+            Err(e) => Err(e),
         };
         let done = unix_ms();
         let polling = self.config(id).is_some_and(|c| c.polling_enabled);
@@ -281,4 +273,54 @@ impl Manager {
         });
         result
     }
+
+    /// The mount's folder relative to `FILES_PATH`, as watcherd is asked
+    /// to walk it.
+    fn relative(&self, c: &MountConfig) -> Result<RelPath, ApiError> {
+        Path::new(&c.mount_path)
+            .strip_prefix(&self.files)
+            .ok()
+            .and_then(Path::to_str)
+            .ok_or_else(|| ApiError::internal(format!("{} is not under FILES_PATH", c.mount_path)))
+            .and_then(RelPath::new)
+    }
+
+    /// Has watcherd walk `folder`: the files it found.
+    async fn walk(&self, folder: &RelPath) -> Result<usize, ApiError> {
+        match tokio::time::timeout(SCAN_TIMEOUT, self.watcherd.scan(folder)).await {
+            Ok(done) => Ok(done?.file_count),
+            Err(_) => Err(ApiError::unavailable(
+                "watcherd did not finish the walk in time; retry shortly",
+            )),
+        }
+    }
+}
+
+/// Why an attempt stopped when an unmount or a delete asked.
+fn cancelled() -> String {
+    "the mount was cancelled: an unmount or a delete asked".into()
+}
+
+/// rclone's `mount/mount` of `c` at its folder, serving `fs`.
+fn mount_of<'a>(c: &'a MountConfig, fs: &'a str, allow_other: bool) -> Result<Mount<'a>, String> {
+    let ns = |member: &str, v: &str| {
+        go_duration_ns(v).ok_or_else(|| format!("{member} {v:?} is not a duration"))
+    };
+    Ok(Mount {
+        fs,
+        mount_point: &c.mount_path,
+        mount_type: "mount",
+        vfs_opt: VfsOpt {
+            cache_mode: "full",
+            cache_max_size: &c.cache_max_size,
+            cache_max_age: ns("cacheMaxAge", &c.cache_max_age)?,
+            dir_cache_time: ns("dirCacheTime", &c.dir_cache_time)?,
+            // What the services read: folders 0755, files 0644, whatever
+            // umask mountd runs with.
+            umask: 0o022,
+            dir_perms: 0o777,
+            file_perms: 0o666,
+        },
+        mount_opt: MountOpt { allow_other },
+    })
 }

@@ -11,10 +11,10 @@
 use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
+use metacore::api::mountd::MountConfig;
 use metacore::clock::unix_ms;
 
 use super::{Live, Manager};
-use crate::config::MountConfig;
 
 /// How the text of a mount found lost begins; it is kept until the mount
 /// is made again, not replaced by a wait for rclone.

@@ -5,7 +5,7 @@ use std::time::{Duration, Instant};
 
 use super::Manager;
 use crate::config::MOUNTS_DIR;
-use crate::rcd::{Rc, call_within};
+use crate::rc::Rc;
 use crate::system;
 
 /// What a stop spends unmounting through rclone before it detaches what
@@ -83,11 +83,10 @@ pub(super) async fn unmount_point(
         return Ok(false);
     }
     let mut said = None;
-    if let Some(rc) = rc {
-        let body = serde_json::json!({ "mountPoint": point });
-        if let Err(e) = call_within(&rc, "mount/unmount", &body.to_string(), within).await {
-            said = Some(e);
-        }
+    if let Some(rc) = rc
+        && let Err(e) = rc.unmount(point, within).await
+    {
+        said = Some(e);
     }
     if rclone_at().is_some() {
         system::detach(point).await.map_err(|e| match &said {

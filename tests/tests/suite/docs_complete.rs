@@ -6,7 +6,9 @@
 //! The variables are those `Config::from_lookup` asks for (recorded by
 //! the lookup itself, so a new one cannot be missed), and the names the
 //! shipped sources read from the environment outside it. The routes are
-//! read from apid's router sources: each `.route("<path>", ...)`.
+//! read from apid's router sources (each `.route("<path>", ...)`) and,
+//! for the APIs apid relays by prefix, from the router of the daemon that
+//! serves them.
 
 use std::cell::RefCell;
 use std::collections::BTreeSet;
@@ -113,7 +115,15 @@ fn covers(doc: &str, served: &str) -> bool {
         })
 }
 
-/// The routes apid serves, from its router sources.
+/// The APIs apid relays by prefix: the daemon's router, where the daemon
+/// serves the API, and where apid serves it.
+const RELAYED: [(&str, &str, &str); 2] = [
+    ("watcherd/src/api.rs", "/watchers", "/api/watchers"),
+    ("mountd/src/api.rs", "/mounts", "/api/mounts"),
+];
+
+/// The routes apid serves, from its router sources and the relayed
+/// daemons'.
 fn routes_served() -> BTreeSet<String> {
     let mut files = Vec::new();
     sources(&e2e::workspace_root().join("apid/src"), &mut files);
@@ -121,6 +131,17 @@ fn routes_served() -> BTreeSet<String> {
     for file in files {
         let text = std::fs::read_to_string(&file).unwrap();
         routes.extend(literals_after(&text, ".route("));
+    }
+    for (router, socket, public) in RELAYED {
+        let relayed: Vec<String> = literals_after(&read(router), ".route(")
+            .iter()
+            .filter_map(|r| {
+                let rest = r.strip_prefix(socket)?;
+                (rest.is_empty() || rest.starts_with('/')).then(|| format!("{public}{rest}"))
+            })
+            .collect();
+        assert!(relayed.len() >= 3, "{router}: {relayed:?}");
+        routes.extend(relayed);
     }
     // `/webdav` and `/webdav/` are the folder `/webdav/{path}` lists.
     routes.remove("/webdav");

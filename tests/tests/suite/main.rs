@@ -31,6 +31,7 @@ mod mountd_confined;
 mod mountd_faults;
 mod mountd_mounts;
 mod mountd_tree;
+mod relayed;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;

@@ -12,6 +12,8 @@ use e2e::daemon::test_dir;
 use e2e::sse::{Follower, Next};
 use e2e::supervisor::Launch;
 use e2e::wait::{DAEMON_DEADLINE, until};
+use metacore::api::watcherd::WatcherdClient;
+use metacore::checked::RelPath;
 use serde_json::{Value, json};
 
 use super::watcherd::Watched;
@@ -88,22 +90,35 @@ async fn meta_core_folders_nested_in_files_path_are_never_watched_nor_announced(
     let seen = paths_until_add(&mut f, "watch/a.mkv").await;
     assert_eq!(seen, ["watch/a.mkv"], "only the library is announced");
 
-    // Walked on request: FILES_PATH finds only the library, each folder of
-    // meta-core's nothing.
-    let scan = |path: String| {
-        let w = &w;
-        async move {
-            let r: Value = w
-                .watcherd()
-                .call(http::Method::POST, "/scan", Some(&json!({ "path": path })))
-                .await
-                .expect("a scan on watcherd's socket");
-            r["fileCount"].as_u64().expect("fileCount")
-        }
-    };
-    assert_eq!(scan(files.display().to_string()).await, 1);
+    // Walked on request: FILES_PATH finds only the library (through a
+    // watcher of it, off, walked once: /scan names a folder inside
+    // FILES_PATH), each folder of meta-core's nothing.
+    let socket = w.watcherd();
+    let made: Value = socket
+        .call(
+            http::Method::POST,
+            "/watchers",
+            Some(&json!({ "path": files.display().to_string() })),
+        )
+        .await
+        .expect("a watcher of FILES_PATH");
+    let id = made["id"].as_str().expect("its id");
+    let walked: Value = socket
+        .call::<(), _>(http::Method::POST, &format!("/watchers/{id}/scan"), None)
+        .await
+        .expect("a walk of FILES_PATH");
+    assert_eq!(walked["fileCount"], 1, "{walked}");
+    let _: Value = socket
+        .call::<(), _>(http::Method::DELETE, &format!("/watchers/{id}"), None)
+        .await
+        .expect("the watcher deleted");
+    let client = WatcherdClient::new(socket.path());
     for rel in OWN {
-        assert_eq!(scan(own(rel).display().to_string()).await, 0, "{rel}");
+        let done = client
+            .scan(&RelPath::new(rel).unwrap())
+            .await
+            .expect("a scan on watcherd's socket");
+        assert_eq!(done.file_count, 0, "{rel}");
     }
 
     let s = until("the watcher to settle", DAEMON_DEADLINE, || async {

@@ -80,15 +80,7 @@ impl StoragedClient {
     /// `/health`, refusing a storaged that speaks another socket protocol
     /// with a sentence an operator can act on (call once per connection).
     pub async fn handshake(&self) -> Result<Health, ClientError> {
-        let health = self.health().await?;
-        match health.mismatch() {
-            None => Ok(health),
-            Some(why) => Err(ClientError::Protocol {
-                daemon: Daemon::Storaged.name().into(),
-                status: http::StatusCode::OK,
-                detail: why,
-            }),
-        }
+        self.inner.handshake().await
     }
 
     pub async fn status(&self) -> Result<StoragedStatus, ClientError> {
