@@ -18,6 +18,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metacore::api::mountd::{RcdState, RcdStatus};
+use metacore::backoff::Backoff;
 use metacore::shutdown::Shutdown;
 use tokio::process::Command;
 
@@ -145,7 +146,7 @@ impl Rcd {
     /// Runs rclone until shutdown, starting it again whenever it ends.
     pub async fn keep_running(self: Arc<Self>, shutdown: Shutdown) {
         kill_leftover(&self.pidfile);
-        let mut backoff = FIRST_BACKOFF;
+        let mut backoff = Backoff::doubling(FIRST_BACKOFF, MAX_BACKOFF);
         while !shutdown.is_triggered() {
             let Some(rclone) = on_path("rclone") else {
                 self.set(
@@ -170,13 +171,11 @@ impl Rcd {
                     self.set(RcdState::Restarting, Some(why), None, None);
                 }
             }
-            let wait = if started.elapsed() >= STABLE_AFTER {
-                FIRST_BACKOFF
-            } else {
-                backoff
-            };
-            backoff = (wait * 2).min(MAX_BACKOFF);
-            pause(wait, &shutdown).await;
+            // A life that lasted is not a loop: the next wait is the first.
+            if started.elapsed() >= STABLE_AFTER {
+                backoff.reset();
+            }
+            pause(backoff.fail(), &shutdown).await;
         }
         self.set(RcdState::Stopped, None, None, None);
     }

@@ -12,6 +12,7 @@ use std::path::PathBuf;
 use std::time::{Duration, Instant};
 
 use metacore::api::mountd::MountConfig;
+use metacore::backoff::Backoff;
 use metacore::clock::unix_ms;
 
 use super::{Live, Manager};
@@ -115,7 +116,5 @@ impl Manager {
 /// The wait after `failures` failures in a row: 1 s, doubling, at most
 /// [`MAX_RETRY`].
 pub(super) fn backoff(failures: u32) -> Duration {
-    FIRST_RETRY
-        .saturating_mul(1 << failures.saturating_sub(1).min(6))
-        .min(MAX_RETRY)
+    Backoff::doubling(FIRST_RETRY, MAX_RETRY).after(failures)
 }
