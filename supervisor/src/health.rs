@@ -87,7 +87,8 @@ pub(crate) async fn degraded(daemon: Daemon, socket: &std::path::Path) -> Option
         .ok()?;
     let (_, body) = http1::parse(&answer).ok()?;
     let health: Health = serde_json::from_slice(&body).ok()?;
-    (health.status != "ok").then(|| health.reason.unwrap_or(health.status))
+    (health.status != metacore::socket::HealthStatus::Ok)
+        .then(|| health.reason.unwrap_or_else(|| health.status.to_string()))
 }
 
 /// What an answer to `GET /health` means.

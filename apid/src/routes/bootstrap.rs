@@ -170,10 +170,13 @@ fn status_word(up: bool) -> &'static str {
 pub(super) async fn health(st: State) -> Json<PublicHealth> {
     let health = st.store.health().await;
     let up = health.is_ok();
-    let reason = health.ok().filter(|h| h.status != "ok").map(|h| {
-        h.reason
-            .unwrap_or_else(|| format!("storaged is {}", h.status))
-    });
+    let reason = health
+        .ok()
+        .filter(|h| h.status != metacore::socket::HealthStatus::Ok)
+        .map(|h| {
+            h.reason
+                .unwrap_or_else(|| format!("storaged is {}", h.status))
+        });
     Json(PublicHealth {
         status: status_word(up && reason.is_none()),
         redis: up,

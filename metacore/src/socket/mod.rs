@@ -14,10 +14,34 @@ use crate::layout::Daemon;
 /// change of a request or response type in `metacore::api`.
 pub const PROTOCOL_VERSION: u32 = 2;
 
+/// Whether a daemon does all its work (`"ok"`) or answers but does not
+/// (`"degraded"`, with a reason).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum HealthStatus {
+    Ok,
+    Degraded,
+}
+
+impl HealthStatus {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            HealthStatus::Ok => "ok",
+            HealthStatus::Degraded => "degraded",
+        }
+    }
+}
+
+impl std::fmt::Display for HealthStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Every daemon's `GET /health` answer.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Health {
-    pub status: String,
+    pub status: HealthStatus,
     pub daemon: Daemon,
     pub version: String,
     pub protocol: u32,
@@ -30,7 +54,7 @@ pub struct Health {
 impl Health {
     pub fn ok(daemon: Daemon) -> Self {
         Self {
-            status: "ok".into(),
+            status: HealthStatus::Ok,
             daemon,
             version: env!("CARGO_PKG_VERSION").into(),
             protocol: PROTOCOL_VERSION,
@@ -42,7 +66,7 @@ impl Health {
     /// Up, but not doing all its work, for `reason`.
     pub fn degraded(daemon: Daemon, reason: impl Into<String>) -> Self {
         Self {
-            status: "degraded".into(),
+            status: HealthStatus::Degraded,
             reason: Some(reason.into()),
             ..Self::ok(daemon)
         }
