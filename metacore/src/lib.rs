@@ -43,6 +43,7 @@ pub mod rid;
 pub mod shutdown;
 pub mod socket;
 pub mod stream;
+pub mod sync;
 pub mod telemetry;
 pub mod urls;
 

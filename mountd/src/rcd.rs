@@ -23,6 +23,7 @@ use metacore::shutdown::Shutdown;
 use tokio::process::Command;
 
 use crate::rc::Rc;
+use metacore::sync::Locked;
 
 /// How often mountd looks for rclone again when it is not installed.
 const LOOK_AGAIN: Duration = Duration::from_secs(10);
@@ -125,16 +126,16 @@ impl Rcd {
     }
 
     pub fn status(&self) -> RcdStatus {
-        self.status.lock().expect("status lock").clone()
+        self.status.locked().clone()
     }
 
     /// The running rclone's address and credentials, if it runs.
     pub fn rc(&self) -> Option<Rc> {
-        self.rc.lock().expect("rc lock").clone()
+        self.rc.locked().clone()
     }
 
     fn set(&self, state: RcdState, reason: Option<String>, pid: Option<u32>, url: Option<String>) {
-        let mut s = self.status.lock().expect("status lock");
+        let mut s = self.status.locked();
         s.state = state;
         s.reason = reason;
         s.pid = pid;
@@ -160,12 +161,12 @@ impl Rcd {
             };
             let started = Instant::now();
             let ended = self.run_once(&rclone, &shutdown).await;
-            *self.rc.lock().expect("rc lock") = None;
+            *self.rc.locked() = None;
             match ended {
                 Ok(()) => break,
                 Err(why) => {
                     tracing::warn!(reason = %why, "rclone rcd ended; starting it again");
-                    let mut s = self.status.lock().expect("status lock");
+                    let mut s = self.status.locked();
                     s.restarts += 1;
                     drop(s);
                     self.set(RcdState::Restarting, Some(why), None, None);
@@ -242,7 +243,7 @@ impl Rcd {
                 () = tokio::time::sleep(Duration::from_millis(50)), if !ready => {
                     if rc.noop(Duration::from_secs(1)).await.is_ok() {
                         ready = true;
-                        *self.rc.lock().expect("rc lock") = Some(rc.clone());
+                        *self.rc.locked() = Some(rc.clone());
                         self.set(RcdState::Running, None, pid, Some(rc.url.clone()));
                         tracing::info!(pid, "rclone rcd answers");
                     } else if Instant::now() > ready_by {

@@ -3,6 +3,7 @@
 //! whose rclone is gone, and which files under a folder are open
 //! (`/proc/<pid>/fd`).
 
+use metacore::sync::Locked;
 use std::collections::BTreeSet;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
@@ -121,13 +122,13 @@ static LOOKING: Mutex<BTreeSet<u64>> = Mutex::new(BTreeSet::new());
 /// its own state (a slow remote does not make it stale; a gone or hung
 /// rclone does), on the blocking pool, at most [`PROBE_TIMEOUT`].
 pub async fn probe(at: &MountEntry) -> Probe {
-    if !LOOKING.lock().expect("probe lock").insert(at.id) {
+    if !LOOKING.locked().insert(at.id) {
         return Probe::Stale("the last look at the mount has not come back".into());
     }
     let (p, id) = (at.point.clone(), at.id);
     let look = tokio::task::spawn_blocking(move || {
         let seen = std::fs::metadata(&p).map(|_| ());
-        LOOKING.lock().expect("probe lock").remove(&id);
+        LOOKING.locked().remove(&id);
         seen
     });
     match tokio::time::timeout(PROBE_TIMEOUT, look).await {

@@ -19,7 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::os::unix::process::CommandExt;
 use std::path::Path;
 use std::process::{Command, Stdio};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use metacore::daemon::{READY_FD_ENV, SUPERVISOR_PID_ENV};
 use metacore::layout::Daemon;
@@ -30,6 +30,7 @@ use tokio::net::unix::pipe;
 use tokio::sync::oneshot;
 
 use crate::reason::Exit;
+use metacore::sync::Locked;
 
 /// How a process ended, from what `wait` said (None: it only stopped or
 /// continued).
@@ -60,11 +61,7 @@ impl Reaper {
                         continue;
                     };
                     let pid = pid.as_raw_nonzero().get();
-                    let waiter = self
-                        .waiting
-                        .lock()
-                        .unwrap_or_else(PoisonError::into_inner)
-                        .remove(&pid);
+                    let waiter = self.waiting.locked().remove(&pid);
                     match waiter {
                         Some(tx) => {
                             let _ = tx.send(exit);
@@ -100,10 +97,7 @@ impl Reaper {
 
     fn watch(&self, pid: i32) -> oneshot::Receiver<Exit> {
         let (tx, rx) = oneshot::channel();
-        self.waiting
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .insert(pid, tx);
+        self.waiting.locked().insert(pid, tx);
         rx
     }
 }

@@ -2,7 +2,7 @@
 //! published it, turned into the rows of `meta-core status` and of
 //! `GET /status` ([`DaemonStatus`]) when someone reads it.
 
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 use std::time::Instant;
 
 use metacore::api::supervisor::{DaemonState, DaemonStatus, LastExit};
@@ -12,6 +12,7 @@ use metacore::layout::Daemon;
 use crate::lifecycle::{Phase, State};
 use crate::policy::Policy;
 use crate::reason::Exit;
+use metacore::sync::Locked;
 
 /// One row per daemon of the policy table, in its order.
 #[derive(Debug, Clone)]
@@ -34,7 +35,7 @@ impl Table {
 
     /// Publishes `daemon`'s state.
     pub(crate) fn set(&self, daemon: Daemon, state: &State) {
-        let mut rows = self.rows.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut rows = self.rows.locked();
         if let Some((_, row)) = rows.iter_mut().find(|(d, _)| *d == daemon) {
             row.clone_from(state);
         }
@@ -42,11 +43,7 @@ impl Table {
 
     /// The table as it is now.
     pub(crate) fn snapshot(&self) -> Vec<DaemonStatus> {
-        let rows = self
-            .rows
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .clone();
+        let rows = self.rows.locked().clone();
         let (now, now_ms) = (Instant::now(), unix_ms());
         rows.iter()
             .map(|(d, s)| status_of(*d, s, now, now_ms))

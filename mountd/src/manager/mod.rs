@@ -31,6 +31,7 @@ use crate::confine::{self, Judged, Places};
 use crate::rc::Rc;
 use crate::rcd::Rcd;
 use crate::request::check_stored;
+use metacore::sync::Locked;
 
 pub use keeper::LOOK_EVERY;
 
@@ -236,24 +237,18 @@ impl Manager {
     }
 
     fn lock(&self) -> std::sync::MutexGuard<'_, Inner> {
-        self.inner.lock().expect("mounts lock")
+        self.inner.locked()
     }
 
     /// The operation lock of mount `id`.
     fn op(&self, id: &str) -> Arc<tokio::sync::Mutex<()>> {
-        self.ops
-            .lock()
-            .expect("ops lock")
-            .entry(id.to_owned())
-            .or_default()
-            .clone()
+        self.ops.locked().entry(id.to_owned()).or_default().clone()
     }
 
     /// The cancel signal of mount `id`'s attempts.
     fn cancel_signal(&self, id: &str) -> Arc<tokio::sync::Notify> {
         self.cancels
-            .lock()
-            .expect("cancels lock")
+            .locked()
             .entry(id.to_owned())
             .or_default()
             .clone()
@@ -387,8 +382,8 @@ impl Manager {
         }
         inner.live.remove(id);
         drop(inner);
-        self.ops.lock().expect("ops lock").remove(id);
-        self.cancels.lock().expect("cancels lock").remove(id);
+        self.ops.locked().remove(id);
+        self.cancels.locked().remove(id);
         self.remove_error_file(id);
         let _ = std::fs::remove_dir(&gone.mount_path);
         Ok(())

@@ -6,13 +6,14 @@
 //! readiness short (each connection costs its open and its pragmas).
 
 use std::path::{Path, PathBuf};
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Arc, Mutex};
 
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
 use crate::engine::schema::common_pragmas;
 use crate::error::{Result, StoreError};
+use metacore::sync::Locked;
 
 /// A pool of reader connections.
 #[derive(Debug)]
@@ -59,11 +60,7 @@ impl Readers {
 
     /// An idle connection, or a new one; the caller holds a permit.
     fn take(&self) -> Result<Connection> {
-        let idle = self
-            .idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .pop();
+        let idle = self.idle.locked().pop();
         match idle {
             Some(conn) => Ok(conn),
             None => self.connect(),
@@ -71,10 +68,7 @@ impl Readers {
     }
 
     fn put_back(&self, conn: Connection) {
-        self.idle
-            .lock()
-            .unwrap_or_else(PoisonError::into_inner)
-            .push(conn);
+        self.idle.locked().push(conn);
     }
 
     pub(crate) fn size(&self) -> u32 {

@@ -26,6 +26,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use metacore::sync::Locked;
 use rusqlite::Connection;
 use rustix::fs::{FallocateFlags, Mode, OFlags};
 
@@ -105,7 +106,7 @@ impl Space {
     /// this every tick).
     pub(crate) fn keep_reserve(&self) {
         // The writer may release the reserve meanwhile (`checkpoint`).
-        let _turn = self.reserve_turn.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = self.reserve_turn.locked();
         if self.reserve_bytes == 0
             || self.reserved.load(Ordering::Relaxed)
             || self.unsupported.load(Ordering::Relaxed)
@@ -149,7 +150,7 @@ impl Space {
     /// Removes the reserve so that a checkpoint can use its room; true
     /// when there was one.
     fn release_reserve(&self) -> bool {
-        let _turn = self.reserve_turn.lock().unwrap_or_else(|p| p.into_inner());
+        let _turn = self.reserve_turn.locked();
         self.reserved.store(false, Ordering::Relaxed);
         let released = self.reserve_bytes > 0 && std::fs::remove_file(&self.reserve).is_ok();
         if released {

@@ -27,6 +27,7 @@ use crate::engine::space::Space;
 use crate::engine::tx::Tx;
 use crate::error::{GroupFailure, Result, StoreError};
 use crate::streams::{HeadsPublisher, StreamState};
+use metacore::sync::Locked;
 
 /// What a writer hears when its job was dropped unrun or panicked.
 fn aborted() -> StoreError {
@@ -198,7 +199,7 @@ impl Writer {
     /// Lets queued writes finish, checkpoints and joins the thread.
     pub(crate) async fn close(&self) {
         let _ = self.queue.send(Msg::Stop).await;
-        let handle = self.thread.lock().expect("writer handle lock").take();
+        let handle = self.thread.locked().take();
         if let Some(h) = handle {
             let _ = tokio::task::spawn_blocking(move || h.join()).await;
         }

@@ -34,6 +34,7 @@ use crate::engine::space::Space;
 use crate::engine::writer::Writer;
 use crate::error::{Result, StoreError};
 use crate::streams::{Heads, HeadsPublisher, StreamState};
+use metacore::sync::Locked;
 
 pub use options::Options;
 /// How long a count of the whole table is reused.
@@ -154,7 +155,7 @@ impl Store {
     /// Finishes queued writes, checkpoints the WAL and stops the writer.
     pub async fn close(&self) {
         // Stop checkpointing first: the writer's last act is a TRUNCATE one.
-        let Some(checkpointer) = self.checkpointer.lock().expect("checkpointer lock").take() else {
+        let Some(checkpointer) = self.checkpointer.locked().take() else {
             return; // closed already
         };
         drop(checkpointer);

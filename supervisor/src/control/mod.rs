@@ -13,7 +13,7 @@ mod status;
 mod stop;
 
 use std::path::PathBuf;
-use std::sync::{Arc, Mutex, OnceLock, PoisonError};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use axum::Router;
@@ -30,6 +30,7 @@ use crate::logs::Logs;
 use crate::policy::{Policy, TABLE};
 use crate::runner::Request;
 use crate::table::Table;
+use metacore::sync::Locked;
 
 /// What the control socket reads and drives.
 #[derive(Debug)]
@@ -74,11 +75,11 @@ impl Control {
     }
 
     pub(crate) fn role(&self) -> Role {
-        *self.role.lock().unwrap_or_else(PoisonError::into_inner)
+        *self.role.locked()
     }
 
     pub(crate) fn set_role(&self, role: Role) {
-        *self.role.lock().unwrap_or_else(PoisonError::into_inner) = role;
+        *self.role.locked() = role;
     }
 
     pub(crate) fn status(&self) -> SupervisorStatus {
