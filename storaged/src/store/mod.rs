@@ -79,34 +79,7 @@ impl Store {
                 source: e,
             })?;
         }
-        // SQLite takes a zero-byte file for a new database; storaged never
-        // leaves one (it writes the schema as it creates the file), so an
-        // empty file is something else's, or what is left of a lost one.
-        if std::fs::metadata(&opts.db_path).is_ok_and(|m| m.is_file() && m.len() == 0) {
-            return Err(StoreError::SchemaGate(format!(
-                "{} is an empty file, not a meta-core database; to start a fresh \
-                 store, remove it (and any {}-wal beside it)",
-                opts.db_path.display(),
-                opts.db_path
-                    .file_name()
-                    .map(|n| n.to_string_lossy().into_owned())
-                    .unwrap_or_default(),
-            )));
-        }
-        let conn = Connection::open_with_flags(
-            &opts.db_path,
-            OpenFlags::SQLITE_OPEN_READ_WRITE
-                | OpenFlags::SQLITE_OPEN_CREATE
-                | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-        )?;
-        conn.set_prepared_statement_cache_capacity(64);
-        schema::prepare_writer(&conn, opts.cache_mb)?;
-        schema::gate(&conn).map_err(|e| match e {
-            StoreError::SchemaGate(why) => {
-                StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display()))
-            }
-            other => other,
-        })?;
+        let conn = open_writer(opts)?;
         if schema::build_counters(&conn)? {
             tracing::info!("built idx:count/roots from the root index");
         }
@@ -243,4 +216,38 @@ pub(crate) fn in_read_tx<T>(c: &Connection, f: impl FnOnce(&Connection) -> Resul
     let out = f(&tx);
     drop(tx);
     out
+}
+
+/// The writer's connection to the database: created if missing (but not
+/// over an empty file), WAL and the table, and through the schema gate.
+fn open_writer(opts: &Options) -> Result<Connection> {
+    // SQLite takes a zero-byte file for a new database; storaged never
+    // leaves one (it writes the schema as it creates the file), so an
+    // empty file is something else's, or what is left of a lost one.
+    if std::fs::metadata(&opts.db_path).is_ok_and(|m| m.is_file() && m.len() == 0) {
+        return Err(StoreError::SchemaGate(format!(
+            "{} is an empty file, not a meta-core database; to start a fresh \
+             store, remove it (and any {}-wal beside it)",
+            opts.db_path.display(),
+            opts.db_path
+                .file_name()
+                .map(|n| n.to_string_lossy().into_owned())
+                .unwrap_or_default(),
+        )));
+    }
+    let conn = Connection::open_with_flags(
+        &opts.db_path,
+        OpenFlags::SQLITE_OPEN_READ_WRITE
+            | OpenFlags::SQLITE_OPEN_CREATE
+            | OpenFlags::SQLITE_OPEN_NO_MUTEX,
+    )?;
+    conn.set_prepared_statement_cache_capacity(64);
+    schema::prepare_writer(&conn, opts.cache_mb)?;
+    schema::gate(&conn).map_err(|e| match e {
+        StoreError::SchemaGate(why) => {
+            StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display()))
+        }
+        other => other,
+    })?;
+    Ok(conn)
 }

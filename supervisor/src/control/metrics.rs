@@ -53,6 +53,32 @@ fn per_daemon(
     family
 }
 
+/// One gauge per daemon and state, 1 for the state it is in.
+fn states(s: &SupervisorStatus) -> Family<StateLabels, Gauge> {
+    let state = Family::<StateLabels, Gauge>::default();
+    for d in &s.daemons {
+        for st in STATES {
+            let labels = StateLabels {
+                daemon: d.name,
+                state: st,
+            };
+            state.get_or_create(&labels).set(i64::from(d.state == st));
+        }
+    }
+    state
+}
+
+/// Each daemon's restarts, a counter.
+fn restarts(s: &SupervisorStatus) -> Family<DaemonLabels, Counter> {
+    let restarts = Family::<DaemonLabels, Counter>::default();
+    for d in &s.daemons {
+        restarts
+            .get_or_create(&DaemonLabels { daemon: d.name })
+            .inc_by(u64::from(d.restarts));
+    }
+    restarts
+}
+
 /// The exposition of the status `s`.
 pub(crate) fn render(s: &SupervisorStatus) -> Result<String, RenderError> {
     let mut r = metacore::metrics::registry();
@@ -78,31 +104,15 @@ pub(crate) fn render(s: &SupervisorStatus) -> Result<String, RenderError> {
         "1 while the daemon is ready and answers its health check",
         per_daemon(s, |d| Some(i64::from(d.ready))),
     );
-    let state = Family::<StateLabels, Gauge>::default();
-    for d in &s.daemons {
-        for st in STATES {
-            let labels = StateLabels {
-                daemon: d.name,
-                state: st,
-            };
-            state.get_or_create(&labels).set(i64::from(d.state == st));
-        }
-    }
     r.register(
         "daemon_state",
         "The daemon's state (1 for the one it is in)",
-        state,
+        states(s),
     );
-    let restarts = Family::<DaemonLabels, Counter>::default();
-    for d in &s.daemons {
-        restarts
-            .get_or_create(&DaemonLabels { daemon: d.name })
-            .inc_by(u64::from(d.restarts));
-    }
     r.register(
         "daemon_restarts",
         "Starts of the daemon after its first (crashes and requested restarts)",
-        restarts,
+        restarts(s),
     );
     r.register(
         "daemon_failures",
