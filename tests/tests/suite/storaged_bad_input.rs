@@ -87,95 +87,44 @@ async fn malformed_or_mistyped_json_is_refused() {
     let field = format!("/records/{}/fields/title", f.rid);
     for target in [&rec, &new_rec] {
         for method in ["PATCH", "PUT"] {
-            f.refused(method, target, Some(b"{\"fields\":"), 400, "bad_request")
-                .await;
-            f.refused(
-                method,
-                target,
-                Some(b"{\"fields\":{\"a\":\"1\"}} trailing"),
-                400,
-                "bad_request",
-            )
-            .await;
-            f.refused(method, target, Some(b"\xff\xfe"), 400, "bad_request")
-                .await;
-            f.refused(method, target, Some(b""), 400, "bad_request")
-                .await;
-            f.refused(method, target, Some(b"[1,2]"), 400, "schema_violation")
-                .await;
-            f.refused(method, target, Some(b"\"fields\""), 400, "schema_violation")
-                .await;
-            f.refused(method, target, Some(b"{}"), 400, "schema_violation")
-                .await;
-            f.refused(
-                method,
-                target,
-                Some(b"{\"fields\":\"title\"}"),
-                400,
-                "schema_violation",
-            )
-            .await;
-            f.refused(
-                method,
-                target,
-                Some(b"{\"fields\":{\"title\":1}}"),
-                400,
-                "schema_violation",
-            )
-            .await;
-            f.refused(
-                method,
-                target,
-                Some(b"{\"fields\":{\"title\":null}}"),
-                400,
-                "schema_violation",
-            )
-            .await;
-            f.refused(
-                method,
-                target,
-                Some(b"{\"fields\":{\"a\":{\"b\":\"c\"}}}"),
-                400,
-                "schema_violation",
-            )
-            .await;
+            let cases: [(Option<&[u8]>, &str); 11] = [
+                (Some(&b"{\"fields\":"[..]), "bad_request"),
+                (
+                    Some(&b"{\"fields\":{\"a\":\"1\"}} trailing"[..]),
+                    "bad_request",
+                ),
+                (Some(&b"\xff\xfe"[..]), "bad_request"),
+                (Some(&b""[..]), "bad_request"),
+                (Some(&b"[1,2]"[..]), "schema_violation"),
+                (Some(&b"\"fields\""[..]), "schema_violation"),
+                (Some(&b"{}"[..]), "schema_violation"),
+                (Some(&b"{\"fields\":\"title\"}"[..]), "schema_violation"),
+                (Some(&b"{\"fields\":{\"title\":1}}"[..]), "schema_violation"),
+                (
+                    Some(&b"{\"fields\":{\"title\":null}}"[..]),
+                    "schema_violation",
+                ),
+                (
+                    Some(&b"{\"fields\":{\"a\":{\"b\":\"c\"}}}"[..]),
+                    "schema_violation",
+                ),
+            ];
+            for (body, slug) in cases {
+                f.refused(method, target, body, 400, slug).await;
+            }
         }
     }
-    f.refused(
-        "PUT",
-        &field,
-        Some(b"{\"value\":5}"),
-        400,
-        "schema_violation",
-    )
-    .await;
-    f.refused("PUT", &field, Some(b"{\"val"), 400, "bad_request")
-        .await;
-    f.refused(
-        "PUT",
-        "/kv/value",
-        Some(b"{\"key\":5,\"value\":\"x\"}"),
-        400,
-        "schema_violation",
-    )
-    .await;
-    f.refused(
-        "PUT",
-        "/kv/value",
-        Some(b"{\"key\":\"udl:x\"}"),
-        400,
-        "schema_violation",
-    )
-    .await;
-    f.refused(
-        "POST",
-        "/mint",
-        Some(b"{\"filePath\":\"/files/a\",\"sizeByte\":-1,\"mtimeNano\":0}"),
-        400,
-        "schema_violation",
-    )
-    .await;
-    f.refused("POST", "/mint", Some(b"{\"filePath\":\"/files/a\",\"sizeByte\":1,\"mtimeNano\":0,\"cids\":[\"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG\"]}"), 400, "schema_violation").await;
+    let cases: [(&str, &str, Option<&[u8]>, &str); 6] = [
+        ("PUT", &field, Some(&b"{\"value\":5}"[..]), "schema_violation"),
+        ("PUT", &field, Some(&b"{\"val"[..]), "bad_request"),
+        ("PUT", "/kv/value", Some(&b"{\"key\":5,\"value\":\"x\"}"[..]), "schema_violation"),
+        ("PUT", "/kv/value", Some(&b"{\"key\":\"udl:x\"}"[..]), "schema_violation"),
+        ("POST", "/mint", Some(&b"{\"filePath\":\"/files/a\",\"sizeByte\":-1,\"mtimeNano\":0}"[..]), "schema_violation"),
+        ("POST", "/mint", Some(&b"{\"filePath\":\"/files/a\",\"sizeByte\":1,\"mtimeNano\":0,\"cids\":[\"QmYwAPJzv5CZsnA625s3Xf2nemtYgPpHdWEz79ojWnPbdG\"]}"[..]), "schema_violation"),
+    ];
+    for (method, target, body, slug) in cases {
+        f.refused(method, target, body, 400, slug).await;
+    }
     let alias = format!("/records/{}/aliases", f.rid);
     f.refused(
         "POST",
@@ -240,70 +189,24 @@ async fn invalid_rids_and_cids_in_the_path_are_400() {
         "01JKR8XW5T4QMV7AHNJ2DEFGHK%00",
     ];
     for hash in bad {
-        f.refused(
-            "PATCH",
-            &format!("/records/{hash}"),
-            body,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "PUT",
-            &format!("/records/{hash}"),
-            body,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "DELETE",
-            &format!("/records/{hash}"),
-            None,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "GET",
-            &format!("/records/{hash}"),
-            None,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "GET",
-            &format!("/resolve/{hash}"),
-            None,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "PUT",
-            &format!("/records/{hash}/fields/title"),
-            value,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "POST",
-            &format!("/records/{hash}/set-add/tags"),
-            value,
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "POST",
-            &format!("/records/{hash}/duplicates"),
-            Some(b"{\"path\":\"/files/x\"}"),
-            400,
-            "schema_violation",
-        )
-        .await;
+        let cases: [(&str, &str, Option<&[u8]>); 8] = [
+            ("PATCH", &format!("/records/{hash}"), body),
+            ("PUT", &format!("/records/{hash}"), body),
+            ("DELETE", &format!("/records/{hash}"), None),
+            ("GET", &format!("/records/{hash}"), None),
+            ("GET", &format!("/resolve/{hash}"), None),
+            ("PUT", &format!("/records/{hash}/fields/title"), value),
+            ("POST", &format!("/records/{hash}/set-add/tags"), value),
+            (
+                "POST",
+                &format!("/records/{hash}/duplicates"),
+                Some(&b"{\"path\":\"/files/x\"}"[..]),
+            ),
+        ];
+        for (method, target, body) in cases {
+            f.refused(method, target, body, 400, "schema_violation")
+                .await;
+        }
     }
 }
 
@@ -371,57 +274,45 @@ async fn nul_empty_and_dot_segments_in_field_paths_are_400_on_writes() {
         "cids/",
     ] {
         let body = format!("{{\"fields\":{{\"title\":\"ok\",\"{name}\":\"v\"}}}}");
-        f.refused(
-            "PATCH",
-            &format!("/records/{}", f.rid),
-            Some(body.as_bytes()),
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "PUT",
-            &format!("/records/{}", f.rid),
-            Some(body.as_bytes()),
-            400,
-            "schema_violation",
-        )
-        .await;
-        f.refused(
-            "PATCH",
-            &format!("/records/{}", random_midhash()),
-            Some(body.as_bytes()),
-            400,
-            "schema_violation",
-        )
-        .await;
+        let cases: [(&str, &str); 3] = [
+            ("PATCH", &format!("/records/{}", f.rid)),
+            ("PUT", &format!("/records/{}", f.rid)),
+            ("PATCH", &format!("/records/{}", random_midhash())),
+        ];
+        for (method, target) in cases {
+            f.refused(
+                method,
+                target,
+                Some(body.as_bytes()),
+                400,
+                "schema_violation",
+            )
+            .await;
+        }
     }
     // NUL in a value, in a raw key, in a duplicate path.
     let rec = format!("/records/{}", f.rid);
-    f.refused(
-        "PATCH",
-        &rec,
-        Some(b"{\"fields\":{\"title\":\"a\\u0000b\"}}"),
-        400,
-        "schema_violation",
-    )
-    .await;
-    f.refused(
-        "PUT",
-        "/kv/value",
-        Some(b"{\"key\":\"udl:a\\u0000b\",\"value\":\"v\"}"),
-        400,
-        "schema_violation",
-    )
-    .await;
-    f.refused(
-        "PUT",
-        "/kv/value",
-        Some(b"{\"key\":\"udl:ab\",\"value\":\"v\\u0000\"}"),
-        400,
-        "schema_violation",
-    )
-    .await;
+    let cases: [(&str, &str, Option<&[u8]>); 3] = [
+        (
+            "PATCH",
+            &rec,
+            Some(&b"{\"fields\":{\"title\":\"a\\u0000b\"}}"[..]),
+        ),
+        (
+            "PUT",
+            "/kv/value",
+            Some(&b"{\"key\":\"udl:a\\u0000b\",\"value\":\"v\"}"[..]),
+        ),
+        (
+            "PUT",
+            "/kv/value",
+            Some(&b"{\"key\":\"udl:ab\",\"value\":\"v\\u0000\"}"[..]),
+        ),
+    ];
+    for (method, target, body) in cases {
+        f.refused(method, target, body, 400, "schema_violation")
+            .await;
+    }
     let dup = format!("/records/{}/duplicates", f.rid);
     f.refused(
         "POST",
@@ -484,32 +375,16 @@ async fn deprecated_fields_are_400_deprecated_field_on_every_write_route() {
             random_midhash().to_string(),
         ] {
             let rec = format!("/records/{target}");
-            f.refused(
-                "PATCH",
-                &rec,
-                Some(body.as_bytes()),
-                400,
-                "deprecated_field",
-            )
-            .await;
-            f.refused("PUT", &rec, Some(body.as_bytes()), 400, "deprecated_field")
-                .await;
-            f.refused(
-                "PUT",
-                &format!("{rec}/fields/{name}"),
-                value,
-                400,
-                "deprecated_field",
-            )
-            .await;
-            f.refused(
-                "POST",
-                &format!("{rec}/set-add/{name}"),
-                value,
-                400,
-                "deprecated_field",
-            )
-            .await;
+            let cases: [(&str, &str, Option<&[u8]>); 4] = [
+                ("PATCH", &rec, Some(body.as_bytes())),
+                ("PUT", &rec, Some(body.as_bytes())),
+                ("PUT", &format!("{rec}/fields/{name}"), value),
+                ("POST", &format!("{rec}/set-add/{name}"), value),
+            ];
+            for (method, target, body) in cases {
+                f.refused(method, target, body, 400, "deprecated_field")
+                    .await;
+            }
         }
         let raw = format!("{{\"key\":\"file:{}/{name}\",\"value\":\"v\"}}", f.rid);
         f.refused(
