@@ -96,23 +96,12 @@ fn judge(daemon: Daemon, status: u16, body: &[u8]) -> Result<(), HealthMiss> {
     if status != 200 {
         return Err(HealthMiss::NoAnswer);
     }
-    // Read the protocol first: a peer of another release may have changed
-    // the rest of the shape, and its version is what the operator needs.
-    #[derive(serde::Deserialize)]
-    struct Protocol {
-        protocol: u32,
-        version: Option<String>,
-    }
-    let Ok(peer) = serde_json::from_slice::<Protocol>(body) else {
+    // The protocol first: a peer of another release may have changed the
+    // rest of the shape, and its version is what the operator needs.
+    let Ok(peer) = serde_json::from_slice::<metacore::socket::HealthProtocol>(body) else {
         return Err(HealthMiss::NoAnswer);
     };
-    if peer.protocol != metacore::socket::PROTOCOL_VERSION {
-        let health = Health {
-            protocol: peer.protocol,
-            version: peer.version.unwrap_or_else(|| "(unknown version)".into()),
-            ..Health::ok(daemon)
-        };
-        let why = health.mismatch().unwrap_or_default();
+    if let Some(why) = peer.mismatch(daemon) {
         return Err(HealthMiss::OtherProtocol(why));
     }
     let health: Health = serde_json::from_slice(body).map_err(|_| HealthMiss::NoAnswer)?;

@@ -51,6 +51,31 @@ pub struct Health {
     pub reason: Option<String>,
 }
 
+/// The part of a `/health` answer every release keeps: read first, so that
+/// a peer of another release, whose answer may have another shape, is
+/// named by its protocol and version rather than taken for no answer.
+#[derive(Debug, Clone, PartialEq, Eq, Deserialize)]
+pub struct HealthProtocol {
+    pub protocol: u32,
+    pub version: Option<String>,
+}
+
+impl HealthProtocol {
+    /// A sentence for an operator when the peer (`daemon`) speaks another
+    /// protocol ([`Health::mismatch`]).
+    pub fn mismatch(&self, daemon: Daemon) -> Option<String> {
+        Health {
+            protocol: self.protocol,
+            version: self
+                .version
+                .clone()
+                .unwrap_or_else(|| "(unknown version)".into()),
+            ..Health::ok(daemon)
+        }
+        .mismatch()
+    }
+}
+
 impl Health {
     pub fn ok(daemon: Daemon) -> Self {
         Self {
