@@ -41,6 +41,7 @@ mod etags;
 mod file;
 mod guard;
 mod locks;
+mod meta;
 mod props;
 mod reads;
 mod span;
