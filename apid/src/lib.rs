@@ -17,6 +17,7 @@ pub(crate) mod http;
 pub(crate) mod methods;
 pub(crate) mod metrics;
 pub mod nested;
+pub(crate) mod paths;
 pub(crate) mod registry;
 pub mod routes;
 pub(crate) mod send_file;

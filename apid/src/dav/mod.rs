@@ -60,13 +60,12 @@ use http::{HeaderValue, Method, StatusCode, header};
 use metacore::error::{ApiError, ErrorCode};
 
 use crate::conn::Conn;
+use crate::paths::DAV_PREFIX;
 use crate::state::State;
 use area::{Area, area};
 use target::{Ours, allowed, checked, destination, needs};
 use volume::{Purpose, Volume};
 
-/// Where WebDAV is mounted.
-pub(crate) const PREFIX: &str = "/webdav";
 /// The longest body of a method other than PUT and PATCH (PROPFIND,
 /// PROPPATCH, LOCK, ...): what dav-server reads whole.
 pub(crate) const DAV_BODY: u64 = 64 * 1024;
@@ -95,7 +94,7 @@ impl std::fmt::Debug for Dav {
 impl Default for Dav {
     fn default() -> Self {
         let config = DavConfig::new()
-            .strip_prefix(PREFIX)
+            .strip_prefix(DAV_PREFIX)
             .filesystem(Box::new(Volume))
             // Symlinks are followed (where they stay inside), not hidden.
             .hide_symlinks(false);
@@ -157,7 +156,7 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             .insert(header::ALLOW, HeaderValue::from_static(METHODS));
         return r;
     }
-    let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
+    let raw = req.uri().path().strip_prefix(DAV_PREFIX).unwrap_or("");
     let rel = match checked(raw) {
         Ok(r) => r,
         Err(e) => return e.into_response(),

@@ -30,6 +30,7 @@ pub use import::{
 pub use wipe::{WipeResult, wipe};
 
 use crate::http::admin_only;
+use crate::paths::SNAPSHOT_IMPORT;
 use crate::state::AppState;
 
 /// The snapshot routes; import and wipe are admin routes.
@@ -37,7 +38,7 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
     let admin = Router::new()
         // The 2 GiB limit is enforced while spooling, not by axum.
         .route(
-            "/api/snapshot/import",
+            SNAPSHOT_IMPORT,
             post(import::import).layer(DefaultBodyLimit::disable()),
         )
         .route("/api/snapshot/wipe", post(wipe::wipe_route))
