@@ -234,7 +234,7 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
                     req.headers(),
                     file,
                     &meta,
-                    crate::routes::files::content_type(&rel),
+                    crate::send_file::content_type(&rel),
                     ready,
                 )
                 .await;

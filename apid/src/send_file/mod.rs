@@ -13,9 +13,11 @@
 //! second.
 //!
 //! [`rules`] decides what is sent (validators, preconditions, ranges),
-//! [`body`] streams it; this module builds the answer.
+//! [`body`] streams it, [`media`] names its content type; this module
+//! builds the answer.
 
 mod body;
+mod media;
 mod rules;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,6 +28,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
 use body::{CHUNK, Piece, body_of};
+pub(crate) use media::content_type;
 use rules::{Decision, Ranges, Span, decide, header_str, parse_ranges};
 pub(crate) use rules::{Validators, etag};
 
