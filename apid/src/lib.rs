@@ -13,6 +13,7 @@ pub(crate) mod conn;
 pub(crate) mod cors;
 pub(crate) mod dav;
 pub mod events;
+pub(crate) mod file_path;
 pub(crate) mod http;
 pub(crate) mod methods;
 pub(crate) mod metrics;

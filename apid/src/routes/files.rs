@@ -23,8 +23,8 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use super::meta::{disk_path, field_name};
 use crate::confine::open_file;
+use crate::file_path::{self, disk_path, shown_path};
 use crate::send_file::content_type;
 use crate::state::State;
 
@@ -42,7 +42,7 @@ async fn file_of(
     cid: &Cid,
 ) -> Result<Option<(String, std::fs::File, std::fs::Metadata)>, ApiError> {
     let target = Target::Cid(cid.clone());
-    let fp = match st.store.get_field(&target, &field_name("filePath")?).await {
+    let fp = match st.store.get_field(&target, &file_path::field()).await {
         Ok(f) => f.value,
         Err(e) => {
             let e = ApiError::from(e);
@@ -111,15 +111,6 @@ pub(crate) struct FileInfo {
     pub size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_path: Option<String>,
-}
-
-/// A stored `filePath` as the original showed it: relative to
-/// `FILES_PATH`, with a leading `/` (`/watch/x.mkv`), never where
-/// `FILES_PATH` is on this host (CONTRACT decision 5).
-fn shown_path(files_path: &Path, file_path: &str) -> Option<String> {
-    let on_disk = disk_path(files_path, file_path)?;
-    let rel = on_disk.strip_prefix(files_path).ok()?.to_str()?;
-    Some(format!("/{rel}"))
 }
 
 /// 200 for a known or unknown CID (`exists` says which), as the original;
