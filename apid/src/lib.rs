@@ -24,6 +24,7 @@ pub mod routes;
 pub(crate) mod send_file;
 pub(crate) mod serve;
 pub(crate) mod state;
+pub(crate) mod sweep;
 pub use metacore::urls;
 
 use std::sync::Arc;

@@ -12,7 +12,7 @@ use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
 use crate::events::Events;
-use crate::routes::stats::Sweeper;
+use crate::sweep::Sweeper;
 use crate::urls::Urls;
 
 #[derive(Debug)]
@@ -33,7 +33,7 @@ pub struct AppState {
     pub urls: Urls,
     pub started: Instant,
     /// The `/api/stats` background sweep of file counts and sizes.
-    pub sweeper: Sweeper,
+    pub(crate) sweeper: Sweeper,
     /// The SSE hubs and follower slots.
     pub events: Events,
     /// The service registry (`services/*.json`) and this meta-core's file.
@@ -55,6 +55,7 @@ impl AppState {
         let mountd =
             metacore::api::mountd::MountdClient::new(&config.layout().socket(Daemon::Mountd));
         let urls = Urls::from_config(&config);
+        let sweeper = Sweeper::new(store.clone());
         Self {
             admin,
             watcherd,
@@ -66,7 +67,7 @@ impl AppState {
             supervisor,
             config,
             started: Instant::now(),
-            sweeper: Sweeper::default(),
+            sweeper,
             dav: crate::dav::Dav::default(),
             roots: crate::confine::RootsCache::default(),
             requests: Default::default(),
