@@ -75,7 +75,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         .await
         .map_err(RunError::Bind)?;
     let state = Arc::new(AppState::new(config, admin, shutdown.clone()));
-    state.events.spawn(&state.store);
+    state.events.spawn();
     let registry = tokio::spawn(state.registry.clone().run(shutdown.clone()));
     match state.store.handshake().await {
         Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),

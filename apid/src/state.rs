@@ -1,7 +1,10 @@
 //! What every handler shares: the configuration, the storaged client, the
 //! advertised URLs and the start time.
 
+use std::sync::Arc;
 use std::time::Instant;
+
+use axum::extract::FromRef;
 
 use metacore::Config;
 use metacore::admin::AdminAccess;
@@ -35,7 +38,7 @@ pub struct AppState {
     /// The `/api/stats` background sweep of file counts and sizes.
     pub(crate) sweeper: Sweeper,
     /// The SSE hubs and follower slots.
-    pub events: Events,
+    pub(crate) events: Events,
     /// The service registry (`services/*.json`) and this meta-core's file.
     pub(crate) registry: std::sync::Arc<crate::registry::Registry>,
     /// WebDAV at `/webdav`: its locks and upload slots.
@@ -61,7 +64,7 @@ impl AppState {
             watcherd,
             mountd,
             registry: std::sync::Arc::new(crate::registry::Registry::new(&config, &urls)),
-            events: Events::new(&config, shutdown),
+            events: Events::new(&config, store.clone(), shutdown),
             urls,
             store,
             supervisor,
@@ -77,3 +80,10 @@ impl AppState {
 
 /// The state extractor of every public handler.
 pub(crate) type State = axum::extract::State<std::sync::Arc<AppState>>;
+
+/// The SSE handlers take the event streams alone.
+impl FromRef<Arc<AppState>> for Events {
+    fn from_ref(st: &Arc<AppState>) -> Self {
+        st.events.clone()
+    }
+}
