@@ -42,7 +42,7 @@ pub struct AppState {
     /// The service registry (`services/*.json`) and this meta-core's file.
     pub(crate) registry: std::sync::Arc<crate::registry::Registry>,
     /// WebDAV at `/webdav`: its locks and upload slots.
-    pub(crate) dav: crate::dav::Dav,
+    pub(crate) dav: crate::dav::shared::Dav,
     /// `FILES_PATH` and `META_CORE_PATH` resolved, for confinement.
     pub(crate) roots: crate::confine::RootsCache,
     /// The requests counted for `/metrics` ([`crate::metrics`]).
@@ -71,7 +71,7 @@ impl AppState {
             config,
             started: Instant::now(),
             sweeper,
-            dav: crate::dav::Dav::default(),
+            dav: crate::dav::shared::Dav::default(),
             roots: crate::confine::RootsCache::default(),
             requests: Default::default(),
         }
