@@ -5,7 +5,7 @@
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 
@@ -173,14 +173,7 @@ pub(super) fn open(
 ) -> FsResult<Box<dyn DavFile>> {
     let err = |e: io::Error| fs_error(&e);
     if !o.write && !o.append {
-        let p = roots.parent(rel).map_err(err)?;
-        let (fd, _) = roots.open_entry(&p).map_err(err)?;
-        let file = std::fs::File::from(fd);
-        let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
-        if !is_file {
-            return Err(FsError::Forbidden);
-        }
-        return Ok(Box::new(VolFile::reading(file)));
+        return open_to_read(roots, rel);
     }
     if area(rel) != Area::Writable {
         return Err(FsError::Forbidden);
@@ -226,6 +219,33 @@ pub(super) fn open(
         };
         return Ok(Box::new(VolFile::writing(file, Some(commit), free, 0)));
     }
+    let fd = open_in_place(&p, o, existing.is_none())?;
+    let start = if o.append { size } else { 0 };
+    Ok(Box::new(VolFile::writing(
+        fd.into(),
+        None,
+        size.saturating_add(free),
+        start,
+    )))
+}
+
+/// Opens the regular file at `rel` for reading; anything else is
+/// forbidden.
+fn open_to_read(roots: &Roots, rel: &Path) -> FsResult<Box<dyn DavFile>> {
+    let err = |e: io::Error| fs_error(&e);
+    let p = roots.parent(rel).map_err(err)?;
+    let (fd, _) = roots.open_entry(&p).map_err(err)?;
+    let file = std::fs::File::from(fd);
+    let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !is_file {
+        return Err(FsError::Forbidden);
+    }
+    Ok(Box::new(VolFile::reading(file)))
+}
+
+/// Opens `p` to write where it is (a ranged write, an append), made with
+/// the file mode when it is new (`created`).
+fn open_in_place(p: &Parent<'_>, o: &OpenOptions, created: bool) -> FsResult<OwnedFd> {
     let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     if o.create || o.create_new {
         flags |= OFlags::CREATE;
@@ -238,16 +258,10 @@ pub(super) fn open(
     }
     let fd =
         rustix::fs::openat(&p.fd, p.name, flags, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
-    if existing.is_none() {
+    if created {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
     }
-    let start = if o.append { size } else { 0 };
-    Ok(Box::new(VolFile::writing(
-        fd.into(),
-        None,
-        size.saturating_add(free),
-        start,
-    )))
+    Ok(fd)
 }
 
 /// Copies the regular file at `from` over (or to) `to`, through a
