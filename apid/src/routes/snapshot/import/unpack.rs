@@ -15,17 +15,12 @@ use metacore::rid::Rid;
 use tokio::sync::mpsc;
 use zip::ZipArchive;
 
-use super::{ImportOptions, PluginReport, SkippedFile};
+use super::report::{ImportOptions, PluginReport};
 use crate::routes::snapshot::archive::{
     MAX_MANIFEST_BYTES, METADATA_PREFIX, PLUGIN_PREFIX, PluginSkip, check_manifest, read_record,
     write_plugin_file,
 };
 use crate::routes::snapshot::checked::read_checked;
-
-/// Skipped plugin output entries the answer names (all are counted in
-/// `skipped`), so that an archive of a million bad entries does not make a
-/// million-line answer.
-pub(super) const MAX_SKIPPED_LISTED: usize = 100;
 
 /// One `metadata/<rid>.json` read from the archive.
 pub(super) struct Item {
@@ -113,26 +108,6 @@ fn record_item(stem: &str, entry: &mut impl Read, declared: u64) -> Item {
             hash_id: stem.to_owned(),
             parsed: Err(format!("{stem:?} is not a RID: {e}")),
         },
-    }
-}
-
-impl PluginReport {
-    /// Counts the plugin output entry `name` (at `rel`) as written or
-    /// skipped; the first skips are listed with their reason.
-    fn count(&mut self, name: &str, rel: &str, written: Result<(), PluginSkip>) {
-        match written {
-            Ok(()) => self.written += 1,
-            Err(why) => {
-                tracing::warn!(entry = %name, "snapshot import skips a plugin output entry: {why}");
-                self.skipped += 1;
-                if self.skipped_files.len() < MAX_SKIPPED_LISTED {
-                    self.skipped_files.push(SkippedFile {
-                        path: rel.to_owned(),
-                        error: why.to_string(),
-                    });
-                }
-            }
-        }
     }
 }
 
