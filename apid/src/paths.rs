@@ -6,5 +6,6 @@
 pub(crate) const DAV_PREFIX: &str = "/webdav";
 
 /// The snapshot import: its ZIP body streams to a spool file, and it reads
-/// no JSON.
+/// no JSON. (Its route table, `routes/snapshot`, spells the path out, as
+/// every route table does: `docs_complete` reads the routes from there.)
 pub(crate) const SNAPSHOT_IMPORT: &str = "/api/snapshot/import";

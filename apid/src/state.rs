@@ -1,17 +1,20 @@
-//! What every handler shares: the configuration, the storaged client, the
-//! advertised URLs and the start time.
+//! What every handler shares: the configuration, the admin access, the
+//! clients of the other daemons, the advertised URLs, the start time, and
+//! the services that live as long as apid (the stats sweep, the SSE hubs,
+//! the registry, WebDAV's shared state, the resolved roots, the request
+//! metrics). Each service is defined in a module of its own that imports
+//! nothing of this one; handlers that need one service alone take it by
+//! `FromRef`.
 
 use std::sync::Arc;
 use std::time::Instant;
 
 use axum::extract::FromRef;
-
 use metacore::Config;
 use metacore::admin::AdminAccess;
 use metacore::api::storaged::StoragedClient;
 use metacore::api::supervisor::SupervisorClient;
 use metacore::layout::Daemon;
-
 use metacore::shutdown::Shutdown;
 
 use crate::events::Events;
@@ -78,7 +81,7 @@ impl AppState {
     }
 }
 
-/// The state extractor of every public handler.
+/// The state extractor of the handlers that take all of it.
 pub(crate) type State = axum::extract::State<std::sync::Arc<AppState>>;
 
 /// The SSE handlers take the event streams alone.

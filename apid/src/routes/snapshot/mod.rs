@@ -30,7 +30,6 @@ pub use import::{
 pub use wipe::{WipeResult, wipe};
 
 use crate::http::admin_only;
-use crate::paths::SNAPSHOT_IMPORT;
 use crate::state::AppState;
 
 /// The snapshot routes; import and wipe are admin routes.
@@ -38,7 +37,7 @@ pub fn routes(state: Arc<AppState>) -> Router<Arc<AppState>> {
     let admin = Router::new()
         // The 2 GiB limit is enforced while spooling, not by axum.
         .route(
-            SNAPSHOT_IMPORT,
+            "/api/snapshot/import",
             post(import::import).layer(DefaultBodyLimit::disable()),
         )
         .route("/api/snapshot/wipe", post(wipe::wipe_route))
