@@ -17,7 +17,7 @@ use metacore::api::supervisor::SupervisorClient;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
-use crate::events::Events;
+use crate::events::hubs::Events;
 use crate::sweep::Sweeper;
 use crate::urls::Urls;
 

@@ -21,7 +21,7 @@
 mod follower;
 mod frame;
 mod hub;
-mod hubs;
+pub(crate) mod hubs;
 
 use axum::Extension;
 use axum::extract::State;
@@ -34,7 +34,7 @@ use serde::Deserialize;
 
 use crate::conn::Conn;
 use follower::{Follower, Slots, Start};
-pub(crate) use hubs::Events;
+use hubs::Events;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
