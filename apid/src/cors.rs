@@ -28,6 +28,7 @@ use http::{HeaderMap, HeaderValue, Method, header};
 use metacore::error::{ApiError, ErrorCode};
 
 use crate::methods::METHODS;
+use crate::paths::{DAV_PREFIX, SNAPSHOT_IMPORT};
 use crate::state::AppState;
 
 /// What every answer says a page may send; `Authorization` only where an
@@ -101,8 +102,8 @@ pub(crate) async fn cors(State(st): State<Arc<AppState>>, req: Request, next: Ne
         .get(header::ACCESS_CONTROL_REQUEST_METHOD)
         .and_then(|v| v.to_str().ok())
         .map(str::to_owned);
-    let preflight = req.method() == Method::OPTIONS
-        && (!path.starts_with(crate::dav::PREFIX) || asked.is_some());
+    let preflight =
+        req.method() == Method::OPTIONS && (!path.starts_with(DAV_PREFIX) || asked.is_some());
     let method = match (&asked, preflight) {
         (Some(m), true) => Method::from_bytes(m.trim().as_bytes()).unwrap_or(Method::OPTIONS),
         _ => req.method().clone(),
@@ -191,7 +192,7 @@ fn decorate(h: &mut HeaderMap, who: Allowed<'_>, listed: bool, preflight: Option
 /// preflighted.
 fn cross_site_non_json(h: &HeaderMap, method: &Method, path: &str) -> Option<ApiError> {
     let write = *method == Method::POST;
-    let json_route = !path.starts_with(crate::dav::PREFIX) && path != "/api/snapshot/import";
+    let json_route = !path.starts_with(DAV_PREFIX) && path != SNAPSHOT_IMPORT;
     if !write || !json_route || !h.contains_key(header::ORIGIN) {
         return None;
     }

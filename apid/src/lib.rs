@@ -6,6 +6,31 @@
 //!
 //! `run` is what the binary calls: bind the public port and apid's own
 //! socket (`/health`, `/status` for the supervisor), serve until shutdown.
+//!
+//! Imports go one way, from the top of this map down: the handlers take
+//! the services in `state` (or a part of it, by `FromRef`); the services
+//! and the helpers below them import no handler.
+//!
+//! ```text
+//! serve          the accept loop: one router, HTTP/1.1, per-client connections, the drain
+//! routes         the public router, one module per surface, and apid's socket router
+//! events         the SSE streams: handlers over the hubs service (events/hubs.rs)
+//! dav            WebDAV at /webdav: the checks, then dav-server over FILES_PATH
+//! cors           CORS on every answer, preflights, cross-site non-JSON POSTs refused
+//! http           the admin token on admin routes, body limits, query choices
+//! state          AppState: config, the clients, and the services every handler shares
+//! sweep          the /api/stats background sweep (file totals, UDL users)
+//! registry       the service registry: meta-core's file, listings, the cleaner
+//! metrics        apid's request metrics and the /metrics registry
+//! send_file      a file's bytes over HTTP (ranges, validators, content type)
+//! confine        every path kept inside FILES_PATH and out of meta-core's own folders
+//! file_path      a record's filePath: the field, on disk, as shown
+//! nested         the nested view of a record, and its inverse
+//! conn           what a request knows of its connection: its client, per-client budgets
+//! body_progress  a request body must keep coming
+//! paths          the public paths the layers treat apart (/webdav, the import)
+//! methods        every request method some route answers
+//! ```
 
 pub(crate) mod body_progress;
 pub(crate) mod confine;
@@ -13,15 +38,18 @@ pub(crate) mod conn;
 pub(crate) mod cors;
 pub(crate) mod dav;
 pub mod events;
+pub(crate) mod file_path;
 pub(crate) mod http;
 pub(crate) mod methods;
 pub(crate) mod metrics;
 pub mod nested;
+pub(crate) mod paths;
 pub(crate) mod registry;
 pub mod routes;
 pub(crate) mod send_file;
 pub(crate) mod serve;
 pub(crate) mod state;
+pub(crate) mod sweep;
 pub use metacore::urls;
 
 use std::sync::Arc;
@@ -72,7 +100,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         .await
         .map_err(RunError::Bind)?;
     let state = Arc::new(AppState::new(config, admin, shutdown.clone()));
-    state.events.spawn(&state.store);
+    state.events.spawn();
     let registry = tokio::spawn(state.registry.clone().run(shutdown.clone()));
     match state.store.handshake().await {
         Ok(h) => tracing::info!(storaged = %h.version, "storaged answers"),

@@ -25,7 +25,7 @@ use std::time::Instant;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use metacore::Config;
-use metacore::clock::unix_ms;
+use metacore::clock::{parse_rfc3339_ms, unix_ms};
 use metacore::shutdown::Shutdown;
 use metacore::urls::Urls;
 use serde_json::{Map, Value};
@@ -73,91 +73,6 @@ const LISTING_TTL: Duration = Duration::from_secs(1);
 /// A time as RFC 3339 in UTC with milliseconds.
 fn rfc3339(at: SystemTime) -> String {
     humantime::format_rfc3339_millis(at).to_string()
-}
-
-/// Unix milliseconds of an RFC 3339 time (`Z` or a `±hh:mm` offset, with
-/// or without a fraction), as the services of the mesh write it.
-pub(crate) fn parse_rfc3339_ms(s: &str) -> Option<u64> {
-    let s = s.trim();
-    let (date, rest) = s.split_once(['T', 't', ' '])?;
-    let mut d = date.splitn(3, '-');
-    let (y, mo, da): (i64, u32, u32) = (
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-        d.next()?.parse().ok()?,
-    );
-    let digits = |f: &str| !f.is_empty() && f.bytes().all(|b| b.is_ascii_digit());
-    let (time, offset_s): (&str, i64) = if let Some(t) = rest.strip_suffix(['Z', 'z']) {
-        (t, 0)
-    } else if !rest.contains(['+', '-']) {
-        // No offset (Python's isoformat of a naive time): read as UTC.
-        (rest, 0)
-    } else {
-        let at = rest.rfind(['+', '-'])?;
-        let (t, off) = rest.split_at(at);
-        let sign = if off.starts_with('-') { -1 } else { 1 };
-        let (oh, om) = off[1..].split_once(':')?;
-        if !digits(oh) || !digits(om) {
-            return None;
-        }
-        let (oh, om): (i64, i64) = (oh.parse().ok()?, om.parse().ok()?);
-        (t, sign * (oh * 3600 + om * 60))
-    };
-    let (hms, frac) = time.split_once('.').unwrap_or((time, ""));
-    if !hms.split(':').all(digits) || !date.split('-').all(digits) {
-        return None;
-    }
-    let mut t = hms.splitn(3, ':');
-    let (h, mi, se): (i64, i64, i64) = (
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
-        t.next()?.parse().ok()?,
-    );
-    let leap = (y % 4 == 0 && y % 100 != 0) || y % 400 == 0;
-    let month_days = [
-        31,
-        if leap { 29 } else { 28 },
-        31,
-        30,
-        31,
-        30,
-        31,
-        31,
-        30,
-        31,
-        30,
-        31,
-    ];
-    if !(1..=12).contains(&mo)
-        || da < 1
-        || da > month_days[mo as usize - 1]
-        || h > 23
-        || mi > 59
-        || se > 60
-    {
-        return None;
-    }
-    let ms: i64 = if frac.is_empty() {
-        0
-    } else {
-        if !frac.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        format!("{frac:0<3}")[..3].parse().ok()?
-    };
-    // Days from the civil date (Howard Hinnant's algorithm).
-    let (yy, mm) = if mo <= 2 {
-        (y - 1, mo + 9)
-    } else {
-        (y, mo - 3)
-    };
-    let era = yy.div_euclid(400);
-    let yoe = yy - era * 400;
-    let doy = (153 * i64::from(mm) + 2) / 5 + i64::from(da) - 1;
-    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
-    let days = era * 146_097 + doe - 719_468;
-    let secs = days * 86_400 + h * 3600 + mi * 60 + se - offset_s;
-    u64::try_from(secs * 1000 + ms).ok()
 }
 
 /// A file name safe for one path segment.
@@ -481,39 +396,7 @@ mod tests {
     use super::*;
 
     #[test]
-    fn rfc3339_times_as_the_mesh_writes_them() {
-        let base = 1_764_600_000_000u64; // 2025-12-01T14:40:00Z
-        assert_eq!(parse_rfc3339_ms("2025-12-01T14:40:00Z"), Some(base));
-        assert_eq!(parse_rfc3339_ms("2025-12-01T14:40:00.5Z"), Some(base + 500));
-        assert_eq!(
-            parse_rfc3339_ms("2025-12-01T14:40:00.123456789Z"),
-            Some(base + 123)
-        );
-        assert_eq!(parse_rfc3339_ms("2025-12-01T15:40:00+01:00"), Some(base));
-        assert_eq!(parse_rfc3339_ms("2025-12-01T09:10:00-05:30"), Some(base));
-        assert_eq!(parse_rfc3339_ms("1970-01-01T00:00:00Z"), Some(0));
-        assert_eq!(
-            parse_rfc3339_ms("2024-02-29T00:00:00Z"),
-            Some(1_709_164_800_000)
-        );
-        assert_eq!(
-            parse_rfc3339_ms("2025-12-01T14:40:00"),
-            Some(base),
-            "no offset: UTC"
-        );
-        for bad in [
-            "",
-            "yesterday",
-            "2025-13-01T00:00:00Z",
-            "2025-02-29T00:00:00Z",
-            "2025-12-01",
-            "2025-12-01T1:2Z",
-            "2025-12-01T00:00:00.x1Z",
-            "2025-12-01T-1:00:00Z",
-            "2025-12-01T00:00:00+1x:00",
-        ] {
-            assert_eq!(parse_rfc3339_ms(bad), None, "{bad}");
-        }
+    fn the_heartbeat_written_is_read_back() {
         let now = SystemTime::now();
         let ms = now.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
         assert_eq!(parse_rfc3339_ms(&rfc3339(now)), Some(ms));

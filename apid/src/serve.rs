@@ -17,6 +17,7 @@
 //! with its last ID.
 
 use std::io;
+use std::sync::Arc;
 use std::task::Poll;
 use std::time::Duration;
 
@@ -29,10 +30,11 @@ use hyper_util::service::TowerToHyperService;
 use metacore::error::{ApiError, ErrorCode};
 use metacore::shutdown::Shutdown;
 use tokio::net::{TcpListener, TcpStream};
+use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::conn::{Client, Conn, PerClient};
+use crate::conn::{Client, Conn, Held, PerClient};
 
 mod stall;
 
@@ -98,46 +100,19 @@ impl Limits {
 /// client may hold [`Limits::per_client`] of them; the next it opens is
 /// answered 429 and closed, so one client cannot take the table.
 pub(crate) async fn serve(listener: Listeners, router: Router, limits: Limits, shutdown: Shutdown) {
-    let graceful = GracefulShutdown::new();
-    let mut builder = http1::Builder::new();
-    builder
-        .timer(hyper_util::rt::TokioTimer::new())
-        .header_read_timeout(limits.header_timeout)
-        .max_buf_size(MAX_BUF);
-    let router = router.layer(axum::middleware::from_fn(move |req, next| {
-        crate::body_progress::limit(req, next, limits.body_timeout)
-    }));
-    let slots = std::sync::Arc::new(tokio::sync::Semaphore::new(limits.max_connections));
+    let serving = Serving::new(router, &limits);
+    let slots = Arc::new(Semaphore::new(limits.max_connections));
     let per_client = PerClient::new(limits.per_client);
     let refusal = refusal(limits.per_client);
     // Refusals being written; each holds no connection slot.
-    let refusing = std::sync::Arc::new(tokio::sync::Semaphore::new(REFUSALS));
+    let refusing = Arc::new(Semaphore::new(REFUSALS));
     // Warned once each time the slots run out, not at every connection.
     let mut warned = false;
     let mut refused = Refused::default();
     loop {
-        let slot = match slots.clone().try_acquire_owned() {
-            Ok(s) => {
-                warned = false;
-                s
-            }
-            Err(_) => {
-                if !warned {
-                    tracing::warn!(
-                        "{} connections are open (META_CORE_HTTP_MAX_CONNECTIONS); \
-                         new ones wait until one ends",
-                        limits.max_connections
-                    );
-                    warned = true;
-                }
-                tokio::select! {
-                    s = slots.clone().acquire_owned() => match s {
-                        Ok(s) => s,
-                        Err(_) => break,
-                    },
-                    _ = shutdown.wait() => break,
-                }
-            }
+        let Some(slot) = free_slot(&slots, &mut warned, limits.max_connections, &shutdown).await
+        else {
+            break;
         };
         let accepted = tokio::select! {
             r = listener.accept() => r,
@@ -171,38 +146,100 @@ pub(crate) async fn serve(listener: Listeners, router: Router, limits: Limits, s
             }
             continue;
         };
+        serving.spawn(tcp, client, (held, slot));
+    }
+    drop(listener);
+    if tokio::time::timeout(DRAIN_GRACE, serving.graceful.shutdown())
+        .await
+        .is_err()
+    {
+        tracing::info!("answers still open {DRAIN_GRACE:?} after the stop; closing them");
+    }
+}
+
+/// A connection slot: at once when one is free, else (warned once until
+/// one frees) when a connection ends. `None` at shutdown.
+async fn free_slot(
+    slots: &Arc<Semaphore>,
+    warned: &mut bool,
+    max_connections: usize,
+    shutdown: &Shutdown,
+) -> Option<OwnedSemaphorePermit> {
+    if let Ok(s) = slots.clone().try_acquire_owned() {
+        *warned = false;
+        return Some(s);
+    }
+    if !*warned {
+        tracing::warn!(
+            "{max_connections} connections are open (META_CORE_HTTP_MAX_CONNECTIONS); \
+             new ones wait until one ends"
+        );
+        *warned = true;
+    }
+    tokio::select! {
+        s = slots.clone().acquire_owned() => s.ok(),
+        _ = shutdown.wait() => None,
+    }
+}
+
+/// What every accepted connection is served with: hyper's HTTP/1.1
+/// builder, the one router, the drain they all join, the write stall.
+struct Serving {
+    builder: http1::Builder,
+    router: Router,
+    graceful: GracefulShutdown,
+    write_stall: Duration,
+}
+
+impl Serving {
+    fn new(router: Router, limits: &Limits) -> Self {
+        let mut builder = http1::Builder::new();
+        builder
+            .timer(hyper_util::rt::TokioTimer::new())
+            .header_read_timeout(limits.header_timeout)
+            .max_buf_size(MAX_BUF);
+        let body_timeout = limits.body_timeout;
+        let router = router.layer(axum::middleware::from_fn(move |req, next| {
+            crate::body_progress::limit(req, next, body_timeout)
+        }));
+        Self {
+            builder,
+            router,
+            graceful: GracefulShutdown::new(),
+            write_stall: limits.write_stall,
+        }
+    }
+
+    /// Serves `tcp` of `client` on a task of its own, which holds its
+    /// client's share and the connection's slot until it ends (the share
+    /// goes back first).
+    fn spawn(&self, tcp: TcpStream, client: Client, hold: (Held, OwnedSemaphorePermit)) {
         let _ = tcp.set_nodelay(true);
         // The kernel too ends a connection whose sent bytes go
         // unacknowledged twice as long (a peer that vanished, or whose
         // window stayed shut), even while apid writes nothing; the write
         // stall, which logs why, comes first where apid writes.
-        let stall_ms = u32::try_from(limits.write_stall.as_millis() * 2).unwrap_or(u32::MAX);
+        let stall_ms = u32::try_from(self.write_stall.as_millis() * 2).unwrap_or(u32::MAX);
         if let Err(e) = rustix::net::sockopt::set_tcp_user_timeout(&tcp, stall_ms) {
             tracing::debug!("TCP_USER_TIMEOUT not set: {e}");
         }
         let conn = Conn { client };
-        let io = TokioIo::new(WriteStall::new(tcp, limits.write_stall));
-        let service = TowerToHyperService::new(router.clone().map_request(
+        let io = TokioIo::new(WriteStall::new(tcp, self.write_stall));
+        let service = TowerToHyperService::new(self.router.clone().map_request(
             move |mut req: http::Request<hyper::body::Incoming>| {
                 req.extensions_mut().insert(conn);
                 req
             },
         ));
-        let conn = graceful.watch(builder.serve_connection(io, service));
+        let conn = self
+            .graceful
+            .watch(self.builder.serve_connection(io, service));
         tokio::spawn(async move {
-            let _slot = slot;
-            let _held = held;
+            let _hold = hold;
             if let Err(e) = conn.await {
                 tracing::debug!("connection ended: {e}");
             }
         });
-    }
-    drop(listener);
-    if tokio::time::timeout(DRAIN_GRACE, graceful.shutdown())
-        .await
-        .is_err()
-    {
-        tracing::info!("answers still open {DRAIN_GRACE:?} after the stop; closing them");
     }
 }
 

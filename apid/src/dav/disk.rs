@@ -1,131 +1,28 @@
 //! The blocking work on the disk behind [`super::volume::Volume`]: stat,
 //! list, open, copy, each confined ([`crate::confine`]) and run on the
-//! blocking pool by its caller; and what they return to dav-server
-//! ([`Meta`], directory entries, errors it understands).
+//! blocking pool by its caller; and the directory entries a listing
+//! returns to dav-server.
 
 use std::ffi::OsStr;
 use std::io;
-use std::os::fd::AsFd;
+use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
-use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
 use dav_server::fs::{DavDirEntry, DavFile, DavMetaData, FsError, FsFuture, FsResult, OpenOptions};
 use futures_util::FutureExt;
-use rustix::fs::{AtFlags, FileType, Mode, OFlags, Stat};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
 
 use super::area::{Area, area, entry_area, parent_mounted};
 use super::budget::Budget;
 use super::file::{Commit, NoFile, VolFile};
+use super::meta::{Meta, errno, fs_error};
 use super::props;
 use super::temp::{self, FILE_MODE};
 use crate::confine::{Parent, Roots, missing};
 
 /// Directory entries handed from the listing thread at a time.
 const BATCH: usize = 256;
-
-/// Runs `f` on the blocking pool.
-pub(crate) async fn blocking<T: Send + 'static>(
-    f: impl FnOnce() -> T + Send + 'static,
-) -> FsResult<T> {
-    tokio::task::spawn_blocking(f)
-        .await
-        .map_err(|_| FsError::GeneralFailure)
-}
-
-/// What an I/O error means to a WebDAV client.
-pub(crate) fn fs_error(e: &io::Error) -> FsError {
-    match e.raw_os_error() {
-        Some(libc::ENOENT) => FsError::NotFound,
-        Some(libc::EEXIST | libc::ENOTEMPTY) => FsError::Exists,
-        Some(
-            libc::EACCES | libc::EPERM | libc::EROFS | libc::ENOTDIR | libc::EISDIR | libc::ELOOP,
-        ) => FsError::Forbidden,
-        Some(libc::ENOSPC | libc::EDQUOT) => FsError::InsufficientStorage,
-        Some(libc::EFBIG) => FsError::TooLarge,
-        Some(libc::ENAMETOOLONG) => FsError::PathTooLong,
-        // Across filesystems; or a mount's folder that is not mounted, or
-        // a FUSE mount whose rclone is gone.
-        Some(libc::EXDEV | libc::ENOTCONN) => FsError::IsRemote,
-        _ => {
-            tracing::warn!("webdav: {e}");
-            FsError::GeneralFailure
-        }
-    }
-}
-
-pub(super) fn errno(e: rustix::io::Errno) -> FsError {
-    fs_error(&e.into())
-}
-
-fn time(secs: i64, nanos: i64) -> SystemTime {
-    if secs < 0 {
-        return UNIX_EPOCH;
-    }
-    UNIX_EPOCH + Duration::new(secs as u64, nanos.clamp(0, 999_999_999) as u32)
-}
-
-/// What PROPFIND and the validators show of a file or folder.
-#[derive(Debug, Clone)]
-pub(crate) struct Meta {
-    len: u64,
-    modified: SystemTime,
-    accessed: SystemTime,
-    changed: SystemTime,
-    kind: FileType,
-    executable: bool,
-    etag: String,
-}
-
-impl Meta {
-    pub(crate) fn of(st: &Stat) -> Self {
-        let modified = time(st.st_mtime, st.st_mtime_nsec as i64);
-        let ns = modified
-            .duration_since(UNIX_EPOCH)
-            .unwrap_or_default()
-            .as_nanos();
-        let len = st.st_size.max(0) as u64;
-        Self {
-            len,
-            modified,
-            accessed: time(st.st_atime, st.st_atime_nsec as i64),
-            changed: time(st.st_ctime, st.st_ctime_nsec as i64),
-            kind: FileType::from_raw_mode(st.st_mode),
-            executable: st.st_mode & 0o100 != 0,
-            etag: crate::send_file::etag(st.st_ino, ns, len),
-        }
-    }
-}
-
-impl DavMetaData for Meta {
-    fn len(&self) -> u64 {
-        self.len
-    }
-    fn modified(&self) -> FsResult<SystemTime> {
-        Ok(self.modified)
-    }
-    fn accessed(&self) -> FsResult<SystemTime> {
-        Ok(self.accessed)
-    }
-    fn status_changed(&self) -> FsResult<SystemTime> {
-        Ok(self.changed)
-    }
-    fn is_dir(&self) -> bool {
-        self.kind == FileType::Directory
-    }
-    fn is_file(&self) -> bool {
-        self.kind == FileType::RegularFile
-    }
-    fn is_symlink(&self) -> bool {
-        self.kind == FileType::Symlink
-    }
-    fn executable(&self) -> FsResult<bool> {
-        Ok(self.executable)
-    }
-    fn etag(&self) -> Option<String> {
-        Some(self.etag.clone())
-    }
-}
 
 #[derive(Debug)]
 pub(super) struct Entry {
@@ -276,14 +173,7 @@ pub(super) fn open(
 ) -> FsResult<Box<dyn DavFile>> {
     let err = |e: io::Error| fs_error(&e);
     if !o.write && !o.append {
-        let p = roots.parent(rel).map_err(err)?;
-        let (fd, _) = roots.open_entry(&p).map_err(err)?;
-        let file = std::fs::File::from(fd);
-        let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
-        if !is_file {
-            return Err(FsError::Forbidden);
-        }
-        return Ok(Box::new(VolFile::reading(file)));
+        return open_to_read(roots, rel);
     }
     if area(rel) != Area::Writable {
         return Err(FsError::Forbidden);
@@ -329,6 +219,33 @@ pub(super) fn open(
         };
         return Ok(Box::new(VolFile::writing(file, Some(commit), free, 0)));
     }
+    let fd = open_in_place(&p, o, existing.is_none())?;
+    let start = if o.append { size } else { 0 };
+    Ok(Box::new(VolFile::writing(
+        fd.into(),
+        None,
+        size.saturating_add(free),
+        start,
+    )))
+}
+
+/// Opens the regular file at `rel` for reading; anything else is
+/// forbidden.
+fn open_to_read(roots: &Roots, rel: &Path) -> FsResult<Box<dyn DavFile>> {
+    let err = |e: io::Error| fs_error(&e);
+    let p = roots.parent(rel).map_err(err)?;
+    let (fd, _) = roots.open_entry(&p).map_err(err)?;
+    let file = std::fs::File::from(fd);
+    let is_file = file.metadata().map(|m| m.is_file()).unwrap_or(false);
+    if !is_file {
+        return Err(FsError::Forbidden);
+    }
+    Ok(Box::new(VolFile::reading(file)))
+}
+
+/// Opens `p` to write where it is (a ranged write, an append), made with
+/// the file mode when it is new (`created`).
+fn open_in_place(p: &Parent<'_>, o: &OpenOptions, created: bool) -> FsResult<OwnedFd> {
     let mut flags = OFlags::WRONLY | OFlags::NOFOLLOW | OFlags::CLOEXEC;
     if o.create || o.create_new {
         flags |= OFlags::CREATE;
@@ -341,16 +258,10 @@ pub(super) fn open(
     }
     let fd =
         rustix::fs::openat(&p.fd, p.name, flags, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
-    if existing.is_none() {
+    if created {
         rustix::fs::fchmod(&fd, Mode::from_raw_mode(FILE_MODE)).map_err(errno)?;
     }
-    let start = if o.append { size } else { 0 };
-    Ok(Box::new(VolFile::writing(
-        fd.into(),
-        None,
-        size.saturating_add(free),
-        start,
-    )))
+    Ok(fd)
 }
 
 /// Copies the regular file at `from` over (or to) `to`, through a

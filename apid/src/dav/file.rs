@@ -16,7 +16,7 @@ use bytes::{Buf, Bytes, BytesMut};
 use dav_server::fs::{DavFile, DavMetaData, FsError, FsFuture, FsResult};
 use futures_util::FutureExt;
 
-use super::disk::{Meta, blocking, fs_error};
+use super::meta::{Meta, blocking, fs_error};
 use super::props;
 use super::temp::{self, Temp};
 

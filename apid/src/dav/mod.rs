@@ -41,71 +41,36 @@ mod etags;
 mod file;
 mod guard;
 mod locks;
+mod meta;
 mod props;
 mod reads;
+pub(crate) mod shared;
 mod span;
 mod target;
 mod temp;
 mod turns;
 mod volume;
 
+use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use axum::body::Body;
 use axum::extract::Request;
 use axum::response::{IntoResponse, Response};
-use dav_server::DavConfig;
 use http::{HeaderValue, Method, StatusCode, header};
 use metacore::error::{ApiError, ErrorCode};
 
+use crate::confine::Roots;
 use crate::conn::Conn;
-use crate::state::State;
+use crate::paths::DAV_PREFIX;
+use crate::state::{AppState, State};
 use area::{Area, area};
 use target::{Ours, allowed, checked, destination, needs};
-use volume::{Purpose, Volume};
+use volume::Purpose;
 
-/// Where WebDAV is mounted.
-pub(crate) const PREFIX: &str = "/webdav";
 /// The longest body of a method other than PUT and PATCH (PROPFIND,
 /// PROPPATCH, LOCK, ...): what dav-server reads whole.
 pub(crate) const DAV_BODY: u64 = 64 * 1024;
-
-/// The WebDAV handler's configuration and locks, kept for apid's life.
-pub(crate) struct Dav {
-    /// dav-server's configuration but for the lock system, which each
-    /// request gets as its own view of [`Dav::locks`].
-    config: DavConfig<Arc<volume::Ctx>>,
-    locks: locks::Locks,
-    /// Bounds the uploads, copies and listings run at once, in all and
-    /// per client.
-    turns: turns::Turns,
-    /// What the COPYs under way will still write, per filesystem.
-    copies: Arc<budget::Ledger>,
-}
-
-impl std::fmt::Debug for Dav {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Dav")
-            .field("uploads_free", &self.turns.uploads_free())
-            .finish_non_exhaustive()
-    }
-}
-
-impl Default for Dav {
-    fn default() -> Self {
-        let config = DavConfig::new()
-            .strip_prefix(PREFIX)
-            .filesystem(Box::new(Volume))
-            // Symlinks are followed (where they stay inside), not hidden.
-            .hide_symlinks(false);
-        Self {
-            config,
-            locks: locks::Locks::default(),
-            turns: turns::Turns::default(),
-            copies: Arc::default(),
-        }
-    }
-}
 
 /// A `Destination` that is not a `/webdav/` path of this server: 502, as
 /// RFC 4918 §9.8.5 answers a COPY or MOVE to another server.
@@ -144,97 +109,38 @@ fn refreshes(h: &http::HeaderMap) -> bool {
 const METHODS: &str =
     "GET, HEAD, PUT, PATCH, DELETE, MKCOL, COPY, MOVE, PROPFIND, PROPPATCH, OPTIONS, LOCK, UNLOCK";
 
+/// What the checks before dav-server found of a request they let through.
+struct Screened {
+    method: Method,
+    /// The path, relative to `FILES_PATH`.
+    rel: PathBuf,
+    /// What the method needs of the path (a write, or nothing).
+    need: Option<Area>,
+    /// A COPY's or MOVE's destination, checked like the path.
+    dest: Option<PathBuf>,
+}
+
 /// `/webdav` and everything below it.
 pub(crate) async fn serve(st: State, mut req: Request) -> Response {
-    if !METHODS.split(", ").any(|m| m == req.method().as_str()) {
-        let mut r = ApiError::new(
-            ErrorCode::MethodNotAllowed,
-            format!("{} is not a WebDAV method here", req.method()),
-        )
-        .into_response();
-        r.headers_mut()
-            .insert(header::ALLOW, HeaderValue::from_static(METHODS));
-        return r;
-    }
-    let raw = req.uri().path().strip_prefix(PREFIX).unwrap_or("");
-    let rel = match checked(raw) {
-        Ok(r) => r,
-        Err(e) => return e.into_response(),
+    let screened = match screen(&st, &req) {
+        Ok(s) => s,
+        Err(r) => return *r,
     };
-    let method = req.method().clone();
-    let need = needs(&method);
-    if let Some(need) = need
-        && !allowed(need, &rel)
-    {
-        return read_only();
-    }
-    // COPY and MOVE: the Destination must name a writable path of this
-    // server literally (`/webdav/...`, decoded and checked like the path).
-    // dav-server reads the header more loosely (it resolves `..` and
-    // merges slashes before it looks for the prefix, and ignores the
-    // host) and, with Overwrite, removes what is at the destination
-    // first: whatever it would read differently is refused here, before
-    // it runs.
-    let mut dest_rel = None;
-    if (method.as_str() == "COPY" || method.as_str() == "MOVE")
-        && let Some(v) = req.headers().get("destination")
-    {
-        let host = req
-            .headers()
-            .get(header::HOST)
-            .and_then(|h| h.to_str().ok());
-        let ours = Ours::new(host, st.config.base_url.as_deref());
-        let Some(below) = v.to_str().ok().and_then(|v| destination(v, &ours)) else {
-            return not_here();
-        };
-        match checked(below) {
-            Ok(d) if allowed(Area::Writable, &d) => dest_rel = Some(d),
-            Ok(_) => return read_only(),
-            Err(e) => return e.into_response(),
-        }
-    }
-    // dav-server reads the body of every method but PUT and PATCH whole,
-    // up to 64 KiB; a longer declared one is refused before it is waited
-    // for.
-    if !matches!(method.as_str(), "PUT" | "PATCH")
-        && metacore::socket::body::declared_length(req.headers()).is_some_and(|n| n > DAV_BODY)
-    {
-        return ApiError::new(
-            ErrorCode::PayloadTooLarge,
-            format!("a {method} body is at most {DAV_BODY} bytes"),
-        )
-        .into_response();
-    }
-    if method.as_str() == "PROPFIND" && !reads::finite_depth(req.headers()) {
-        return reads::infinite_depth();
-    }
-    if method.as_str() == "LOCK"
-        && area(&rel) == Area::WritableRoot
-        && deep(req.headers())
-        && !refreshes(req.headers())
-    {
-        return ApiError::new(
-            ErrorCode::ReadOnly,
-            "a LOCK of Depth: infinity on the root of a writable folder (plugin/, corn/, \
-             corn/<mount>/) would lock every other client out of it: lock what you write \
-             (a file, a folder below it) or send Depth: 0",
-        )
-        .into_response();
-    }
     // dav-server lets a litmus run walk a whole tree; nobody else may.
     req.headers_mut().remove("x-litmus");
     let Some(roots) = st.roots.get(&st.config).await else {
         return ApiError::unavailable("FILES_PATH is not there").into_response();
     };
+    let Screened { method, rel, .. } = &screened;
     if method == Method::GET || method == Method::HEAD {
-        match reads::open_file(&roots, &rel, &method, req.headers()).await {
+        match reads::open_file(&roots, rel, method, req.headers()).await {
             Ok(Some((file, meta, ready))) => {
                 return crate::send_file::send_with(
-                    &method,
+                    method,
                     req.headers(),
                     file,
                     &meta,
-                    crate::routes::files::content_type(&rel),
+                    crate::send_file::content_type(rel),
                     ready,
                 )
                 .await;
@@ -244,8 +150,118 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
             Err(r) => return r,
         }
     }
+    handle(&st, req, screened, roots).await
+}
+
+/// The checks a request passes before anything touches the disk: the
+/// method, the path and the Destination, where writes may go, the body's
+/// declared length, PROPFIND's and LOCK's depth. A refusal is boxed: it
+/// is the rare way out, and the way through stays small.
+fn screen(st: &AppState, req: &Request) -> Result<Screened, Box<Response>> {
+    if !METHODS.split(", ").any(|m| m == req.method().as_str()) {
+        let mut r = ApiError::new(
+            ErrorCode::MethodNotAllowed,
+            format!("{} is not a WebDAV method here", req.method()),
+        )
+        .into_response();
+        r.headers_mut()
+            .insert(header::ALLOW, HeaderValue::from_static(METHODS));
+        return Err(Box::new(r));
+    }
+    let raw = req.uri().path().strip_prefix(DAV_PREFIX).unwrap_or("");
+    let rel = checked(raw).map_err(|e| Box::new(e.into_response()))?;
+    let method = req.method().clone();
+    let need = needs(&method);
+    if let Some(need) = need
+        && !allowed(need, &rel)
+    {
+        return Err(Box::new(read_only()));
+    }
+    let dest = destination_of(st, req)?;
+    if let Some(r) = refused_before_run(&method, &rel, req.headers()) {
+        return Err(Box::new(r));
+    }
+    Ok(Screened {
+        method,
+        rel,
+        need,
+        dest,
+    })
+}
+
+/// COPY and MOVE: the Destination must name a writable path of this
+/// server literally (`/webdav/...`, decoded and checked like the path).
+/// dav-server reads the header more loosely (it resolves `..` and merges
+/// slashes before it looks for the prefix, and ignores the host) and, with
+/// Overwrite, removes what is at the destination first: whatever it would
+/// read differently is refused here, before it runs.
+fn destination_of(st: &AppState, req: &Request) -> Result<Option<PathBuf>, Box<Response>> {
+    let method = req.method().as_str();
+    if method != "COPY" && method != "MOVE" {
+        return Ok(None);
+    }
+    let Some(v) = req.headers().get("destination") else {
+        return Ok(None);
+    };
+    let host = req
+        .headers()
+        .get(header::HOST)
+        .and_then(|h| h.to_str().ok());
+    let ours = Ours::new(host, st.config.base_url.as_deref());
+    let Some(below) = v.to_str().ok().and_then(|v| destination(v, &ours)) else {
+        return Err(Box::new(not_here()));
+    };
+    match checked(below) {
+        Ok(d) if allowed(Area::Writable, &d) => Ok(Some(d)),
+        Ok(_) => Err(Box::new(read_only())),
+        Err(e) => Err(Box::new(e.into_response())),
+    }
+}
+
+/// What is refused from the headers alone: a long body dav-server would
+/// read whole, an infinite PROPFIND, a deep LOCK of a writable root.
+fn refused_before_run(method: &Method, rel: &Path, headers: &http::HeaderMap) -> Option<Response> {
+    // dav-server reads the body of every method but PUT and PATCH whole,
+    // up to 64 KiB; a longer declared one is refused before it is waited
+    // for.
+    if !matches!(method.as_str(), "PUT" | "PATCH")
+        && metacore::socket::body::declared_length(headers).is_some_and(|n| n > DAV_BODY)
+    {
+        return Some(
+            ApiError::new(
+                ErrorCode::PayloadTooLarge,
+                format!("a {method} body is at most {DAV_BODY} bytes"),
+            )
+            .into_response(),
+        );
+    }
+    if method.as_str() == "PROPFIND" && !reads::finite_depth(headers) {
+        return Some(reads::infinite_depth());
+    }
+    if method.as_str() == "LOCK"
+        && area(rel) == Area::WritableRoot
+        && deep(headers)
+        && !refreshes(headers)
+    {
+        return Some(
+            ApiError::new(
+                ErrorCode::ReadOnly,
+                "a LOCK of Depth: infinity on the root of a writable folder (plugin/, corn/, \
+                 corn/<mount>/) would lock every other client out of it: lock what you write \
+                 (a file, a folder below it) or send Depth: 0",
+            )
+            .into_response(),
+        );
+    }
+    None
+}
+
+/// A screened request run by dav-server over [`volume::Volume`], inside its turn
+/// and after the checks on the disk ([`guard`]).
+async fn handle(st: &AppState, req: Request, s: Screened, roots: Arc<Roots>) -> Response {
     let dav = &st.dav;
     let client = Conn::of(&req).map(|c| c.client);
+    let method = s.method;
     // Uploads and copies write bytes; a listing holds a thread while the
     // client reads it. Each kind runs a bounded number at once, and a
     // bounded share of them per client.
@@ -253,16 +269,17 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
         Ok(t) => t,
         Err(r) => return r,
     };
+    let deep_lock = method.as_str() == "LOCK" && deep(req.headers()) && !refreshes(req.headers());
     let asked = guard::Asked {
         method: method.clone(),
-        rel: rel.clone(),
-        dest: dest_rel,
+        rel: s.rel.clone(),
+        dest: s.dest,
         span: matches!(method.as_str(), "PUT" | "PATCH")
             .then(|| span::of(method.as_str(), req.headers()))
             .flatten(),
         deep: deep(req.headers()),
-        writes_path: need.is_some(),
-        deep_lock: method.as_str() == "LOCK" && deep(req.headers()) && !refreshes(req.headers()),
+        writes_path: s.need.is_some(),
+        deep_lock,
         copy_max: st.config.dav_copy_max_bytes,
         copy_reserve: st.config.dav_copy_reserve_bytes,
     };
@@ -273,7 +290,7 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     let purpose = match (method.as_str(), budget) {
         ("COPY", Some(budget)) => Purpose::Copy {
             budget,
-            source: rel.clone(),
+            source: s.rel,
         },
         ("LOCK", _) => Purpose::Lock,
         _ => Purpose::Other,
@@ -289,18 +306,7 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     let ctx = Arc::new(volume::Ctx::new(roots, purpose));
     let resp = handler.handle_guarded(req, ctx).await.map(Body::new);
     if locks.refused() == Some(locks::Refusal::ClientFull) {
-        if let Some(c) = client {
-            tracing::info!(client = %c, "webdav: a client holds as many locks as one may");
-        }
-        return ApiError::new(
-            ErrorCode::TooManyRequests,
-            format!(
-                "this client holds {} WebDAV locks, as many as one client may; \
-                 unlock some, or wait for their timeout",
-                locks::MAX_LOCKS_PER_CLIENT
-            ),
-        )
-        .into_response();
+        return client_full(client);
     }
     if method.as_str() == "PROPFIND" {
         // The listing runs as its body is read: the turn goes with it.
@@ -314,4 +320,20 @@ pub(crate) async fn serve(st: State, mut req: Request) -> Response {
     } else {
         resp
     }
+}
+
+/// A LOCK refused because its client holds as many locks as one may.
+fn client_full(client: Option<crate::conn::Client>) -> Response {
+    if let Some(c) = client {
+        tracing::info!(client = %c, "webdav: a client holds as many locks as one may");
+    }
+    ApiError::new(
+        ErrorCode::TooManyRequests,
+        format!(
+            "this client holds {} WebDAV locks, as many as one client may; \
+             unlock some, or wait for their timeout",
+            locks::MAX_LOCKS_PER_CLIENT
+        ),
+    )
+    .into_response()
 }

@@ -7,8 +7,8 @@ use std::path::{Path, PathBuf};
 use http::Method;
 use metacore::error::ApiError;
 
-use super::PREFIX;
 use super::area::{Area, area};
+use crate::paths::DAV_PREFIX;
 
 /// A path below `/webdav`, decoded and checked: relative to `FILES_PATH`,
 /// with no `..`, no empty or `.` segment, no encoded `/`, no NUL.
@@ -88,7 +88,7 @@ pub(super) fn destination<'a>(value: &'a str, ours: &Ours) -> Option<&'a str> {
         None => value,
     };
     let path = path.split(['?', '#']).next().unwrap_or("");
-    let below = path.strip_prefix(PREFIX)?;
+    let below = path.strip_prefix(DAV_PREFIX)?;
     (below.is_empty() || below.starts_with('/')).then_some(below)
 }
 

@@ -24,10 +24,8 @@ use rustix::fs::{AtFlags, FileType, Mode};
 
 use super::area::{Area, area, entry_area, mounted, parent_mounted, read_only, real_area};
 use super::budget::Budget;
-use super::disk::{
-    Listed, Listing, blocking, copy, errno, fs_error, list, open, open_resource, open_resource_at,
-    stat,
-};
+use super::disk::{Listed, Listing, copy, list, open, open_resource, open_resource_at, stat};
+use super::meta::{blocking, errno, fs_error};
 use super::props;
 use crate::confine::Roots;
 

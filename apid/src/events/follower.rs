@@ -38,9 +38,9 @@ use tokio::sync::broadcast::{self, error::RecvError};
 use tokio::sync::{OwnedSemaphorePermit, Semaphore};
 use tokio::time::Instant;
 
-use super::Events;
 use super::frame::{self, KEEPALIVE};
 use super::hub::{Hub, Item};
+use super::hubs::{Events, Sent};
 
 /// Entries read from the store per catch-up page.
 const CATCH_UP_PAGE: u32 = 256;
@@ -123,7 +123,7 @@ pub(crate) struct Follower {
     /// head).
     preface: Option<Bytes>,
     /// What this stream's followers were sent, counted per chunk.
-    sent: super::Sent,
+    sent: Sent,
     _slots: Slots,
 }
 
@@ -153,13 +153,7 @@ pub(crate) enum Start {
 
 impl Follower {
     /// A follower of `stream`, from `start`, holding its follower `slot`.
-    pub(crate) fn new(
-        events: &Events,
-        store: StoragedClient,
-        stream: StreamName,
-        start: Start,
-        slots: Slots,
-    ) -> Self {
+    pub(crate) fn new(events: &Events, stream: StreamName, start: Start, slots: Slots) -> Self {
         let mut requested = None;
         let mut preface = None;
         let (phase, cursor) = match start {
@@ -184,7 +178,7 @@ impl Follower {
             ),
         };
         Self {
-            store,
+            store: events.store.clone(),
             hub: events.hub(stream).clone(),
             shutdown: events.shutdown.clone(),
             keepalive: events.keepalive,

@@ -13,182 +13,28 @@
 //!   kept;
 //! - anything else: 400 `bad_request`, before the stream starts.
 //!
-//! [`hub`] keeps one upstream tail per stream for all followers;
-//! [`follower`] is one follower's way through snapshot, catch-up and live;
-//! [`frame`] is the wire form.
+//! [`hubs`] is the service the handlers take ([`Events`]: the hubs and
+//! the slots); [`hub`] keeps one upstream tail per stream for all
+//! followers; [`follower`] is one follower's way through snapshot,
+//! catch-up and live; [`frame`] is the wire form.
 
 mod follower;
 mod frame;
 mod hub;
-
-use std::sync::Arc;
+pub(crate) mod hubs;
 
 use axum::Extension;
 use axum::extract::State;
 use axum::http::{HeaderMap, HeaderValue, header};
 use axum::response::{IntoResponse, Response};
-use metacore::api::apid::EventStreams;
-use metacore::api::storaged::StoragedClient;
 use metacore::error::{ApiError, ErrorCode};
-use metacore::shutdown::Shutdown;
 use metacore::socket::body::QueryParams;
 use metacore::stream::{StreamId, StreamName};
-use prometheus_client::metrics::counter::Counter;
-use prometheus_client::metrics::family::Family;
-use prometheus_client::metrics::gauge::{ConstGauge, Gauge};
 use serde::Deserialize;
-use tokio::sync::Semaphore;
 
-use crate::conn::{Conn, PerClient};
-use crate::state::AppState;
-use follower::{Follower, Start};
-use hub::Hub;
-
-/// Store reads (connects, catch-up and snapshot pages) in flight for all
-/// followers.
-const CONCURRENT_READS: usize = 8;
-/// The follower limit: `META_CORE_SSE_MAX_FOLLOWERS`, but never more than
-/// seven eighths of `META_CORE_HTTP_MAX_CONNECTIONS`, so that event streams
-/// cannot take the connections `/health` and the other requests need.
-pub(crate) fn follower_limit(max_followers: usize, max_connections: usize) -> usize {
-    let reserve = (max_connections / 8).max(1);
-    max_followers.min(max_connections.saturating_sub(reserve))
-}
-
-/// What the followers of one stream were sent (added to once per chunk,
-/// for `/metrics`).
-#[derive(Debug, Clone, Default)]
-pub(crate) struct Sent {
-    /// Events with data: entries, and `meta` snapshot sets.
-    pub(crate) events: Counter,
-    /// `gap` events: retention had passed a follower's cursor.
-    pub(crate) gaps: Counter,
-}
-
-/// The event-stream side of apid: a hub per stream and the follower slots.
-#[derive(Debug)]
-pub struct Events {
-    /// By stream, in [`StreamName::ALL`]'s order.
-    sent: [Sent; 2],
-    meta: Arc<Hub>,
-    files: Arc<Hub>,
-    slots: Arc<Semaphore>,
-    max_followers: usize,
-    /// Streams per client, at most `META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT`.
-    per_client: Arc<PerClient>,
-    /// Reads of the store by followers catching up, at most
-    /// [`CONCURRENT_READS`] at once: a thousand followers resuming after an
-    /// apid restart queue here instead of opening a thousand connections
-    /// to storaged.
-    reads: Arc<Semaphore>,
-    keepalive: std::time::Duration,
-    shutdown: Shutdown,
-}
-
-impl Events {
-    pub fn new(config: &metacore::Config, shutdown: Shutdown) -> Self {
-        let max_followers = follower_limit(config.sse_max_followers, config.http_max_connections);
-        Self {
-            sent: Default::default(),
-            meta: Arc::new(Hub::new(
-                StreamName::Meta,
-                config.sse_queue,
-                config.sse_batch,
-            )),
-            files: Arc::new(Hub::new(
-                StreamName::Files,
-                config.sse_queue,
-                config.sse_batch,
-            )),
-            slots: Arc::new(Semaphore::new(max_followers)),
-            reads: Arc::new(Semaphore::new(CONCURRENT_READS)),
-            max_followers,
-            per_client: PerClient::new(config.sse_max_followers_per_client),
-            keepalive: config.sse_keepalive,
-            shutdown,
-        }
-    }
-
-    /// Starts both hubs' upstream tails; they end with the shutdown.
-    pub fn spawn(&self, store: &StoragedClient) {
-        for hub in [&self.meta, &self.files] {
-            let (hub, store, shutdown) = (hub.clone(), store.clone(), self.shutdown.clone());
-            tokio::spawn(async move { hub.run(store, shutdown).await });
-        }
-    }
-
-    fn hub(&self, stream: StreamName) -> &Arc<Hub> {
-        match stream {
-            StreamName::Meta => &self.meta,
-            StreamName::Files => &self.files,
-        }
-    }
-
-    /// What the followers of `stream` were sent.
-    pub(crate) fn sent(&self, stream: StreamName) -> &Sent {
-        match stream {
-            StreamName::Meta => &self.sent[0],
-            StreamName::Files => &self.sent[1],
-        }
-    }
-
-    /// The followers and what they were sent, into a scrape's registry.
-    pub(crate) fn register_metrics(&self, r: &mut prometheus_client::registry::Registry) {
-        use metacore::metrics::StreamLabels;
-        let s = self.status();
-        r.register(
-            "apid_sse_followers",
-            "Event streams open now, in any phase (snapshot, catch-up, live)",
-            ConstGauge::new(i64::try_from(s.open).unwrap_or(i64::MAX)),
-        );
-        r.register(
-            "apid_sse_max_followers",
-            "The most event streams apid serves at once",
-            ConstGauge::new(i64::try_from(s.max).unwrap_or(i64::MAX)),
-        );
-        let live = Family::<StreamLabels, Gauge>::default();
-        let (events, gaps) = (
-            Family::<StreamLabels, Counter>::default(),
-            Family::<StreamLabels, Counter>::default(),
-        );
-        for (stream, n) in [
-            (StreamName::Meta, s.live_meta),
-            (StreamName::Files, s.live_files),
-        ] {
-            let labels = StreamLabels { stream };
-            live.get_or_create(&labels)
-                .set(i64::try_from(n).unwrap_or(i64::MAX));
-            let sent = self.sent(stream);
-            events.get_or_create(&labels).inc_by(sent.events.get());
-            gaps.get_or_create(&labels).inc_by(sent.gaps.get());
-        }
-        r.register(
-            "apid_sse_live_followers",
-            "Followers reading a stream live (past their snapshot and catch-up)",
-            live,
-        );
-        r.register(
-            "apid_sse_events_sent",
-            "Events sent to followers, all followers together (each event once per follower)",
-            events,
-        );
-        r.register(
-            "apid_sse_gaps_sent",
-            "gap events sent: retention had passed a follower's cursor",
-            gaps,
-        );
-    }
-
-    /// Open streams and live followers, for apid's `/status`.
-    pub(crate) fn status(&self) -> EventStreams {
-        EventStreams {
-            open: self.max_followers - self.slots.available_permits(),
-            max: self.max_followers,
-            live_meta: self.meta.followers(),
-            live_files: self.files.followers(),
-        }
-    }
-}
+use crate::conn::Conn;
+use follower::{Follower, Slots, Start};
+use hubs::Events;
 
 #[derive(Debug, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -197,31 +43,31 @@ pub(crate) struct EventsQuery {
 }
 
 pub(crate) async fn meta(
-    st: State<Arc<AppState>>,
+    State(events): State<Events>,
     conn: Option<Extension<Conn>>,
     headers: HeaderMap,
     QueryParams(q): QueryParams<EventsQuery>,
 ) -> Response {
-    follow(&st, StreamName::Meta, conn.map(|c| c.0), &headers, q).await
+    follow(&events, StreamName::Meta, conn.map(|c| c.0), &headers, q).await
 }
 
 pub(crate) async fn files(
-    st: State<Arc<AppState>>,
+    State(events): State<Events>,
     conn: Option<Extension<Conn>>,
     headers: HeaderMap,
     QueryParams(q): QueryParams<EventsQuery>,
 ) -> Response {
-    follow(&st, StreamName::Files, conn.map(|c| c.0), &headers, q).await
+    follow(&events, StreamName::Files, conn.map(|c| c.0), &headers, q).await
 }
 
 async fn follow(
-    st: &AppState,
+    events: &Events,
     stream: StreamName,
     conn: Option<Conn>,
     headers: &HeaderMap,
     q: EventsQuery,
 ) -> Response {
-    match start(st, stream, conn.as_ref(), headers, q).await {
+    match start(events, stream, conn.as_ref(), headers, q).await {
         Ok(follower) => sse(follower),
         Err(e) => e.into_response(),
     }
@@ -281,38 +127,14 @@ const HUB_START_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Works out where the follower starts, and takes its slot.
 async fn start(
-    st: &AppState,
+    events: &Events,
     stream: StreamName,
     conn: Option<&Conn>,
     headers: &HeaderMap,
     query: EventsQuery,
 ) -> Result<Follower, ApiError> {
     let requested = last_event_id(headers, query)?;
-    let events = &st.events;
-    let held = match conn {
-        Some(c) => Some(events.per_client.try_take(c.client).ok_or_else(|| {
-            ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!(
-                    "this client has {} event streams open, the most one client may hold \
-                     (META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT); close one or retry shortly",
-                    events.per_client.cap()
-                ),
-            )
-        })?),
-        None => None,
-    };
-    let slot = events.slots.clone().try_acquire_owned().map_err(|_| {
-        ApiError::new(
-            ErrorCode::Overloaded,
-            format!(
-                "{} event streams are open, the most this server serves \
-                 (META_CORE_SSE_MAX_FOLLOWERS, at most 7/8 of META_CORE_HTTP_MAX_CONNECTIONS); \
-                 retry shortly",
-                events.max_followers
-            ),
-        )
-    })?;
+    let slots = take_slots(events, conn)?;
     // A hub that has not reached storaged yet (apid just started) gets a
     // moment: followers reconnecting after a restart should not see a 503.
     let hub = events.hub(stream);
@@ -338,10 +160,54 @@ async fn start(
             .acquire()
             .await
             .map_err(|_| ApiError::unavailable("apid is stopping"))?;
-        st.store.stream_bounds(stream).await?
+        events.store.stream_bounds(stream).await?
     };
     let head = bounds.last.unwrap_or(StreamId::ZERO);
-    let start = match asked {
+    Ok(Follower::new(
+        events,
+        stream,
+        start_at(stream, asked, head),
+        slots,
+    ))
+}
+
+/// The client's share of event streams, then one of all: a 429 past the
+/// first, a 503 past the second.
+fn take_slots(events: &Events, conn: Option<&Conn>) -> Result<Slots, ApiError> {
+    let held = match conn {
+        Some(c) => Some(events.per_client.try_take(c.client).ok_or_else(|| {
+            ApiError::new(
+                ErrorCode::TooManyRequests,
+                format!(
+                    "this client has {} event streams open, the most one client may hold \
+                     (META_CORE_SSE_MAX_FOLLOWERS_PER_CLIENT); close one or retry shortly",
+                    events.per_client.cap()
+                ),
+            )
+        })?),
+        None => None,
+    };
+    let slot = events.slots.clone().try_acquire_owned().map_err(|_| {
+        ApiError::new(
+            ErrorCode::Overloaded,
+            format!(
+                "{} event streams are open, the most this server serves \
+                 (META_CORE_SSE_MAX_FOLLOWERS, at most 7/8 of META_CORE_HTTP_MAX_CONNECTIONS); \
+                 retry shortly",
+                events.max_followers
+            ),
+        )
+    })?;
+    Ok(Slots {
+        _slot: slot,
+        _held: held,
+    })
+}
+
+/// Where a follower of `stream` that asked for `asked` starts, with the
+/// stream's head at `head`.
+fn start_at(stream: StreamName, asked: Asked, head: StreamId) -> Start {
+    match asked {
         Asked::Head(rx) => Start::Live(rx, head),
         Asked::Id(StreamId::ZERO, _) if stream == StreamName::Meta => Start::Snapshot {
             head,
@@ -356,18 +222,7 @@ async fn start(
         // Whether retention trimmed past it is told by the first page read,
         // in the same transaction as the page: no trim can fall between.
         Asked::Id(id, raw) => Start::Resume(id, raw),
-    };
-    let slots = follower::Slots {
-        _slot: slot,
-        _held: held,
-    };
-    Ok(Follower::new(
-        events,
-        st.store.clone(),
-        stream,
-        start,
-        slots,
-    ))
+    }
 }
 
 fn sse(follower: Follower) -> Response {

@@ -5,7 +5,7 @@
 
 use axum::Json;
 use metacore::api::storaged::{FieldsPageQuery, MAX_PAGE, PageQuery, StoragedClient};
-use metacore::checked::{CheckedField, CheckedFields};
+use metacore::checked::{CheckedField, CheckedFields, FieldName};
 use metacore::error::ApiError;
 use metacore::record::{Fields, Target};
 use metacore::rid::Rid;
@@ -13,7 +13,6 @@ use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
 use serde::{Deserialize, Serialize};
 
 use super::listing::each_root;
-use super::meta::field_name;
 use crate::state::State;
 
 /// The editor's status field, never stored (the original dropped it).
@@ -351,7 +350,7 @@ pub(super) async fn get_property(
     let target: Target = raw.parse()?;
     let v = st
         .store
-        .get_field(&target, &field_name(&q.property)?)
+        .get_field(&target, &FieldName::new(&q.property)?)
         .await?;
     Ok(Json(EditorProperty {
         hash_id: v.rid,

@@ -23,34 +23,13 @@ use serde::{Deserialize, Serialize};
 use sha2::{Digest, Sha256};
 use tokio::sync::Semaphore;
 
-use super::meta::{disk_path, field_name};
 use crate::confine::open_file;
+use crate::file_path::{self, disk_path, shown_path};
+use crate::send_file::content_type;
 use crate::state::State;
 
 /// Whole-file hashes computed at once (each reads a file to its end).
 static HASHING: Semaphore = Semaphore::const_new(2);
-
-/// The content type by extension, as the original chose it.
-pub(crate) fn content_type(path: &Path) -> &'static str {
-    let ext = path
-        .extension()
-        .and_then(|e| e.to_str())
-        .map(str::to_ascii_lowercase);
-    match ext.as_deref() {
-        Some("jpg" | "jpeg") => "image/jpeg",
-        Some("png") => "image/png",
-        Some("webp") => "image/webp",
-        Some("gif") => "image/gif",
-        Some("mp4") => "video/mp4",
-        Some("mkv") => "video/x-matroska",
-        Some("avi") => "video/x-msvideo",
-        Some("webm") => "video/webm",
-        Some("mov") => "video/quicktime",
-        Some("ts") => "video/mp2t",
-        Some("m3u8") => "application/vnd.apple.mpegurl",
-        _ => "application/octet-stream",
-    }
-}
 
 fn parse_cid(raw: &str) -> Result<Cid, ApiError> {
     Cid::parse(raw).map_err(|e| ApiError::schema(format!("{raw:?} is not a CID: {e}")))
@@ -63,7 +42,7 @@ async fn file_of(
     cid: &Cid,
 ) -> Result<Option<(String, std::fs::File, std::fs::Metadata)>, ApiError> {
     let target = Target::Cid(cid.clone());
-    let fp = match st.store.get_field(&target, &field_name("filePath")?).await {
+    let fp = match st.store.get_field(&target, &file_path::field()).await {
         Ok(f) => f.value,
         Err(e) => {
             let e = ApiError::from(e);
@@ -132,15 +111,6 @@ pub(crate) struct FileInfo {
     pub size: Option<u64>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub file_path: Option<String>,
-}
-
-/// A stored `filePath` as the original showed it: relative to
-/// `FILES_PATH`, with a leading `/` (`/watch/x.mkv`), never where
-/// `FILES_PATH` is on this host (CONTRACT decision 5).
-fn shown_path(files_path: &Path, file_path: &str) -> Option<String> {
-    let on_disk = disk_path(files_path, file_path)?;
-    let rel = on_disk.strip_prefix(files_path).ok()?.to_str()?;
-    Some(format!("/{rel}"))
 }
 
 /// 200 for a known or unknown CID (`exists` says which), as the original;
@@ -232,27 +202,4 @@ pub(super) async fn cid_of_path(
         path: shown,
         size,
     }))
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn content_types_follow_the_extension() {
-        assert_eq!(content_type(Path::new("/f/a.MKV")), "video/x-matroska");
-        assert_eq!(
-            content_type(Path::new("/f/a.m3u8")),
-            "application/vnd.apple.mpegurl"
-        );
-        assert_eq!(content_type(Path::new("/f/a.jpeg")), "image/jpeg");
-        assert_eq!(
-            content_type(Path::new("/f/noext")),
-            "application/octet-stream"
-        );
-        assert_eq!(
-            content_type(Path::new("/f/a.srt")),
-            "application/octet-stream"
-        );
-    }
 }

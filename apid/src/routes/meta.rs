@@ -5,8 +5,6 @@
 //! handler parses its address and checks its fields once, here, and hands
 //! the typed values to storaged.
 
-use std::path::{Component, Path, PathBuf};
-
 use axum::Json;
 use axum::body::Bytes;
 use axum::response::{IntoResponse, Response};
@@ -22,6 +20,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use super::listing::all_roots;
+use crate::file_path;
 use crate::http::choice;
 use crate::state::State;
 
@@ -145,11 +144,6 @@ pub(crate) struct DataPath {
     pub exists: bool,
 }
 
-/// A property name from the URL, checked for reading or deleting.
-pub(crate) fn field_name(key: &str) -> Result<FieldName, ApiError> {
-    FieldName::new(key).map_err(ApiError::from)
-}
-
 /// `GET /meta` and `GET /api/metadata/hash-ids`: every root.
 pub(super) async fn list(st: State) -> JsonReply<HashIds> {
     let hash_ids = all_roots(&st.store).await?;
@@ -226,7 +220,7 @@ pub(super) async fn get_property(
     PathParams((raw, key)): PathParams<(String, String)>,
 ) -> Result<Response, ApiError> {
     let target: Target = raw.parse()?;
-    let v = st.store.get_field(&target, &field_name(&key)?).await?;
+    let v = st.store.get_field(&target, &FieldName::new(&key)?).await?;
     if v.value.is_empty() {
         return Err(ApiError::new(
             ErrorCode::NotFound,
@@ -275,7 +269,10 @@ pub(super) async fn delete_property(
     PathParams((raw, key)): PathParams<(String, String)>,
 ) -> JsonReply<PropertyWritten> {
     let target: Target = raw.parse()?;
-    let d = st.store.delete_field(&target, &field_name(&key)?).await?;
+    let d = st
+        .store
+        .delete_field(&target, &FieldName::new(&key)?)
+        .await?;
     Ok(Json(PropertyWritten {
         success: true,
         hash_id: d.rid,
@@ -352,11 +349,8 @@ pub(super) async fn data_path(
     PathParams(raw): PathParams<String>,
 ) -> JsonReply<DataPath> {
     let target: Target = raw.parse()?;
-    let f = st
-        .store
-        .get_field(&target, &field_name("filePath")?)
-        .await?;
-    let path = disk_path(&st.config.files_path, &f.value).ok_or_else(|| {
+    let f = st.store.get_field(&target, &file_path::field()).await?;
+    let path = file_path::disk_path(&st.config.files_path, &f.value).ok_or_else(|| {
         ApiError::new(
             ErrorCode::NotFound,
             "the record's filePath is not under FILES_PATH",
@@ -380,50 +374,9 @@ pub(super) async fn data_path(
     }))
 }
 
-/// Maps a stored `filePath` to disk without doubling the prefix
-/// (CONTRACT decision 5): an absolute path under `files_path` is kept; a
-/// path under the conventional `/files` mount point, or a relative one, is
-/// joined to `files_path`. `None` when it would leave `files_path`.
-pub(crate) fn disk_path(files_path: &Path, file_path: &str) -> Option<PathBuf> {
-    let p = Path::new(file_path);
-    let rel: &Path = if let Ok(r) = p.strip_prefix(files_path) {
-        r
-    } else if let Ok(r) = p.strip_prefix("/files") {
-        r
-    } else if p.is_relative() {
-        p
-    } else {
-        return None;
-    };
-    if rel.components().any(|c| !matches!(c, Component::Normal(_))) {
-        return None;
-    }
-    Some(files_path.join(rel))
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn file_paths_map_to_disk_once() {
-        let root = Path::new("/srv/files");
-        assert_eq!(
-            disk_path(root, "/srv/files/watch/a.mkv"),
-            Some(PathBuf::from("/srv/files/watch/a.mkv"))
-        );
-        assert_eq!(
-            disk_path(root, "/files/watch/a.mkv"),
-            Some(PathBuf::from("/srv/files/watch/a.mkv"))
-        );
-        assert_eq!(
-            disk_path(root, "watch/a.mkv"),
-            Some(PathBuf::from("/srv/files/watch/a.mkv"))
-        );
-        assert_eq!(disk_path(root, "/etc/passwd"), None);
-        assert_eq!(disk_path(root, "/files/../etc/passwd"), None);
-        assert_eq!(disk_path(root, "watch/../../x"), None);
-    }
 
     #[test]
     fn property_bodies() {

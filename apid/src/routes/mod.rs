@@ -25,6 +25,7 @@ use axum::routing::{any, get, post, put};
 use metacore::socket::body::{no_method, no_route};
 
 use crate::http::{MAX_BODY, MAX_PROPERTY_BODY, admin_only};
+use crate::paths::{DAV_PREFIX, SNAPSHOT_IMPORT};
 use crate::state::AppState;
 
 /// The public API on `META_CORE_HTTP_HOST:META_CORE_HTTP_PORT`.
@@ -117,7 +118,7 @@ async fn buffered_bodies(
     next: axum::middleware::Next,
 ) -> axum::response::Response {
     let path = req.uri().path();
-    if path.starts_with(crate::dav::PREFIX) || path == "/api/snapshot/import" {
+    if path.starts_with(DAV_PREFIX) || path == SNAPSHOT_IMPORT {
         return next.run(req).await;
     }
     metacore::socket::body::budget(req, next).await

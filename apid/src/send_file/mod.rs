@@ -13,9 +13,11 @@
 //! second.
 //!
 //! [`rules`] decides what is sent (validators, preconditions, ranges),
-//! [`body`] streams it; this module builds the answer.
+//! [`body`] streams it, [`media`] names its content type; this module
+//! builds the answer.
 
 mod body;
+mod media;
 mod rules;
 
 use std::time::{SystemTime, UNIX_EPOCH};
@@ -26,6 +28,7 @@ use bytes::Bytes;
 use http::{HeaderMap, HeaderValue, Method, StatusCode, header};
 
 use body::{CHUNK, Piece, body_of};
+pub(crate) use media::content_type;
 use rules::{Decision, Ranges, Span, decide, header_str, parse_ranges};
 pub(crate) use rules::{Validators, etag};
 
@@ -186,43 +189,53 @@ pub(crate) async fn send_with(
             }
             built(b, body_of(file, vec![ready.take(s)]))
         }
-        Ranges::Spans(spans) => {
-            let boundary = format!("meta-core-{:016x}", rand_u64());
-            let part_head = |s: &Span| {
-                format!(
-                    "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
-                    s.first, s.last, v.size
-                )
-            };
-            let tail = format!("\r\n--{boundary}--\r\n");
-            let length: u64 = spans
-                .iter()
-                .map(|s| part_head(s).len() as u64 + s.len())
-                .sum::<u64>()
-                + tail.len() as u64;
-            let b = Response::builder()
-                .status(StatusCode::PARTIAL_CONTENT)
-                .header(header::ACCEPT_RANGES, "bytes")
-                .header(header::ETAG, &v.etag)
-                .header(header::LAST_MODIFIED, &v.last_modified)
-                .header(
-                    header::CONTENT_TYPE,
-                    HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
-                        .expect("an ASCII boundary"),
-                )
-                .header(header::CONTENT_LENGTH, length);
-            if head {
-                return built(b, Body::empty());
-            }
-            let mut pieces = Vec::with_capacity(spans.len() * 2 + 1);
-            for s in &spans {
-                pieces.push(Piece::Text(Bytes::from(part_head(s))));
-                pieces.push(Piece::Span(*s));
-            }
-            pieces.push(Piece::Text(Bytes::from(tail)));
-            built(b, body_of(file, pieces))
-        }
+        Ranges::Spans(spans) => multipart(file, &spans, &v, content_type, head),
     }
+}
+
+/// Several spans: `206` with a `multipart/byteranges` body, each part
+/// with its own `Content-Type` and `Content-Range`.
+fn multipart(
+    file: std::fs::File,
+    spans: &[Span],
+    v: &Validators,
+    content_type: &str,
+    head: bool,
+) -> Response {
+    let boundary = format!("meta-core-{:016x}", rand_u64());
+    let part_head = |s: &Span| {
+        format!(
+            "\r\n--{boundary}\r\nContent-Type: {content_type}\r\nContent-Range: bytes {}-{}/{}\r\n\r\n",
+            s.first, s.last, v.size
+        )
+    };
+    let tail = format!("\r\n--{boundary}--\r\n");
+    let length: u64 = spans
+        .iter()
+        .map(|s| part_head(s).len() as u64 + s.len())
+        .sum::<u64>()
+        + tail.len() as u64;
+    let b = Response::builder()
+        .status(StatusCode::PARTIAL_CONTENT)
+        .header(header::ACCEPT_RANGES, "bytes")
+        .header(header::ETAG, &v.etag)
+        .header(header::LAST_MODIFIED, &v.last_modified)
+        .header(
+            header::CONTENT_TYPE,
+            HeaderValue::from_str(&format!("multipart/byteranges; boundary={boundary}"))
+                .expect("an ASCII boundary"),
+        )
+        .header(header::CONTENT_LENGTH, length);
+    if head {
+        return built(b, Body::empty());
+    }
+    let mut pieces = Vec::with_capacity(spans.len() * 2 + 1);
+    for s in spans {
+        pieces.push(Piece::Text(Bytes::from(part_head(s))));
+        pieces.push(Piece::Span(*s));
+    }
+    pieces.push(Piece::Text(Bytes::from(tail)));
+    built(b, body_of(file, pieces))
 }
 
 fn rand_u64() -> u64 {

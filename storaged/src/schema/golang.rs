@@ -9,6 +9,8 @@
 //! each section), hence this module. The one known difference from Go
 //! (hex-float rounding at the overflow edge) is noted where it arises.
 
+use metacore::clock::days_in_month;
+
 // ---- Go's strconv.ParseFloat(s, 64), as far as "no error" goes ----------
 //
 // Rust's `f64` parse differs from Go's: it accepts `+nan`/`-nan` (Go does
@@ -168,6 +170,10 @@ fn hex_is_finite(mantissa: &str, exponent: &str) -> bool {
 // - `Z` (uppercase only), or `+hh:mm`/`-hh:mm` with hh <= 24 and
 //   mm <= 60: Go's offset range check uses `>`, not `>=`;
 // - `T` uppercase only, nothing after the zone.
+//
+// That grammar is Go's, not the tolerant reading of `metacore::clock`
+// (which takes a leap second, `t`, a space, no zone): only the calendar
+// is shared.
 
 pub(super) fn is_date(v: &str) -> bool {
     date(v.as_bytes()).is_some_and(<[u8]>::is_empty)
@@ -185,7 +191,9 @@ fn date(s: &[u8]) -> Option<&[u8]> {
     let (year, s) = digits(s, 4)?;
     let (month, s) = digits(s.strip_prefix(b"-")?, 2)?;
     let (day, s) = digits(s.strip_prefix(b"-")?, 2)?;
-    ((1..=12).contains(&month) && (1..=days_in(month, year)).contains(&day)).then_some(s)
+    (1..=days_in_month(i64::from(year), month))
+        .contains(&day)
+        .then_some(s)
 }
 
 /// `H:MM:SS` or `HH:MM:SS` with an optional fraction; returns the rest.
@@ -226,20 +234,6 @@ fn digits(s: &[u8], n: usize) -> Option<(u32, &[u8])> {
         let value = head.iter().fold(0, |acc, d| acc * 10 + u32::from(d - b'0'));
         (value, rest)
     })
-}
-
-fn days_in(month: u32, year: u32) -> u32 {
-    match month {
-        2 if is_leap(year) => 29,
-        2 => 28,
-        4 | 6 | 9 | 11 => 30,
-        _ => 31,
-    }
-}
-
-/// Gregorian, as Go's `time` package counts (year 0 is a leap year).
-fn is_leap(year: u32) -> bool {
-    year.is_multiple_of(4) && (!year.is_multiple_of(100) || year.is_multiple_of(400))
 }
 
 #[cfg(test)]

@@ -156,20 +156,9 @@ async fn feed(
     tx: &mpsc::Sender<Job>,
 ) -> Result<u64, ApiError> {
     let gone = |_| ApiError::internal("the archive writer stopped");
-    let manifest = Manifest {
-        schema_version: SCHEMA_VERSION,
-        generated_at: opts.generated_at.clone(),
-        source_host: opts.source_host.clone(),
-        file_count: rids.len(),
-        includes: Includes {
-            metadata: true,
-            plugin_output: opts.plugin_dir.is_some().then_some(true),
-        },
-    };
-    let bytes = serde_json::to_vec_pretty(&manifest).expect("a manifest serializes");
     tx.send(Job::Entry {
         name: "manifest.json".into(),
-        bytes,
+        bytes: manifest(opts, rids.len()),
     })
     .await
     .map_err(gone)?;
@@ -230,6 +219,21 @@ async fn feed(
     }
     tx.send(Job::Finish).await.map_err(gone)?;
     Ok(count)
+}
+
+/// `manifest.json` of an export of `file_count` records.
+fn manifest(opts: &ExportOptions, file_count: usize) -> Vec<u8> {
+    let manifest = Manifest {
+        schema_version: SCHEMA_VERSION,
+        generated_at: opts.generated_at.clone(),
+        source_host: opts.source_host.clone(),
+        file_count,
+        includes: Includes {
+            metadata: true,
+            plugin_output: opts.plugin_dir.is_some().then_some(true),
+        },
+    };
+    serde_json::to_vec_pretty(&manifest).expect("a manifest serializes")
 }
 
 /// The blocking side of an export: the ZIP in streaming mode.

@@ -5,12 +5,13 @@
 //! the one it meets and applies the plan in the writer transaction that read
 //! it ([`StoragedClient::import`]), so a write made while an import runs is
 //! neither lost nor half applied. Plugin output is written under
-//! `$FILES_PATH/plugin`. Reading the ZIP is [`unpack`]'s; this module is
-//! the route, the upload and the groups sent to storaged.
+//! `$FILES_PATH/plugin`. Reading the ZIP is [`unpack`]'s, the options and
+//! the answer are [`report`]'s; this module is the route, the upload and
+//! the groups sent to storaged.
 
 use std::fs::File;
 use std::io::{Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::path::Path;
 
 use axum::Json;
 use axum::extract::{FromRequest, Multipart, Request};
@@ -25,11 +26,14 @@ use metacore::record::Fields;
 use metacore::rid::Rid;
 use metacore::socket::body::QueryParams;
 use metacore::socket::client::ClientError;
-use serde::{Deserialize, Serialize};
+use serde::Deserialize;
 use tokio::io::AsyncWriteExt;
 use tokio::sync::mpsc;
 
+mod report;
 mod unpack;
+
+pub use report::{FileReport, ImportOptions, ImportReport, PluginReport, SkippedFile};
 
 use crate::http::choice;
 use crate::state::State;
@@ -43,75 +47,6 @@ const MULTIPART_SLACK: u64 = 64 * 1024;
 /// JSON bytes of records sent to storaged in one group (a larger record
 /// goes alone; storaged's socket takes 16 MiB a body).
 const GROUP_BYTES: usize = 4 * 1024 * 1024;
-
-#[derive(Debug, Clone)]
-pub struct ImportOptions {
-    pub mode: ImportMode,
-    pub conflict: ImportConflict,
-    pub dry_run: bool,
-    /// `$FILES_PATH/plugin`, where `cache/plugin-output/<rel>` goes.
-    pub plugin_dir: PathBuf,
-    /// Most entries the archive may hold (`META_CORE_IMPORT_MAX_ENTRIES`).
-    pub max_entries: u64,
-    /// Most bytes it may expand to (`META_CORE_IMPORT_MAX_BYTES`).
-    pub max_bytes: u64,
-}
-
-/// One `metadata/<rid>.json` of the answer.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct FileReport {
-    pub hash_id: String,
-    #[serde(flatten)]
-    pub counts: ImportCounts,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub error: Option<String>,
-}
-
-/// What became of the archive's `cache/plugin-output/` entries.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct PluginReport {
-    pub written: u64,
-    pub skipped: u64,
-    /// The first skipped entries (at most [`unpack::MAX_SKIPPED_LISTED`];
-    /// `skipped` counts them all).
-    pub skipped_files: Vec<SkippedFile>,
-}
-
-/// One skipped plugin output entry and why.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct SkippedFile {
-    /// Its path under `cache/plugin-output/`, as the archive names it.
-    pub path: String,
-    pub error: String,
-}
-
-/// The answer of `POST /api/snapshot/import`.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "camelCase")]
-pub struct ImportReport {
-    pub mode: ImportMode,
-    pub conflict: ImportConflict,
-    pub dry_run: bool,
-    pub total_files: u64,
-    pub files_ok: u64,
-    pub files_failed: u64,
-    pub files: Vec<FileReport>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub plugin_output: Option<PluginReport>,
-}
-
-impl ImportReport {
-    fn push(&mut self, file: FileReport) {
-        self.total_files += 1;
-        match file.error {
-            None => self.files_ok += 1,
-            Some(_) => self.files_failed += 1,
-        }
-        self.files.push(file);
-    }
-}
 
 /// `?mode=`, the first is the default.
 const MODES: &[(&str, ImportMode)] = &[

@@ -6,6 +6,7 @@
 //! skipped and reported, never imported or written in part.
 
 use std::fs::File;
+use std::io::Read;
 use std::path::Path;
 
 use metacore::error::{ApiError, ErrorCode};
@@ -14,17 +15,12 @@ use metacore::rid::Rid;
 use tokio::sync::mpsc;
 use zip::ZipArchive;
 
-use super::{ImportOptions, PluginReport, SkippedFile};
+use super::report::{ImportOptions, PluginReport};
 use crate::routes::snapshot::archive::{
     MAX_MANIFEST_BYTES, METADATA_PREFIX, PLUGIN_PREFIX, PluginSkip, check_manifest, read_record,
     write_plugin_file,
 };
 use crate::routes::snapshot::checked::read_checked;
-
-/// Skipped plugin output entries the answer names (all are counted in
-/// `skipped`), so that an archive of a million bad entries does not make a
-/// million-line answer.
-pub(super) const MAX_SKIPPED_LISTED: usize = 100;
 
 /// One `metadata/<rid>.json` read from the archive.
 pub(super) struct Item {
@@ -43,15 +39,7 @@ pub(super) fn read_zip(
     let mut zip = ZipArchive::new(file)
         .map_err(|e| ApiError::bad_request(format!("not a ZIP archive: {e}")))?;
     check_bounds(&mut zip, opts)?;
-    {
-        let mut entry = zip
-            .by_name("manifest.json")
-            .map_err(|_| ApiError::bad_request("the snapshot has no manifest.json"))?;
-        let declared = entry.size();
-        let bytes = read_checked(&mut entry, declared, MAX_MANIFEST_BYTES)
-            .map_err(|e| ApiError::bad_request(format!("cannot read manifest.json: {e}")))?;
-        check_manifest(&bytes)?;
-    }
+    read_manifest(&mut zip)?;
     let mut plugin: Option<PluginReport> = None;
     for i in 0..zip.len() {
         let mut entry = match zip.by_index(i) {
@@ -78,21 +66,11 @@ pub(super) fn read_zip(
             .and_then(|s| s.strip_suffix(".json"))
         {
             let declared = entry.size();
-            let item = match Rid::parse(stem) {
-                Ok(rid) => Item {
-                    hash_id: rid.to_string(),
-                    parsed: read_record(&mut entry, declared).map(|f| (rid, f)),
-                },
-                Err(e) => Item {
-                    hash_id: stem.to_owned(),
-                    parsed: Err(format!("{stem:?} is not a RID: {e}")),
-                },
-            };
+            let item = record_item(stem, &mut entry, declared);
             if tx.blocking_send(item).is_err() {
                 return Err(ApiError::internal("the import stopped"));
             }
         } else if let Some(rel) = name.strip_prefix(PLUGIN_PREFIX) {
-            let p = plugin.get_or_insert_default();
             // Read to its end but never past what it declares, which the
             // bounds counted.
             let declared = entry.size();
@@ -101,22 +79,36 @@ pub(super) fn read_zip(
             } else {
                 write_plugin_file(plugin_dir, rel, &mut entry, declared, dry_run)
             };
-            match written {
-                Ok(()) => p.written += 1,
-                Err(why) => {
-                    tracing::warn!(entry = %name, "snapshot import skips a plugin output entry: {why}");
-                    p.skipped += 1;
-                    if p.skipped_files.len() < MAX_SKIPPED_LISTED {
-                        p.skipped_files.push(SkippedFile {
-                            path: rel.to_owned(),
-                            error: why.to_string(),
-                        });
-                    }
-                }
-            }
+            plugin.get_or_insert_default().count(&name, rel, written);
         }
     }
     Ok(plugin)
+}
+
+/// Reads and checks `manifest.json`, which every snapshot has.
+fn read_manifest(zip: &mut ZipArchive<File>) -> Result<(), ApiError> {
+    let mut entry = zip
+        .by_name("manifest.json")
+        .map_err(|_| ApiError::bad_request("the snapshot has no manifest.json"))?;
+    let declared = entry.size();
+    let bytes = read_checked(&mut entry, declared, MAX_MANIFEST_BYTES)
+        .map_err(|e| ApiError::bad_request(format!("cannot read manifest.json: {e}")))?;
+    check_manifest(&bytes)
+}
+
+/// The record of `metadata/<stem>.json` (`declared` bytes long), or why
+/// it is none.
+fn record_item(stem: &str, entry: &mut impl Read, declared: u64) -> Item {
+    match Rid::parse(stem) {
+        Ok(rid) => Item {
+            hash_id: rid.to_string(),
+            parsed: read_record(entry, declared).map(|f| (rid, f)),
+        },
+        Err(e) => Item {
+            hash_id: stem.to_owned(),
+            parsed: Err(format!("{stem:?} is not a RID: {e}")),
+        },
+    }
 }
 
 /// Refuses, before anything is imported or written, an archive with more
