@@ -19,6 +19,7 @@ use std::os::fd::{AsRawFd, OwnedFd};
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use metacore::sync::Locked;
 use rustix::fs::{Mode, OFlags};
 
 /// The folders a path must stay in and out of, resolved: inside
@@ -134,7 +135,7 @@ const ROOTS_FOR: std::time::Duration = std::time::Duration::from_secs(1);
 impl RootsCache {
     /// `None` while `FILES_PATH` is not there.
     pub(crate) async fn get(&self, config: &metacore::Config) -> Option<Arc<Roots>> {
-        if let Some((at, r)) = &*self.cached.lock().unwrap_or_else(|e| e.into_inner())
+        if let Some((at, r)) = &*self.cached.locked()
             && at.elapsed() < ROOTS_FOR
         {
             return Some(r.clone());
@@ -150,8 +151,7 @@ impl RootsCache {
             .await
             .ok()??;
         let roots = Arc::new(roots);
-        *self.cached.lock().unwrap_or_else(|e| e.into_inner()) =
-            Some((std::time::Instant::now(), roots.clone()));
+        *self.cached.locked() = Some((std::time::Instant::now(), roots.clone()));
         Some(roots)
     }
 }

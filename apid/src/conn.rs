@@ -3,6 +3,7 @@
 //! ([`crate::serve`]): which client it is, for the budgets apid keeps per
 //! client (connections, event streams, WebDAV locks).
 
+use metacore::sync::Locked;
 use std::collections::HashMap;
 use std::net::{IpAddr, Ipv6Addr};
 use std::sync::{Arc, Mutex};
@@ -86,7 +87,7 @@ impl PerClient {
 
     /// One more for `client`, unless it holds `cap` already.
     pub(crate) fn try_take(self: &Arc<Self>, client: Client) -> Option<Held> {
-        let mut held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.held.locked();
         let n = held.entry(client).or_insert(0);
         if *n >= self.cap {
             return None;
@@ -101,14 +102,14 @@ impl PerClient {
     /// What `client` holds now.
     #[cfg(test)]
     fn holding(&self, client: Client) -> usize {
-        let held = self.held.lock().unwrap_or_else(|e| e.into_inner());
+        let held = self.held.locked();
         held.get(&client).copied().unwrap_or(0)
     }
 }
 
 impl Drop for Held {
     fn drop(&mut self) {
-        let mut held = self.of.held.lock().unwrap_or_else(|e| e.into_inner());
+        let mut held = self.of.held.locked();
         if let Some(n) = held.get_mut(&self.client) {
             *n -= 1;
             if *n == 0 {

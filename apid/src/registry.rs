@@ -27,6 +27,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use metacore::Config;
 use metacore::clock::{parse_rfc3339_ms, unix_ms};
 use metacore::shutdown::Shutdown;
+use metacore::sync::Locked;
 use metacore::urls::Urls;
 use serde_json::{Map, Value};
 
@@ -221,7 +222,7 @@ impl Registry {
         let file = path.file_name()?.to_string_lossy().into_owned();
         let mtime = mtime_ms(path).unwrap_or(0);
         let warn = |why: &str| {
-            let mut warned = self.warned.lock().expect("warned lock");
+            let mut warned = self.warned.locked();
             if warned.insert(file.clone(), mtime) != Some(mtime) {
                 tracing::warn!(file, "skipping a registry file: {why}");
             }
@@ -311,7 +312,7 @@ impl Registry {
                 .iter()
                 .filter_map(|p| p.file_name().map(|n| n.to_string_lossy().into_owned()))
                 .collect();
-            let mut warned = self.warned.lock().expect("warned lock");
+            let mut warned = self.warned.locked();
             warned.retain(|f, _| names.contains(f));
         }
         let mut out: Vec<Entry> = paths.iter().filter_map(|p| self.read(p)).collect();

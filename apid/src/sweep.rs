@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{RangeQuery, StoragedClient};
 use metacore::error::ApiError;
+use metacore::sync::Locked;
 use serde::Serialize;
 
 /// How long a sweep's figures are served before a new sweep starts.
@@ -55,14 +56,14 @@ impl Sweeper {
     /// Returns the last sweep and whether one is running, starting one
     /// when the last is missing or older than [`SWEEP_MAX_AGE`].
     pub(crate) fn latest(&self) -> (Option<Swept>, bool) {
-        let mut s = self.state.lock().expect("sweeper lock");
+        let mut s = self.state.locked();
         let stale = s.last.is_none_or(|l| l.at.elapsed() >= SWEEP_MAX_AGE);
         if stale && !s.running {
             s.running = true;
             let (store, state) = (self.store.clone(), self.state.clone());
             tokio::spawn(async move {
                 let result = sweep(&store).await;
-                let mut s = state.lock().expect("sweeper lock");
+                let mut s = state.locked();
                 s.running = false;
                 match result {
                     Ok(swept) => s.last = Some(swept),

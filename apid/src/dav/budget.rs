@@ -26,6 +26,7 @@ use std::sync::{Arc, Mutex};
 use rustix::fs::{AtFlags, FileType};
 
 use crate::confine::Roots;
+use metacore::sync::Locked;
 
 /// Files and folders one COPY makes at most.
 pub(crate) const MAX_COPY_ENTRIES: u64 = 100_000;
@@ -71,7 +72,7 @@ pub(crate) struct Ledger {
 
 impl Ledger {
     fn promised(&self) -> std::sync::MutexGuard<'_, HashMap<u64, u64>> {
-        self.promised.lock().unwrap_or_else(|e| e.into_inner())
+        self.promised.locked()
     }
 
     /// Judges a COPY of `need` bytes onto `space`, of at most `max`,

@@ -20,6 +20,7 @@ use super::meta::{Meta, errno, fs_error};
 use super::props;
 use super::temp::{self, FILE_MODE};
 use crate::confine::{Parent, Roots, missing};
+use metacore::sync::Locked;
 
 /// Directory entries handed from the listing thread at a time.
 const BATCH: usize = 256;
@@ -139,10 +140,7 @@ pub(super) fn list(
             props_at = target;
         }
         if let Ok((stored, size)) = props::load_path(&props_at) {
-            listed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .insert(name.to_vec(), stored, size);
+            listed.locked().insert(name.to_vec(), stored, size);
         }
         batch.push(Entry {
             name: name.to_vec(),

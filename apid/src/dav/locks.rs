@@ -23,6 +23,7 @@ use xmltree::Element;
 
 use crate::conn::Client;
 use counts::{Full, Live};
+use metacore::sync::Locked;
 
 #[path = "lock_counts.rs"]
 mod counts;
@@ -162,7 +163,7 @@ impl Locks {
     }
 
     fn live(&self) -> std::sync::MutexGuard<'_, Live> {
-        self.live.lock().unwrap_or_else(|e| e.into_inner())
+        self.live.locked()
     }
 
     /// Releases every lock whose time has passed.
@@ -214,7 +215,7 @@ impl Locks {
 impl RequestLocks {
     /// Why this request's LOCK was refused, if apid answers it.
     pub(crate) fn refused(&self) -> Option<Refusal> {
-        *self.refused.lock().unwrap_or_else(|e| e.into_inner())
+        *self.refused.locked()
     }
 
     fn timeout(&self, from_handler: Option<Duration>) -> Duration {
@@ -246,8 +247,7 @@ impl DavLockSystem for RequestLocks {
                     return Err(refusal(path, principal, owner));
                 }
                 Err(Full::Client) => {
-                    *self.refused.lock().unwrap_or_else(|e| e.into_inner()) =
-                        Some(Refusal::ClientFull);
+                    *self.refused.locked() = Some(Refusal::ClientFull);
                     return Err(refusal(path, principal, owner));
                 }
                 Err(Full::Path) => return Err(refusal(path, principal, owner)),

@@ -28,6 +28,7 @@ use super::disk::{Listed, Listing, copy, list, open, open_resource, open_resourc
 use super::meta::{blocking, errno, fs_error};
 use super::props;
 use crate::confine::Roots;
+use metacore::sync::Locked;
 
 const DIR_MODE: u32 = 0o755;
 
@@ -113,7 +114,7 @@ impl GuardedFileSystem<Creds> for Volume {
                 .await?
                 .map_err(|e| fs_error(&e))?;
             let listed = ctx.listed.clone();
-            *listed.lock().unwrap_or_else(|e| e.into_inner()) = Listed::of(rel.clone());
+            *listed.locked() = Listed::of(rel.clone());
             let (tx, rx) = tokio::sync::mpsc::channel(2);
             let how = Listing {
                 follow: meta == ReadDirMeta::Data,
@@ -297,11 +298,7 @@ impl GuardedFileSystem<Creds> for Volume {
     ) -> FsFuture<'a, Vec<DavProp>> {
         let (rel, roots) = (owned(path), ctx.roots.clone());
         async move {
-            let listed = ctx
-                .listed
-                .lock()
-                .unwrap_or_else(|e| e.into_inner())
-                .take(&rel);
+            let listed = ctx.listed.locked().take(&rel);
             if let Some(stored) = listed {
                 return Ok(props::to_props(&stored, do_content));
             }
@@ -332,7 +329,7 @@ impl GuardedFileSystem<Creds> for Volume {
         let roots = ctx.roots.clone();
         async move {
             // Once per request: a PROPFIND asks it for every entry.
-            if let Some(q) = *ctx.quota.lock().unwrap_or_else(|e| e.into_inner()) {
+            if let Some(q) = *ctx.quota.locked() {
                 return Ok(q);
             }
             let v = blocking(move || rustix::fs::statvfs(&roots.files))
@@ -342,7 +339,7 @@ impl GuardedFileSystem<Creds> for Volume {
             let free = v.f_bavail.saturating_mul(v.f_frsize);
             let used = total.saturating_sub(v.f_bfree.saturating_mul(v.f_frsize));
             let q = (used, Some(used.saturating_add(free)));
-            *ctx.quota.lock().unwrap_or_else(|e| e.into_inner()) = Some(q);
+            *ctx.quota.locked() = Some(q);
             Ok(q)
         }
         .boxed()
