@@ -9,7 +9,7 @@ use metacore::checked::{CheckedField, CheckedFields, FieldName};
 use metacore::error::ApiError;
 use metacore::record::{Fields, Target};
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
+use metacore::socket::body::{JsonBody, JsonReply, PathTarget, QueryParams};
 use serde::{Deserialize, Serialize};
 
 use super::listing::each_root;
@@ -293,11 +293,10 @@ pub(crate) struct EditorWritten {
 /// (without `processingStatus`).
 pub(super) async fn put(
     st: State,
-    PathParams(raw): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(mut fields): JsonBody<Fields>,
 ) -> JsonReply<EditorWritten> {
     fields.remove(PROCESSING_STATUS);
-    let target: Target = raw.parse()?;
     let fields = CheckedFields::check_for(&target, fields)?;
     let w = st.store.replace(&target, &fields).await?;
     Ok(Json(EditorWritten {
@@ -316,11 +315,8 @@ pub(crate) struct EditorDeleted {
     pub deleted_keys: u64,
 }
 
-pub(super) async fn delete(
-    st: State,
-    PathParams(raw): PathParams<String>,
-) -> JsonReply<EditorDeleted> {
-    let d = st.store.delete_record(&raw.parse()?).await?;
+pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonReply<EditorDeleted> {
+    let d = st.store.delete_record(&target).await?;
     Ok(Json(EditorDeleted {
         status: "ok",
         hash_id: d.rid,
@@ -344,10 +340,9 @@ pub(crate) struct EditorProperty {
 
 pub(super) async fn get_property(
     st: State,
-    PathParams(raw): PathParams<String>,
+    PathTarget(target): PathTarget,
     QueryParams(q): QueryParams<PropertyQuery>,
 ) -> JsonReply<EditorProperty> {
-    let target: Target = raw.parse()?;
     let v = st
         .store
         .get_field(&target, &FieldName::new(&q.property)?)
@@ -379,10 +374,9 @@ pub(crate) struct EditorPropertyWritten {
 
 pub(super) async fn put_property(
     st: State,
-    PathParams(raw): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(body): JsonBody<PropertyBody>,
 ) -> JsonReply<EditorPropertyWritten> {
-    let target: Target = raw.parse()?;
     let field = CheckedField::new(body.property, body.value)?;
     let w = st.store.set_field(&target, &field).await?;
     Ok(Json(EditorPropertyWritten {

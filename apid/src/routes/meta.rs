@@ -15,7 +15,9 @@ use metacore::cid::Cid;
 use metacore::error::{ApiError, ErrorCode};
 use metacore::record::{Fields, RESERVED_FIELD, Target};
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams, RawBody};
+use metacore::socket::body::{
+    JsonBody, JsonReply, PathParams, PathTarget, PathTargetAnd, QueryParams, RawBody,
+};
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -155,11 +157,11 @@ pub(super) async fn list(st: State) -> JsonReply<HashIds> {
 
 pub(super) async fn get(
     st: State,
-    PathParams(raw): PathParams<String>,
+    PathTarget(target): PathTarget,
     QueryParams(shape): QueryParams<ShapeQuery>,
 ) -> JsonReply<Record> {
     let shape = shape.shape()?;
-    let rec = st.store.get_record(&raw.parse()?).await?;
+    let rec = st.store.get_record(&target).await?;
     Ok(Json(Record {
         hash_id: rec.rid,
         metadata: shape.render(rec.fields),
@@ -174,10 +176,9 @@ fn without_reserved(mut fields: Fields) -> Fields {
 
 pub(super) async fn put(
     st: State,
-    PathParams(raw): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(fields): JsonBody<Fields>,
 ) -> JsonReply<MetaWritten> {
-    let target: Target = raw.parse()?;
     let fields = CheckedFields::check_for(&target, without_reserved(fields))?;
     let w = st.store.replace(&target, &fields).await?;
     Ok(Json(MetaWritten {
@@ -188,10 +189,9 @@ pub(super) async fn put(
 
 pub(super) async fn patch(
     st: State,
-    PathParams(raw): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(fields): JsonBody<Fields>,
 ) -> JsonReply<MetaMerged> {
-    let target: Target = raw.parse()?;
     let fields = CheckedFields::check(without_reserved(fields))?;
     let w = st.store.merge(&target, &fields).await?;
     Ok(Json(MetaMerged {
@@ -201,11 +201,8 @@ pub(super) async fn patch(
     }))
 }
 
-pub(super) async fn delete(
-    st: State,
-    PathParams(raw): PathParams<String>,
-) -> JsonReply<MetaDeleted> {
-    let d = st.store.delete_record(&raw.parse()?).await?;
+pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonReply<MetaDeleted> {
+    let d = st.store.delete_record(&target).await?;
     Ok(Json(MetaDeleted {
         success: true,
         hash_id: d.rid,
@@ -217,9 +214,8 @@ pub(super) async fn delete(
 /// property is missing or empty.
 pub(super) async fn get_property(
     st: State,
-    PathParams((raw, key)): PathParams<(String, String)>,
+    PathTargetAnd(target, key): PathTargetAnd,
 ) -> Result<Response, ApiError> {
-    let target: Target = raw.parse()?;
     let v = st.store.get_field(&target, &FieldName::new(&key)?).await?;
     if v.value.is_empty() {
         return Err(ApiError::new(
@@ -249,12 +245,11 @@ fn property_value(body: &Bytes) -> Result<String, ApiError> {
 
 pub(super) async fn put_property(
     st: State,
-    PathParams((raw, key)): PathParams<(String, String)>,
+    PathTargetAnd(target, key): PathTargetAnd,
     RawBody(body): RawBody,
 ) -> JsonReply<PropertyWritten> {
     // The body is read before the address, as the original did.
     let value = property_value(&body)?;
-    let target: Target = raw.parse()?;
     let field = CheckedField::new(key.clone(), value)?;
     let w = st.store.set_field(&target, &field).await?;
     Ok(Json(PropertyWritten {
@@ -266,9 +261,8 @@ pub(super) async fn put_property(
 
 pub(super) async fn delete_property(
     st: State,
-    PathParams((raw, key)): PathParams<(String, String)>,
+    PathTargetAnd(target, key): PathTargetAnd,
 ) -> JsonReply<PropertyWritten> {
-    let target: Target = raw.parse()?;
     let d = st
         .store
         .delete_field(&target, &FieldName::new(&key)?)
@@ -284,14 +278,13 @@ pub(super) async fn delete_property(
 /// set in one field; an empty value is a 400.
 pub(super) async fn add_to_set(
     st: State,
-    PathParams((raw, key)): PathParams<(String, String)>,
+    PathTargetAnd(target, key): PathTargetAnd,
     RawBody(body): RawBody,
 ) -> JsonReply<SetAdded> {
     let value = property_value(&body)?;
     if value.is_empty() {
         return Err(ApiError::schema("a value to add is required"));
     }
-    let target: Target = raw.parse()?;
     let member = SetMember::new(key.clone(), value)?;
     let a = st.store.set_add(&target, &member).await?;
     Ok(Json(SetAdded {
@@ -344,11 +337,7 @@ pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) ->
 }
 
 /// `GET /data/{hash}/path`: where the record's file is on disk.
-pub(super) async fn data_path(
-    st: State,
-    PathParams(raw): PathParams<String>,
-) -> JsonReply<DataPath> {
-    let target: Target = raw.parse()?;
+pub(super) async fn data_path(st: State, PathTarget(target): PathTarget) -> JsonReply<DataPath> {
     let f = st.store.get_field(&target, &file_path::field()).await?;
     let path = file_path::disk_path(&st.config.files_path, &f.value).ok_or_else(|| {
         ApiError::new(

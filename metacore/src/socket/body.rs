@@ -8,6 +8,7 @@ use bytes::Bytes;
 use serde::de::DeserializeOwned;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::record::Target;
 
 /// What a JSON route answers: the body as `T`, or the error envelope.
 pub type JsonReply<T> = Result<axum::Json<T>, ApiError>;
@@ -211,6 +212,42 @@ enveloped_extractor!(
     Query,
     "bad query string"
 );
+
+/// The `{hash}` of a route: the record it names, by RID or by CID. One
+/// that is neither is the 400 [`Target::parse`] says, before the handler
+/// runs.
+#[derive(Debug, Clone)]
+pub struct PathTarget(pub Target);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathTarget {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let PathParams(hash) = PathParams::<String>::from_request_parts(parts, state).await?;
+        Target::parse(&hash).map(PathTarget)
+    }
+}
+
+/// `{hash}` and the segment after it (`/meta/{hash}/{*key}`): the record,
+/// and the rest as it was sent.
+#[derive(Debug, Clone)]
+pub struct PathTargetAnd(pub Target, pub String);
+
+impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathTargetAnd {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(
+        parts: &mut http::request::Parts,
+        state: &S,
+    ) -> Result<Self, Self::Rejection> {
+        let PathParams((hash, rest)) =
+            PathParams::<(String, String)>::from_request_parts(parts, state).await?;
+        Ok(PathTargetAnd(Target::parse(&hash)?, rest))
+    }
+}
 
 /// Fallback for unknown routes: 404 with the envelope.
 pub async fn no_route(uri: http::Uri) -> ApiError {

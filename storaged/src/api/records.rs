@@ -13,9 +13,8 @@ use metacore::api::storaged::{
 };
 use metacore::checked::{CheckedField, CheckedFields, FieldName, FilePath, SetMember};
 use metacore::error::ApiError;
-use metacore::record::Target;
 use metacore::rid::Rid;
-use metacore::socket::body::{JsonBody, JsonReply, PathParams, QueryParams};
+use metacore::socket::body::{JsonBody, JsonReply, PathTarget, PathTargetAnd, QueryParams};
 
 use super::{State, page};
 use crate::bulk::ImportGroup;
@@ -32,8 +31,8 @@ fn field_name(field: String) -> Result<FieldName, ApiError> {
     FieldName::new(field).map_err(ApiError::from)
 }
 
-pub(super) async fn resolve(st: State, PathParams(hash): PathParams<String>) -> JsonReply<RidBody> {
-    let rid = st.store.resolve(hash.parse()?).await?;
+pub(super) async fn resolve(st: State, PathTarget(target): PathTarget) -> JsonReply<RidBody> {
+    let rid = st.store.resolve(target).await?;
     Ok(Json(RidBody { rid }))
 }
 
@@ -70,67 +69,56 @@ pub(super) async fn totals(st: State) -> JsonReply<Totals> {
     Ok(Json(st.store.totals().await?))
 }
 
-pub(super) async fn get(
-    st: State,
-    PathParams(hash): PathParams<String>,
-) -> JsonReply<RecordFields> {
-    Ok(Json(st.store.get_record(hash.parse()?).await?))
+pub(super) async fn get(st: State, PathTarget(target): PathTarget) -> JsonReply<RecordFields> {
+    Ok(Json(st.store.get_record(target).await?))
 }
 
 pub(super) async fn replace(
     st: State,
-    PathParams(hash): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(body): JsonBody<FieldsBody>,
 ) -> JsonReply<WriteResult> {
-    let target: Target = hash.parse()?;
     let fields = CheckedFields::check_for(&target, body.fields)?;
     Ok(Json(st.store.replace(target, fields).await?))
 }
 
 pub(super) async fn merge(
     st: State,
-    PathParams(hash): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(body): JsonBody<FieldsBody>,
 ) -> JsonReply<WriteResult> {
-    let target: Target = hash.parse()?;
     let fields = CheckedFields::check(body.fields)?;
     Ok(Json(st.store.merge(target, fields).await?))
 }
 
-pub(super) async fn delete(st: State, PathParams(hash): PathParams<String>) -> JsonReply<Deleted> {
-    Ok(Json(st.store.delete_root(hash.parse()?).await?))
+pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonReply<Deleted> {
+    Ok(Json(st.store.delete_root(target).await?))
 }
 
-pub(super) async fn document(
-    st: State,
-    PathParams(hash): PathParams<String>,
-) -> JsonReply<Document> {
-    Ok(Json(st.store.document(hash.parse()?).await?))
+pub(super) async fn document(st: State, PathTarget(target): PathTarget) -> JsonReply<Document> {
+    Ok(Json(st.store.document(target).await?))
 }
 
 pub(super) async fn get_field(
     st: State,
-    PathParams((hash, field)): PathParams<(String, String)>,
+    PathTargetAnd(target, field): PathTargetAnd,
 ) -> JsonReply<FieldValue> {
-    let target = hash.parse()?;
     Ok(Json(st.store.get_field(target, field_name(field)?).await?))
 }
 
 pub(super) async fn set_field(
     st: State,
-    PathParams((hash, field)): PathParams<(String, String)>,
+    PathTargetAnd(target, field): PathTargetAnd,
     JsonBody(body): JsonBody<ValueBody>,
 ) -> JsonReply<FieldWrite> {
-    let target = hash.parse()?;
     let field = CheckedField::new(field, body.value)?;
     Ok(Json(st.store.set_field(target, field).await?))
 }
 
 pub(super) async fn delete_field(
     st: State,
-    PathParams((hash, field)): PathParams<(String, String)>,
+    PathTargetAnd(target, field): PathTargetAnd,
 ) -> JsonReply<FieldDelete> {
-    let target = hash.parse()?;
     Ok(Json(
         st.store.delete_field(target, field_name(field)?).await?,
     ))
@@ -138,28 +126,26 @@ pub(super) async fn delete_field(
 
 pub(super) async fn set_add(
     st: State,
-    PathParams((hash, field)): PathParams<(String, String)>,
+    PathTargetAnd(target, field): PathTargetAnd,
     JsonBody(body): JsonBody<ValueBody>,
 ) -> JsonReply<SetAdd> {
-    let target = hash.parse()?;
     let member = SetMember::new(field, body.value)?;
     Ok(Json(st.store.set_add(target, member).await?))
 }
 
 pub(super) async fn add_alias(
     st: State,
-    PathParams(hash): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(body): JsonBody<AliasBody>,
 ) -> JsonReply<AliasResult> {
-    Ok(Json(st.store.add_alias(hash.parse()?, body.cid).await?))
+    Ok(Json(st.store.add_alias(target, body.cid).await?))
 }
 
 pub(super) async fn add_duplicate(
     st: State,
-    PathParams(hash): PathParams<String>,
+    PathTarget(target): PathTarget,
     JsonBody(body): JsonBody<DuplicateBody>,
 ) -> JsonReply<DuplicateResult> {
-    let target = hash.parse()?;
     let path = FilePath::new(body.path)?;
     Ok(Json(st.store.add_duplicate(target, path).await?))
 }
