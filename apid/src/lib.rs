@@ -30,6 +30,7 @@
 //! body_progress  a request body must keep coming
 //! paths          the public paths the layers treat apart (/webdav, the import)
 //! methods        every request method some route answers
+//! sys            the one unsafe call: a socket's unacknowledged bytes
 //! ```
 
 pub(crate) mod body_progress;
@@ -50,6 +51,7 @@ pub(crate) mod send_file;
 pub(crate) mod serve;
 pub(crate) mod state;
 pub(crate) mod sweep;
+pub(crate) mod sys;
 pub use metacore::urls;
 
 use std::sync::Arc;

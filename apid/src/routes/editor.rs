@@ -171,11 +171,19 @@ pub(crate) struct BatchUpdate {
     pub properties: Option<Fields>,
 }
 
+/// Whether one update of a batch was applied.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "lowercase")]
+pub(crate) enum BatchStatus {
+    Ok,
+    Error,
+}
+
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct BatchResult {
     pub hash_id: String,
-    pub status: &'static str,
+    pub status: BatchStatus,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub error: Option<String>,
 }
@@ -207,7 +215,7 @@ pub(super) async fn batch(
         let Some(raw) = u.hash_id.filter(|h| !h.is_empty()) else {
             results.push(BatchResult {
                 hash_id: "unknown".into(),
-                status: "error",
+                status: BatchStatus::Error,
                 error: Some("Missing hash ID".into()),
             });
             continue;
@@ -216,17 +224,20 @@ pub(super) async fn batch(
         results.push(match outcome {
             Ok(()) => BatchResult {
                 hash_id: raw,
-                status: "ok",
+                status: BatchStatus::Ok,
                 error: None,
             },
             Err(e) => BatchResult {
                 hash_id: raw,
-                status: "error",
+                status: BatchStatus::Error,
                 error: Some(e.message),
             },
         });
     }
-    let success = results.iter().filter(|r| r.status == "ok").count();
+    let success = results
+        .iter()
+        .filter(|r| r.status == BatchStatus::Ok)
+        .count();
     Ok(Json(BatchResponse {
         status: "completed",
         total: results.len(),

@@ -105,7 +105,7 @@ impl WriteStall {
     /// has been taking nothing.
     fn before_write(&mut self) -> io::Result<()> {
         let now = Instant::now();
-        self.progress.observe(unacked(&self.inner), now);
+        self.progress.observe(crate::sys::unacked(&self.inner), now);
         if self.progress.stalled(self.limit, now) {
             return Err(self.stalled_error());
         }
@@ -139,26 +139,13 @@ impl WriteStall {
                 return Poll::Pending;
             }
             let now = Instant::now();
-            self.progress.observe(unacked(&self.inner), now);
+            self.progress.observe(crate::sys::unacked(&self.inner), now);
             if self.progress.stalled(self.limit, now) {
                 self.deadline = None;
                 return Poll::Ready(Err(self.stalled_error()));
             }
         }
     }
-}
-
-/// Bytes in the socket's send queue not yet acknowledged by the peer
-/// (`SIOCOUTQ`); `None` if the kernel does not say.
-#[allow(unsafe_code)]
-fn unacked(stream: &TcpStream) -> Option<u32> {
-    use std::os::fd::AsRawFd;
-    let mut queued: libc::c_int = 0;
-    // SAFETY: SIOCOUTQ writes one int through the pointer, which points to
-    // a live c_int; the descriptor is the stream's own, open for the call.
-    // (On Linux SIOCOUTQ is TIOCOUTQ.)
-    let r = unsafe { libc::ioctl(stream.as_raw_fd(), libc::TIOCOUTQ, &mut queued) };
-    (r == 0).then(|| queued.max(0) as u32)
 }
 
 impl AsyncRead for WriteStall {
