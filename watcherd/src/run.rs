@@ -11,10 +11,10 @@ use metacore::clock::unix_ms;
 use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 use notify::Watcher;
-use tokio::sync::mpsc;
+use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
-use crate::engine::{Engine, Input, KnownFiles, Settings, Stats};
+use crate::engine::{Engine, EngineView, Input, Settings, Stats};
 use crate::exclude::Excluded;
 use crate::tree::Tree;
 use crate::watchers::{OpenError, Watchers};
@@ -64,9 +64,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     for path in &opened.seeded {
         tracing::info!(path, "added the default watcher");
     }
-    let watchers = Arc::new(Mutex::new(watchers));
+    let (configs, configs_rx) = watch::channel(watchers.list().to_vec());
+    let (view_tx, view) = watch::channel(EngineView::default());
     let stats = Arc::new(Stats::default());
-    let known = KnownFiles::default();
     let mut engine_task = None;
     let engine = if config.enable_file_watcher {
         let (tx, rx) = mpsc::channel(EVENT_QUEUE);
@@ -109,7 +109,6 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         let engine = Engine::new(
             settings,
             StoragedClient::new(&layout.socket(Daemon::Storaged)),
-            known.clone(),
             Arc::new(Mutex::new(Tree::new(
                 watcher,
                 &files,
@@ -117,7 +116,8 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
                 (config.watch_max_dirs > 0).then_some(config.watch_max_dirs),
             ))),
             tx.clone(),
-            watchers.clone(),
+            configs_rx,
+            view_tx,
             stats.clone(),
             shutdown.clone(),
         )
@@ -141,10 +141,11 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     );
     metacore::daemon::notify_ready();
     let state = Arc::new(AppState {
-        watchers,
+        watchers: Mutex::new(watchers),
+        configs,
         engine,
         stats,
-        known,
+        view,
         files,
         started: Instant::now(),
     });

@@ -74,8 +74,6 @@ impl Engine {
         let prefix = format!("{rel}/");
         let under: Vec<String> = self
             .known
-            .read()
-            .expect("known lock")
             .range(prefix.clone()..)
             .take_while(|(p, _)| p.starts_with(&prefix))
             .map(|(p, _)| p.clone())
@@ -91,12 +89,7 @@ impl Engine {
             self.dirty.insert(rel.clone());
         }
         self.gone.remove(&rel);
-        let same = self
-            .known
-            .read()
-            .expect("known lock")
-            .get(&rel)
-            .is_some_and(|k| k.seen == seen);
+        let same = self.known.get(&rel).is_some_and(|k| k.seen == seen);
         if same {
             self.debounce.forget(&rel);
             return;
@@ -114,7 +107,7 @@ impl Engine {
             self.dirty.insert(rel.to_owned());
         }
         self.debounce.forget(rel);
-        let known = self.known.read().expect("known lock").get(rel).cloned();
+        let known = self.known.get(rel).cloned();
         if let Some(k) = known {
             self.gone.insert(rel, &k, Instant::now());
         }

@@ -30,13 +30,14 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{
     FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, RepairBody, ResetBody,
     SeenQuery, StoragedClient,
 };
+use metacore::api::watcherd::WatcherConfig;
 use metacore::checked::{FilePath, RelPath};
 use metacore::cid::Cid;
 use metacore::clock::unix_ms;
@@ -46,21 +47,24 @@ use metacore::shutdown::Shutdown;
 use metacore::socket::client::ClientError;
 use notify::EventKind;
 use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::debounce::{Debouncer, Seen, Settle};
 use crate::exclude::{Excluded, MOUNTS_DIR};
 use crate::names::RefusedNames;
 use crate::scan;
 use crate::tree::Tree;
-use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
+use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS};
 
 mod events;
 mod gone;
 mod repair;
 mod reset;
 mod settle;
+mod view;
 mod walks;
+
+pub use view::EngineView;
 
 use gone::Gone;
 use repair::Repair;
@@ -86,19 +90,10 @@ pub struct Known {
     pub rid: Rid,
 }
 
-/// Every known file by its path relative to `FILES_PATH`; written by the
-/// engine only, read by the API (file counts).
-pub type KnownFiles = Arc<RwLock<BTreeMap<String, Known>>>;
-
-/// Figures the API reads without asking the engine.
+/// Counters the engine and its tasks add to and the API reads (the rest
+/// of what the API shows is the engine's [`EngineView`]).
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub loaded: AtomicBool,
-    pub pending: AtomicU64,
-    pub gone: AtomicU64,
-    pub watched_dirs: AtomicU64,
-    pub polled_dirs: AtomicU64,
-    pub limit_reached: AtomicBool,
     pub overflows: AtomicU64,
     pub announced: AtomicU64,
     /// What was announced, by the type of its entry.
@@ -113,10 +108,6 @@ pub struct Stats {
     pub repair_due: AtomicBool,
     pub repair_passes: AtomicU64,
     pub repair_promoted: AtomicU64,
-    /// Folders being walked now, and when each watcher root was last
-    /// walked to the end (Unix ms).
-    pub walking: Mutex<HashMap<PathBuf, usize>>,
-    pub last_scan: Mutex<HashMap<PathBuf, u64>>,
 }
 
 /// What the engine is asked to do.
@@ -169,12 +160,27 @@ pub struct Engine {
     settings: Settings,
     root: FilePath,
     store: StoragedClient,
-    known: KnownFiles,
+    /// Every known file by its path relative to `FILES_PATH`.
+    known: BTreeMap<String, Known>,
+    /// `known` or `watchers` changed since the file counts were published.
+    counts_stale: bool,
+    /// The file counts last published, kept until they are stale.
+    counts: HashMap<PathBuf, usize>,
+    loaded: bool,
     debounce: Debouncer,
     gone: Gone,
     tree: Arc<Mutex<Tree>>,
     inputs: mpsc::Sender<Input>,
-    watchers: Arc<Mutex<Watchers>>,
+    /// The watchers as the API last set them, and the API's updates.
+    watchers: Vec<WatcherConfig>,
+    configs: watch::Receiver<Vec<WatcherConfig>>,
+    /// What the API shows, published once a turn and before a reply.
+    view: watch::Sender<EngineView>,
+    /// The tree's figures when it was last free: (watched, polled, limit
+    /// reached).
+    tree_figures: (u64, u64, bool),
+    /// When each folder was last walked to the end (Unix ms).
+    last_scan: HashMap<PathBuf, u64>,
     next_poll: HashMap<String, Instant>,
     next_unwatched_poll: Instant,
     /// Folders gone whose watches the tree should drop (when it is free).
@@ -199,25 +205,33 @@ impl Engine {
     pub fn new(
         settings: Settings,
         store: StoragedClient,
-        known: KnownFiles,
         tree: Arc<Mutex<Tree>>,
         inputs: mpsc::Sender<Input>,
-        watchers: Arc<Mutex<Watchers>>,
+        mut configs: watch::Receiver<Vec<WatcherConfig>>,
+        view: watch::Sender<EngineView>,
         stats: Arc<Stats>,
         shutdown: Shutdown,
     ) -> Result<Self, ApiError> {
         let root = FilePath::new(settings.files.display().to_string())?;
+        let watchers = configs.borrow_and_update().clone();
         Ok(Self {
             debounce: Debouncer::new(settings.quiet),
             next_unwatched_poll: Instant::now() + settings.poll_unwatched,
             settings,
             root,
             store,
-            known,
+            known: BTreeMap::new(),
+            counts_stale: true,
+            counts: HashMap::new(),
+            loaded: false,
             gone: Gone::default(),
             tree,
             inputs,
             watchers,
+            configs,
+            view,
+            tree_figures: (0, 0, false),
+            last_scan: HashMap::new(),
             next_poll: HashMap::new(),
             forget: Vec::new(),
             walks: HashMap::new(),
@@ -238,7 +252,7 @@ impl Engine {
         let files = self.settings.files.clone();
         self.walk(files, true, true, None);
         loop {
-            self.publish_stats();
+            self.publish();
             let wake = self.next_wake();
             let inflight = async {
                 match self.inflight.as_mut() {
@@ -311,8 +325,9 @@ impl Engine {
             }
         }
         tracing::info!(files = map.len(), "loaded what was announced before");
-        *self.known.write().expect("known lock") = map;
-        self.stats.loaded.store(true, Ordering::Relaxed);
+        self.known = map;
+        self.counts_stale = true;
+        self.loaded = true;
         true
     }
 
@@ -324,21 +339,41 @@ impl Engine {
         }
     }
 
-    /// Copies the figures the API shows. Never calls into notify (see
-    /// [`Engine::covers`]): only counts, and only if no walk holds the tree.
-    fn publish_stats(&mut self) {
-        let s = &self.stats;
-        s.pending
-            .store(self.debounce.len() as u64, Ordering::Relaxed);
-        s.gone
-            .store(self.gone.since.len() as u64, Ordering::Relaxed);
-        self.with_tree(|tree| {
-            s.watched_dirs
-                .store(tree.watched() as u64, Ordering::Relaxed);
-            s.polled_dirs
-                .store(tree.unwatched_count() as u64, Ordering::Relaxed);
-            s.limit_reached.store(tree.limit_reached, Ordering::Relaxed);
-        });
+    /// Publishes what the API shows. Never calls into notify (see
+    /// [`Engine::covers`]): the tree's figures are taken only if no walk
+    /// holds it, else those of the last time it was free.
+    fn publish(&mut self) {
+        if self.configs.has_changed().unwrap_or(false) {
+            self.watchers = self.configs.borrow_and_update().clone();
+            self.counts_stale = true;
+        }
+        if self.counts_stale {
+            self.counts = view::file_counts(&self.known, &self.watchers, &self.settings.files);
+            self.counts_stale = false;
+        }
+        if let Some(f) = self.with_tree(|t| {
+            (
+                t.watched() as u64,
+                t.unwatched_count() as u64,
+                t.limit_reached,
+            )
+        }) {
+            self.tree_figures = f;
+        }
+        let (watched_dirs, polled_dirs, limit_reached) = self.tree_figures;
+        let view = EngineView {
+            loaded: self.loaded,
+            known_files: self.known.len(),
+            file_counts: self.counts.clone(),
+            pending: self.debounce.len() as u64,
+            gone: self.gone.since.len() as u64,
+            watched_dirs,
+            polled_dirs,
+            limit_reached,
+            walking: self.walks.keys().cloned().collect(),
+            last_scan: self.last_scan.clone(),
+        };
+        self.view.send_replace(view);
     }
 
     fn next_wake(&self) -> Instant {

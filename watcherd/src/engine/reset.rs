@@ -54,7 +54,8 @@ impl Engine {
             self.gone.remove(&p);
         }
         {
-            let mut known = self.known.write().expect("known lock");
+            self.counts_stale = true;
+            let known = &mut self.known;
             known.retain(|p, _| {
                 !rels.iter().any(|r| {
                     r.is_empty()

@@ -24,12 +24,7 @@ impl Engine {
             let mut hashed = Vec::with_capacity(looked.len());
             for (rel, now_seen, digest) in looked {
                 if let Settle::Settled(seen) = self.debounce.settle(&rel, now_seen, now) {
-                    let unchanged = self
-                        .known
-                        .read()
-                        .expect("known lock")
-                        .get(&rel)
-                        .is_some_and(|k| k.seen == seen);
+                    let unchanged = self.known.get(&rel).is_some_and(|k| k.seen == seen);
                     if let (false, Some(digest)) = (unchanged, digest) {
                         hashed.push((rel, seen, digest));
                     }
@@ -54,7 +49,7 @@ impl Engine {
                     mtime_ns: seen.mtime_ns,
                     midhash: Cid::midhash256(&midhash),
                 };
-                let is_known = self.known.read().expect("known lock").contains_key(&rel);
+                let is_known = self.known.contains_key(&rel);
                 let from = if is_known {
                     None
                 } else {
@@ -166,6 +161,7 @@ impl Engine {
     /// against what is known.
     pub(super) fn apply(&mut self, sent: Sent) {
         self.apply_outcomes(sent);
+        self.publish();
         self.inflight_paths.clear();
         for rel in std::mem::take(&mut self.dirty) {
             let abs = self.settings.files.join(&rel);
@@ -177,7 +173,8 @@ impl Engine {
     }
 
     fn apply_outcomes(&mut self, sent: Sent) {
-        let mut known = self.known.write().expect("known lock");
+        self.counts_stale = true;
+        let known = &mut self.known;
         for (o, out) in sent {
             if let Some(e) = out.error {
                 self.stats.refused.fetch_add(1, Ordering::Relaxed);

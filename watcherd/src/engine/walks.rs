@@ -54,11 +54,6 @@ impl Engine {
         };
         w.waiters.extend(done);
         self.walks.insert(dir.clone(), w);
-        self.stats
-            .walking
-            .lock()
-            .expect("walking lock")
-            .insert(dir.clone(), 1);
         let tree = self.tree.clone();
         let files = self.settings.files.clone();
         let skip = self.settings.excluded.skipped_by_walk_of(&dir);
@@ -141,17 +136,13 @@ impl Engine {
         let walk = if one_level {
             Walk::default()
         } else {
-            self.stats
-                .walking
-                .lock()
-                .expect("walking lock")
-                .remove(&dir);
             self.walks.remove(&dir).unwrap_or_default()
         };
         let found = match found {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), "cannot walk: {e}");
+                self.publish();
                 for done in walk.waiters {
                     let _ = done.send(Err(ApiError::bad_request(
                         "cannot scan the watcher's folder (is it still there?)",
@@ -167,7 +158,7 @@ impl Engine {
         // Removals first, so a file moved within the scope pairs up; then
         // the found paths, moved (not copied) into the debouncer.
         let removed: Vec<String> = {
-            let known = self.known.read().expect("known lock");
+            let known = &self.known;
             known
                 .range(prefix.clone()..)
                 .take_while(|(p, _)| p.starts_with(&prefix))
@@ -191,12 +182,11 @@ impl Engine {
             }
         }
         if !one_level {
-            self.stats
-                .last_scan
-                .lock()
-                .expect("scan lock")
-                .insert(dir.clone(), unix_ms());
+            self.last_scan.insert(dir.clone(), unix_ms());
         }
+        // Published before the replies: who was told the walk is done
+        // sees it done.
+        self.publish();
         if walk.repair {
             self.request_repair();
         }
@@ -214,9 +204,6 @@ impl Engine {
         let now = Instant::now();
         let configs: Vec<(String, PathBuf, Duration)> = self
             .watchers
-            .lock()
-            .expect("watchers lock")
-            .list()
             .iter()
             .filter(|c| c.enabled && Path::new(&c.path).starts_with(&self.settings.files))
             .map(|c| {
