@@ -14,7 +14,7 @@ use notify::Watcher;
 use tokio::sync::{mpsc, watch};
 
 use crate::api::{self, AppState};
-use crate::engine::{Engine, EngineView, Input, Settings, Stats};
+use crate::engine::{Engine, EngineView, Input, Links, Settings, Stats};
 use crate::exclude::Excluded;
 use crate::tree::Tree;
 use crate::watchers::{OpenError, Watchers};
@@ -106,22 +106,22 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             poll_unwatched: config.watch_interval,
             excluded: excluded.clone(),
         };
-        let engine = Engine::new(
-            settings,
-            StoragedClient::new(&layout.socket(Daemon::Storaged)),
-            Arc::new(Mutex::new(Tree::new(
-                watcher,
-                &files,
-                excluded,
-                (config.watch_max_dirs > 0).then_some(config.watch_max_dirs),
-            ))),
-            tx.clone(),
-            configs_rx,
-            view_tx,
-            stats.clone(),
-            shutdown.clone(),
-        )
-        .map_err(|e| RunError::Engine(e.message))?;
+        let tree = Tree::new(
+            watcher,
+            &files,
+            excluded,
+            (config.watch_max_dirs > 0).then_some(config.watch_max_dirs),
+        );
+        let links = Links {
+            store: StoragedClient::new(&layout.socket(Daemon::Storaged)),
+            tree: Arc::new(Mutex::new(tree)),
+            inputs: tx.clone(),
+            configs: configs_rx,
+            view: view_tx,
+            stats: stats.clone(),
+            shutdown: shutdown.clone(),
+        };
+        let engine = Engine::new(settings, links).map_err(|e| RunError::Engine(e.message))?;
         engine_task = Some(tokio::spawn(engine.run(rx)));
         Some(tx)
     } else {

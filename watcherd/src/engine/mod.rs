@@ -155,92 +155,112 @@ pub struct Settings {
     pub excluded: Excluded,
 }
 
+/// The engine's links outside: the store, the watch tree, the channels
+/// to and from the API, the counters and the shutdown.
 #[derive(Debug)]
-pub struct Engine {
-    settings: Settings,
-    root: FilePath,
-    store: StoragedClient,
+pub struct Links {
+    pub store: StoragedClient,
+    /// Shared with the engine's own walks on the blocking pool only.
+    pub tree: Arc<Mutex<Tree>>,
+    /// The engine's own queue, for walks to send what they found.
+    pub inputs: mpsc::Sender<Input>,
+    /// The watchers as the API sets them.
+    pub configs: watch::Receiver<Vec<WatcherConfig>>,
+    /// What the API shows, published once a turn and before a reply.
+    pub view: watch::Sender<EngineView>,
+    pub stats: Arc<Stats>,
+    pub shutdown: Shutdown,
+}
+
+/// What the engine knows of the files.
+#[derive(Debug)]
+struct Knowledge {
     /// Every known file by its path relative to `FILES_PATH`.
     known: BTreeMap<String, Known>,
-    /// `known` or `watchers` changed since the file counts were published.
-    counts_stale: bool,
-    /// The file counts last published, kept until they are stale.
-    counts: HashMap<PathBuf, usize>,
+    /// `known` has been read back from storaged.
     loaded: bool,
     debounce: Debouncer,
     gone: Gone,
-    tree: Arc<Mutex<Tree>>,
-    inputs: mpsc::Sender<Input>,
-    /// The watchers as the API last set them, and the API's updates.
+}
+
+/// The walks: under way, due, and what they left.
+#[derive(Debug)]
+struct Walks {
+    /// Walks under way, by folder: who waits for each, and whether it
+    /// must run again when it ends (asked again meanwhile).
+    under_way: HashMap<PathBuf, Walk>,
+    /// The watchers as the API last set them.
     watchers: Vec<WatcherConfig>,
-    configs: watch::Receiver<Vec<WatcherConfig>>,
-    /// What the API shows, published once a turn and before a reply.
-    view: watch::Sender<EngineView>,
-    /// The tree's figures when it was last free: (watched, polled, limit
-    /// reached).
-    tree_figures: (u64, u64, bool),
-    /// When each folder was last walked to the end (Unix ms).
-    last_scan: HashMap<PathBuf, u64>,
     next_poll: HashMap<String, Instant>,
     next_unwatched_poll: Instant,
     /// Folders gone whose watches the tree should drop (when it is free).
     forget: Vec<PathBuf>,
-    /// Walks under way, by folder: who waits for each, and whether it
-    /// must run again when it ends (asked again meanwhile).
-    walks: HashMap<PathBuf, Walk>,
-    /// Paths of the batch being committed, and those of them something
-    /// happened to meanwhile (looked at again once it is applied).
-    inflight_paths: HashSet<String>,
-    dirty: BTreeSet<String>,
-    /// The batch storaged is committing now.
+    /// When each folder was last walked to the end (Unix ms).
+    last_scan: HashMap<PathBuf, u64>,
+}
+
+/// The batch storaged is committing.
+#[derive(Debug, Default)]
+struct Batch {
     inflight: Option<tokio::task::JoinHandle<Option<Sent>>>,
+    /// Its paths, and those of them something happened to meanwhile
+    /// (looked at again once it is applied).
+    paths: HashSet<String>,
+    dirty: BTreeSet<String>,
+}
+
+/// What the last [`EngineView`] was made of that is kept between turns.
+#[derive(Debug, Default)]
+struct Shown {
+    /// `known` or the watchers changed since the file counts were made.
+    stale: bool,
+    counts: HashMap<PathBuf, usize>,
+    /// The tree's figures when it was last free: (watched, polled, limit
+    /// reached).
+    tree: (u64, u64, bool),
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    settings: Settings,
+    root: FilePath,
+    links: Links,
+    knows: Knowledge,
+    walks: Walks,
+    batch: Batch,
     /// The repair rescans asked for.
     repair: Repair,
-    stats: Arc<Stats>,
-    shutdown: Shutdown,
+    shown: Shown,
 }
 
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        settings: Settings,
-        store: StoragedClient,
-        tree: Arc<Mutex<Tree>>,
-        inputs: mpsc::Sender<Input>,
-        mut configs: watch::Receiver<Vec<WatcherConfig>>,
-        view: watch::Sender<EngineView>,
-        stats: Arc<Stats>,
-        shutdown: Shutdown,
-    ) -> Result<Self, ApiError> {
+    pub fn new(settings: Settings, mut links: Links) -> Result<Self, ApiError> {
         let root = FilePath::new(settings.files.display().to_string())?;
-        let watchers = configs.borrow_and_update().clone();
+        let watchers = links.configs.borrow_and_update().clone();
         Ok(Self {
-            debounce: Debouncer::new(settings.quiet),
-            next_unwatched_poll: Instant::now() + settings.poll_unwatched,
+            knows: Knowledge {
+                known: BTreeMap::new(),
+                loaded: false,
+                debounce: Debouncer::new(settings.quiet),
+                gone: Gone::default(),
+            },
+            walks: Walks {
+                under_way: HashMap::new(),
+                watchers,
+                next_poll: HashMap::new(),
+                next_unwatched_poll: Instant::now() + settings.poll_unwatched,
+                forget: Vec::new(),
+                last_scan: HashMap::new(),
+            },
             settings,
             root,
-            store,
-            known: BTreeMap::new(),
-            counts_stale: true,
-            counts: HashMap::new(),
-            loaded: false,
-            gone: Gone::default(),
-            tree,
-            inputs,
-            watchers,
-            configs,
-            view,
-            tree_figures: (0, 0, false),
-            last_scan: HashMap::new(),
-            next_poll: HashMap::new(),
-            forget: Vec::new(),
-            walks: HashMap::new(),
-            inflight_paths: HashSet::new(),
-            dirty: BTreeSet::new(),
-            inflight: None,
+            links,
+            batch: Batch::default(),
             repair: Repair::default(),
-            stats,
-            shutdown,
+            shown: Shown {
+                stale: true,
+                ..Shown::default()
+            },
         })
     }
 
@@ -255,19 +275,19 @@ impl Engine {
             self.publish();
             let wake = self.next_wake();
             let inflight = async {
-                match self.inflight.as_mut() {
+                match self.batch.inflight.as_mut() {
                     Some(h) => Some(h.await),
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = self.shutdown.wait() => return,
+                () = self.links.shutdown.wait() => return,
                 input = rx.recv() => match input {
                     Some(input) => self.handle(input).await,
                     None => return,
                 },
                 done = inflight => {
-                    self.inflight = None;
+                    self.batch.inflight = None;
                     match done {
                         Some(Ok(Some(sent))) => self.apply(sent),
                         _ => return,
@@ -296,7 +316,7 @@ impl Engine {
                 limit: Some(10_000),
             };
             let page = loop {
-                match self.store.seen(&q).await {
+                match self.links.store.seen(&q).await {
                     Ok(p) => break p,
                     Err(e) => {
                         tracing::warn!("cannot read what was seen from storaged, retrying: {e}");
@@ -325,16 +345,16 @@ impl Engine {
             }
         }
         tracing::info!(files = map.len(), "loaded what was announced before");
-        self.known = map;
-        self.counts_stale = true;
-        self.loaded = true;
+        self.knows.known = map;
+        self.shown.stale = true;
+        self.knows.loaded = true;
         true
     }
 
     /// Sleeps unless shutdown comes first; false on shutdown.
     async fn pause(&self, d: Duration) -> bool {
         tokio::select! {
-            () = self.shutdown.wait() => false,
+            () = self.links.shutdown.wait() => false,
             () = tokio::time::sleep(d) => true,
         }
     }
@@ -343,13 +363,17 @@ impl Engine {
     /// [`Engine::covers`]): the tree's figures are taken only if no walk
     /// holds it, else those of the last time it was free.
     fn publish(&mut self) {
-        if self.configs.has_changed().unwrap_or(false) {
-            self.watchers = self.configs.borrow_and_update().clone();
-            self.counts_stale = true;
+        if self.links.configs.has_changed().unwrap_or(false) {
+            self.walks.watchers = self.links.configs.borrow_and_update().clone();
+            self.shown.stale = true;
         }
-        if self.counts_stale {
-            self.counts = view::file_counts(&self.known, &self.watchers, &self.settings.files);
-            self.counts_stale = false;
+        if self.shown.stale {
+            self.shown.counts = view::file_counts(
+                &self.knows.known,
+                &self.walks.watchers,
+                &self.settings.files,
+            );
+            self.shown.stale = false;
         }
         if let Some(f) = self.with_tree(|t| {
             (
@@ -358,30 +382,30 @@ impl Engine {
                 t.limit_reached,
             )
         }) {
-            self.tree_figures = f;
+            self.shown.tree = f;
         }
-        let (watched_dirs, polled_dirs, limit_reached) = self.tree_figures;
+        let (watched_dirs, polled_dirs, limit_reached) = self.shown.tree;
         let view = EngineView {
-            loaded: self.loaded,
-            known_files: self.known.len(),
-            file_counts: self.counts.clone(),
-            pending: self.debounce.len() as u64,
-            gone: self.gone.since.len() as u64,
+            loaded: self.knows.loaded,
+            known_files: self.knows.known.len(),
+            file_counts: self.shown.counts.clone(),
+            pending: self.knows.debounce.len() as u64,
+            gone: self.knows.gone.since.len() as u64,
             watched_dirs,
             polled_dirs,
             limit_reached,
-            walking: self.walks.keys().cloned().collect(),
-            last_scan: self.last_scan.clone(),
+            walking: self.walks.under_way.keys().cloned().collect(),
+            last_scan: self.walks.last_scan.clone(),
         };
-        self.view.send_replace(view);
+        self.links.view.send_replace(view);
     }
 
     fn next_wake(&self) -> Instant {
         let mut wake = Instant::now() + Duration::from_secs(1);
         for t in [
-            self.debounce.next_due(),
-            self.gone.next_due(self.settings.quiet),
-            self.next_poll.values().min().copied(),
+            self.knows.debounce.next_due(),
+            self.knows.gone.next_due(self.settings.quiet),
+            self.walks.next_poll.values().min().copied(),
             self.repair_wake(),
         ]
         .into_iter()
@@ -422,7 +446,7 @@ impl Engine {
 
     /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).
     fn with_tree<T>(&self, f: impl FnOnce(&mut Tree) -> T) -> Option<T> {
-        match self.tree.try_lock() {
+        match self.links.tree.try_lock() {
             Ok(mut t) => Some(f(&mut t)),
             Err(_) => None,
         }

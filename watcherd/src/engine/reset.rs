@@ -33,14 +33,15 @@ impl Engine {
         if !self.finish_inflight().await {
             return;
         }
-        if let Err(e) = self.store.reset_files(&body).await {
+        if let Err(e) = self.links.store.reset_files(&body).await {
             let _ = reply.send(Err(e.into()));
             return;
         }
-        self.stats.events.count("reset");
+        self.links.stats.events.count("reset");
         // What vanished under the reset folders is forgotten with them; a
         // delete pending elsewhere still comes.
         let gone: Vec<String> = self
+            .knows
             .gone
             .since
             .keys()
@@ -51,11 +52,11 @@ impl Engine {
             .cloned()
             .collect();
         for p in gone {
-            self.gone.remove(&p);
+            self.knows.gone.remove(&p);
         }
         {
-            self.counts_stale = true;
-            let known = &mut self.known;
+            self.shown.stale = true;
+            let known = &mut self.knows.known;
             known.retain(|p, _| {
                 !rels.iter().any(|r| {
                     r.is_empty()

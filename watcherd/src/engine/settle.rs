@@ -15,7 +15,7 @@ impl Engine {
             let now = Instant::now();
             // The second look is the hashing thread's fstat of the open
             // file: no stat here, on the engine's task.
-            let due = self.debounce.due(now, ROUND);
+            let due = self.knows.debounce.due(now, ROUND);
             // A backlog of due files may hold the new paths of files that
             // vanished: they pair into renames before the old paths can
             // become deletes.
@@ -23,8 +23,8 @@ impl Engine {
             let looked = self.hash(due).await;
             let mut hashed = Vec::with_capacity(looked.len());
             for (rel, now_seen, digest) in looked {
-                if let Settle::Settled(seen) = self.debounce.settle(&rel, now_seen, now) {
-                    let unchanged = self.known.get(&rel).is_some_and(|k| k.seen == seen);
+                if let Settle::Settled(seen) = self.knows.debounce.settle(&rel, now_seen, now) {
+                    let unchanged = self.knows.known.get(&rel).is_some_and(|k| k.seen == seen);
                     if let (false, Some(digest)) = (unchanged, digest) {
                         hashed.push((rel, seen, digest));
                     }
@@ -33,7 +33,7 @@ impl Engine {
             let mut gone_due = if backlog {
                 Vec::new()
             } else {
-                self.gone.due(now, self.settings.quiet)
+                self.knows.gone.due(now, self.settings.quiet)
             };
             gone_due.truncate(ROUND);
             if hashed.is_empty() && gone_due.is_empty() {
@@ -49,15 +49,15 @@ impl Engine {
                     mtime_ns: seen.mtime_ns,
                     midhash: Cid::midhash256(&midhash),
                 };
-                let is_known = self.known.contains_key(&rel);
+                let is_known = self.knows.known.contains_key(&rel);
                 let from = if is_known {
                     None
                 } else {
-                    self.gone.matching(&midhash)
+                    self.knows.gone.matching(&midhash)
                 };
                 match from {
                     Some(from) => {
-                        self.gone.remove(&from);
+                        self.knows.gone.remove(&from);
                         match RelPath::new(from) {
                             Ok(from) => observations.push(Observation::Moved { from, path, file }),
                             Err(_) => observations.push(Observation::Present { path, file }),
@@ -67,7 +67,7 @@ impl Engine {
                 }
             }
             for rel in gone_due {
-                if !self.gone.remove(&rel) {
+                if !self.knows.gone.remove(&rel) {
                     continue; // taken by a rename just now
                 }
                 let abs = self.settings.files.join(&rel);
@@ -84,12 +84,12 @@ impl Engine {
                 return;
             }
             let sender = Sender {
-                store: self.store.clone(),
+                store: self.links.store.clone(),
                 root: self.root.clone(),
-                stats: self.stats.clone(),
-                shutdown: self.shutdown.clone(),
+                stats: self.links.stats.clone(),
+                shutdown: self.links.shutdown.clone(),
             };
-            self.inflight_paths = observations
+            self.batch.paths = observations
                 .iter()
                 .flat_map(|o| match o {
                     Observation::Moved { from, path, .. } => {
@@ -98,14 +98,14 @@ impl Engine {
                     other => vec![other.path().to_string()],
                 })
                 .collect();
-            self.inflight = Some(tokio::spawn(sender.send(observations)));
+            self.batch.inflight = Some(tokio::spawn(sender.send(observations)));
         }
     }
 
     /// Waits for the batch being committed, if any, and makes what it
     /// committed known. False on shutdown.
     pub(super) async fn finish_inflight(&mut self) -> bool {
-        match self.inflight.take() {
+        match self.batch.inflight.take() {
             None => true,
             Some(h) => match h.await {
                 Ok(Some(sent)) => {
@@ -162,8 +162,8 @@ impl Engine {
     pub(super) fn apply(&mut self, sent: Sent) {
         self.apply_outcomes(sent);
         self.publish();
-        self.inflight_paths.clear();
-        for rel in std::mem::take(&mut self.dirty) {
+        self.batch.paths.clear();
+        for rel in std::mem::take(&mut self.batch.dirty) {
             let abs = self.settings.files.join(&rel);
             match std::fs::symlink_metadata(&abs) {
                 Ok(m) if m.is_file() => self.touch(rel, scan::seen_of(&m)),
@@ -173,17 +173,17 @@ impl Engine {
     }
 
     fn apply_outcomes(&mut self, sent: Sent) {
-        self.counts_stale = true;
-        let known = &mut self.known;
+        self.shown.stale = true;
+        let known = &mut self.knows.known;
         for (o, out) in sent {
             if let Some(e) = out.error {
-                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                self.links.stats.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
                 continue;
             }
             if let Some(kind) = out.event.as_deref() {
-                self.stats.announced.fetch_add(1, Ordering::Relaxed);
-                self.stats.events.count(kind);
+                self.links.stats.announced.fetch_add(1, Ordering::Relaxed);
+                self.links.stats.events.count(kind);
             }
             match (o, out.rid) {
                 (Observation::Present { path, file }, Some(rid)) => {
