@@ -1,7 +1,17 @@
 //! inotify events: what a created, written, moved or removed path means
 //! for what is known, pending and gone.
 
-use super::*;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use metacore::clock::unix_ms;
+use notify::EventKind;
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+
+use super::{Engine, hidden};
+use crate::debounce::Seen;
+use crate::scan;
 
 impl Engine {
     pub(super) fn on_event(&mut self, event: notify::Event) {

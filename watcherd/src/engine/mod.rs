@@ -29,32 +29,24 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
-use metacore::api::storaged::{
-    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, RepairBody, ResetBody,
-    SeenQuery, StoragedClient,
-};
+use metacore::api::storaged::{FileState, Observation, ObserveOutcome, SeenQuery, StoragedClient};
 use metacore::api::watcherd::WatcherConfig;
-use metacore::checked::{FilePath, RelPath};
+use metacore::checked::FilePath;
 use metacore::cid::Cid;
-use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 use metacore::rid::Rid;
 use metacore::shutdown::Shutdown;
-use metacore::socket::client::ClientError;
-use notify::EventKind;
-use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
 use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::debounce::{Debouncer, Seen, Settle};
+use crate::debounce::{Debouncer, Seen};
 use crate::exclude::{Excluded, MOUNTS_DIR};
 use crate::names::RefusedNames;
 use crate::scan;
 use crate::tree::Tree;
-use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS};
 
 mod events;
 mod gone;

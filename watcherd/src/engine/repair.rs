@@ -20,7 +20,14 @@
 //! pages. Asked again during a pass, another pass follows it. Running it
 //! twice changes nothing the first did not.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::RepairBody;
+use metacore::rid::Rid;
+use metacore::socket::client::ClientError;
+
+use super::Engine;
 
 /// How long the repair waits after storaged did not take a page.
 const RETRY: Duration = Duration::from_secs(1);

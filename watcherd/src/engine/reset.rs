@@ -1,7 +1,14 @@
 //! A reset: what was seen under some folders forgotten, `file:events`
 //! started over, the folders walked again.
 
-use super::*;
+use std::path::PathBuf;
+
+use metacore::api::storaged::ResetBody;
+use metacore::checked::RelPath;
+use metacore::error::ApiError;
+use tokio::sync::oneshot;
+
+use super::Engine;
 
 impl Engine {
     pub(super) async fn reset(

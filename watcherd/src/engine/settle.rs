@@ -2,8 +2,22 @@
 //! storaged while the round before commits, and what storaged committed
 //! made known.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::{
+    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, StoragedClient,
+};
 use metacore::backoff::Backoff;
+use metacore::checked::{FilePath, RelPath};
+use metacore::cid::Cid;
+use metacore::shutdown::Shutdown;
+use metacore::socket::client::ClientError;
+
+use super::{Engine, Looked, ROUND, Sent, Stats, known_of};
+use crate::debounce::{Seen, Settle};
+use crate::scan;
 
 impl Engine {
     /// Settles one round of what is due: hash, pair renames, and send,

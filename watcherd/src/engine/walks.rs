@@ -2,7 +2,20 @@
 //! rescans after an overflow, API scans, and the listing of folders past
 //! the inotify limit; and how their results meet what events said since.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use metacore::clock::unix_ms;
+use metacore::error::ApiError;
+use tokio::sync::oneshot;
+
+use super::{Engine, Input, Scope, in_mounts};
+use crate::debounce::Seen;
+use crate::scan;
+use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS};
 
 /// A walk under way.
 #[derive(Debug, Default)]
