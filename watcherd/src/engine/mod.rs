@@ -50,6 +50,7 @@ use crate::tree::Tree;
 
 mod events;
 mod gone;
+mod pairing;
 mod repair;
 mod reset;
 mod settle;
