@@ -45,33 +45,7 @@ impl Engine {
             return;
         }
         self.links.stats.events.count("reset");
-        // What vanished under the reset folders is forgotten with them; a
-        // delete pending elsewhere still comes.
-        let gone: Vec<String> = self
-            .knows
-            .gone
-            .since
-            .keys()
-            .filter(|p| {
-                rels.iter()
-                    .any(|r| r.is_empty() || RelPath::new(p.as_str()).is_ok_and(|p| p.is_under(r)))
-            })
-            .cloned()
-            .collect();
-        for p in gone {
-            self.knows.gone.remove(&p);
-        }
-        {
-            self.shown.stale = true;
-            let known = &mut self.knows.known;
-            known.retain(|p, _| {
-                !rels.iter().any(|r| {
-                    r.is_empty()
-                        || p.strip_prefix(r.as_str())
-                            .is_some_and(|x| x.starts_with('/'))
-                })
-            });
-        }
+        self.forget_under(&rels);
         // Walk each again; the reply sums what they found.
         let mut waits = Vec::new();
         for d in dirs {
@@ -92,6 +66,34 @@ impl Engine {
                 }
             }
             let _ = reply.send(Ok(total));
+        });
+    }
+
+    /// Forgets what is known or gone under `rels` ("" is everything).
+    fn forget_under(&mut self, rels: &[String]) {
+        // What vanished under the reset folders is forgotten with them; a
+        // delete pending elsewhere still comes.
+        let gone: Vec<String> = self
+            .knows
+            .gone
+            .since
+            .keys()
+            .filter(|p| {
+                rels.iter()
+                    .any(|r| r.is_empty() || RelPath::new(p.as_str()).is_ok_and(|p| p.is_under(r)))
+            })
+            .cloned()
+            .collect();
+        for p in gone {
+            self.knows.gone.remove(&p);
+        }
+        self.shown.stale = true;
+        self.knows.known.retain(|p, _| {
+            !rels.iter().any(|r| {
+                r.is_empty()
+                    || p.strip_prefix(r.as_str())
+                        .is_some_and(|x| x.starts_with('/'))
+            })
         });
     }
 }
