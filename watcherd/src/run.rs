@@ -38,12 +38,23 @@ pub enum RunError {
     Watchers(#[source] OpenError),
     #[error("cannot start inotify")]
     Inotify(#[source] notify::Error),
-    #[error("cannot start the engine: {0}")]
-    Engine(String),
+    #[error("cannot start the engine")]
+    Engine(#[source] metacore::error::ApiError),
+    #[error("the engine ended before shutdown")]
+    EngineEnded(#[source] EngineEnd),
     #[error("cannot serve the socket")]
     Bind(#[source] metacore::socket::server::BindError),
     #[error("the socket server failed")]
     Serve(#[source] std::io::Error),
+}
+
+/// How the engine ended while the socket still served.
+#[derive(Debug, thiserror::Error)]
+pub enum EngineEnd {
+    #[error("the engine panicked")]
+    Panicked,
+    #[error("the engine stopped")]
+    Stopped,
 }
 
 pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
@@ -65,7 +76,7 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             stats: stats.clone(),
             shutdown: shutdown.clone(),
         };
-        let engine = Engine::new(settings, links).map_err(|e| RunError::Engine(e.message))?;
+        let engine = Engine::new(settings, links).map_err(RunError::Engine)?;
         (Some(tx), Some(tokio::spawn(engine.run(rx))))
     } else {
         tracing::warn!("ENABLE_FILE_WATCHER=false: nothing is watched or announced");
@@ -199,10 +210,10 @@ async fn serve(
                 return Ok(());
             }
             let why = match ended {
-                Err(e) if e.is_panic() => "the engine panicked".to_owned(),
-                _ => "the engine stopped".to_owned(),
+                Err(e) if e.is_panic() => EngineEnd::Panicked,
+                _ => EngineEnd::Stopped,
             };
-            Err(RunError::Engine(why))
+            Err(RunError::EngineEnded(why))
         }
     }
 }
