@@ -10,6 +10,8 @@ use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+
+use metacore::sync::Locked;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Most refused paths remembered (each logged and counted once). Past it,
@@ -43,9 +45,7 @@ impl RefusedNames {
 
     /// Logs and counts `path` unless it was already.
     pub fn refuse(&self, path: &Path) {
-        let Ok(mut paths) = self.paths.lock() else {
-            return; // a panic elsewhere poisoned it: skip without a word
-        };
+        let mut paths = self.paths.locked();
         if paths.contains(path) {
             return;
         }

@@ -30,7 +30,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicBool, AtomicU64};
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
 use metacore::api::storaged::{FileState, Observation, ObserveOutcome, SeenQuery, StoragedClient};
@@ -439,9 +439,11 @@ impl Engine {
 
     /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).
     fn with_tree<T>(&self, f: impl FnOnce(&mut Tree) -> T) -> Option<T> {
+        // Taken as it was left if a holder panicked (metacore::sync).
         match self.links.tree.try_lock() {
             Ok(mut t) => Some(f(&mut t)),
-            Err(_) => None,
+            Err(TryLockError::Poisoned(p)) => Some(f(&mut p.into_inner())),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 

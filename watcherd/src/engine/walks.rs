@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 
 use metacore::clock::unix_ms;
 use metacore::error::ApiError;
+use metacore::sync::Locked;
 use tokio::sync::oneshot;
 
 use super::{Engine, Input, Scope, in_mounts};
@@ -75,7 +76,7 @@ impl Engine {
         let started = Instant::now();
         tokio::task::spawn_blocking(move || {
             if watch {
-                tree.lock().expect("tree lock").watch_all(&dir);
+                tree.locked().watch_all(&dir);
             }
             let found = scan::walk(&dir, &files, &skip, &stats.names);
             let _ = inputs.blocking_send(Input::Walked {
@@ -98,7 +99,7 @@ impl Engine {
         let stats = self.links.stats.clone();
         tokio::task::spawn_blocking(move || {
             let dirs: Vec<PathBuf> = {
-                let mut tree = tree.lock().expect("tree lock");
+                let mut tree = tree.locked();
                 for d in &forget {
                     tree.forget(d);
                 }
@@ -110,7 +111,7 @@ impl Engine {
                 let found = scan::list(&d, &files, &stats.names);
                 // A folder made inside a polled one is polled too.
                 if let Ok(entries) = std::fs::read_dir(&d) {
-                    let mut tree = tree.lock().expect("tree lock");
+                    let mut tree = tree.locked();
                     for e in entries.flatten() {
                         if e.file_type().is_ok_and(|t| t.is_dir()) && !tree.knows(&e.path()) {
                             tree.watch_all(&e.path());
