@@ -10,9 +10,9 @@ use std::collections::HashSet;
 use std::ffi::OsStr;
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use metacore::sync::Locked;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// Most refused paths remembered (each logged and counted once). Past it,
 /// further ones are still skipped, without a log line of their own and

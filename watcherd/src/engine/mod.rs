@@ -159,7 +159,8 @@ pub struct Links {
     pub inputs: mpsc::Sender<Input>,
     /// The watchers as the API sets them.
     pub configs: watch::Receiver<Vec<WatcherConfig>>,
-    /// What the API shows, published once a turn and before a reply.
+    /// What the API shows: published once a turn, when a batch is
+    /// applied, and before a walk's reply.
     pub view: watch::Sender<EngineView>,
     pub stats: Arc<Stats>,
     pub shutdown: Shutdown,

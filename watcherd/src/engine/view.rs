@@ -78,3 +78,49 @@ fn count_under(known: &BTreeMap<String, Known>, dir: &Path, files: &Path) -> usi
         .take_while(|(p, _)| p.starts_with(&prefix))
         .count()
 }
+
+#[cfg(test)]
+mod tests {
+    use metacore::rid::Rid;
+
+    use super::*;
+    use crate::debounce::Seen;
+
+    fn known(paths: &[&str]) -> BTreeMap<String, Known> {
+        let k = Known {
+            seen: Seen {
+                size: 1,
+                mtime_ns: 1,
+            },
+            midhash: [0; 32],
+            rid: Rid::from_u128(1),
+        };
+        paths.iter().map(|p| (p.to_string(), k.clone())).collect()
+    }
+
+    #[test]
+    fn a_folder_counts_the_known_files_under_it_and_files_path_counts_all() {
+        let known = known(&["a/x", "a/y/z", "ab/x", "b"]);
+        let files = Path::new("/files");
+        assert_eq!(count_under(&known, Path::new("/files/a"), files), 2);
+        assert_eq!(count_under(&known, Path::new("/files/a/y"), files), 1);
+        assert_eq!(count_under(&known, Path::new("/files/c"), files), 0);
+        assert_eq!(count_under(&known, files, files), 4);
+    }
+
+    #[test]
+    fn a_walk_above_a_folder_covers_it_but_not_into_the_mounts_folder() {
+        let mounts = Path::new("/files/corn");
+        let view = EngineView {
+            last_scan: [
+                (PathBuf::from("/files"), 10),
+                (PathBuf::from("/files/a"), 5),
+            ]
+            .into(),
+            ..EngineView::default()
+        };
+        assert_eq!(view.last_scan_of(Path::new("/files/a"), mounts), Some(10));
+        assert_eq!(view.last_scan_of(Path::new("/files/corn/m"), mounts), None);
+        assert_eq!(view.last_scan_of(Path::new("/elsewhere"), mounts), None);
+    }
+}
