@@ -5,6 +5,8 @@
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
+
+use metacore::sync::Locked;
 use std::time::Instant;
 
 use axum::Router;
@@ -17,9 +19,9 @@ use metacore::error::{ApiError, ErrorCode};
 use metacore::layout::Daemon;
 use metacore::socket::Health;
 use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::engine::{Input, KnownFiles, Stats};
+use crate::engine::{EngineView, Input, Stats};
 use crate::tree::max_user_watches;
 use crate::watchers::Watchers;
 use metacore::api::watcherd::{
@@ -36,11 +38,15 @@ pub const MAX_BODY: usize = 16 * 1024;
 /// What every handler shares.
 #[derive(Debug)]
 pub struct AppState {
-    pub watchers: Arc<Mutex<Watchers>>,
+    /// watchers.json, kept by the API alone; every change is sent to the
+    /// engine on `configs`.
+    pub watchers: Mutex<Watchers>,
+    pub configs: watch::Sender<Vec<WatcherConfig>>,
     /// The engine; `None` when `ENABLE_FILE_WATCHER=false`.
     pub engine: Option<mpsc::Sender<Input>>,
     pub stats: Arc<Stats>,
-    pub known: KnownFiles,
+    /// What the engine last published of itself.
+    pub view: watch::Receiver<EngineView>,
     pub files: PathBuf,
     pub started: Instant,
 }
@@ -86,14 +92,15 @@ impl AppState {
     fn status(&self) -> WatcherdStatus {
         let st = self;
         let s = &st.stats;
+        let v = st.view.borrow();
         let n = |a: &std::sync::atomic::AtomicU64| a.load(Ordering::Relaxed);
         WatcherdStatus {
             daemon: Daemon::Watcherd,
             enabled: st.engine.is_some(),
-            loaded: s.loaded.load(Ordering::Relaxed),
-            known_files: st.known.read().expect("known lock").len(),
-            pending: n(&s.pending),
-            gone: n(&s.gone),
+            loaded: v.loaded,
+            known_files: v.known_files,
+            pending: v.pending,
+            gone: v.gone,
             announced: n(&s.announced),
             refused: n(&s.refused),
             store_waits: n(&s.store_waits),
@@ -104,13 +111,13 @@ impl AppState {
                 promoted: n(&s.repair_promoted),
             },
             inotify: InotifyStatus {
-                watched_dirs: n(&s.watched_dirs),
+                watched_dirs: v.watched_dirs,
                 max_user_watches: max_user_watches(),
-                limit_reached: s.limit_reached.load(Ordering::Relaxed),
-                polled_dirs: n(&s.polled_dirs),
+                limit_reached: v.limit_reached,
+                polled_dirs: v.polled_dirs,
                 overflows: n(&s.overflows),
             },
-            watchers: st.watchers.lock().expect("watchers lock").list().len(),
+            watchers: st.watchers.locked().list().len(),
             uptime_ms: st.started.elapsed().as_millis() as u64,
         }
     }
@@ -120,40 +127,12 @@ impl AppState {
     fn status_of(&self, c: &WatcherConfig) -> WatcherStatus {
         let dir = PathBuf::from(&c.path);
         let mounts = self.files.join(crate::exclude::MOUNTS_DIR);
-        let in_mounts = dir.starts_with(&mounts);
-        let prefix = crate::scan::relative(&dir, &self.files)
-            .filter(|r| !r.is_empty())
-            .map(|r| format!("{r}/"))
-            .unwrap_or_default();
-        let file_count = self
-            .known
-            .read()
-            .expect("known lock")
-            .range(prefix.clone()..)
-            .take_while(|(p, _)| p.starts_with(&prefix))
-            .count();
+        let v = self.view.borrow();
         WatcherStatus {
             active: c.enabled && self.engine.is_some(),
-            // A walk of a folder above this one covered it too, except a
-            // walk of the inotify tree for a folder under corn/ (it skips it).
-            last_scan: self
-                .stats
-                .last_scan
-                .lock()
-                .expect("scan lock")
-                .iter()
-                .filter(|(walked, _)| {
-                    dir.starts_with(walked) && (!in_mounts || walked.starts_with(&mounts))
-                })
-                .map(|(_, at)| *at)
-                .max(),
-            is_scanning: self
-                .stats
-                .walking
-                .lock()
-                .expect("walking lock")
-                .contains_key(&dir),
-            file_count,
+            last_scan: v.last_scan_of(&dir, &mounts),
+            is_scanning: v.walking.contains(&dir),
+            file_count: v.file_count(&dir),
             config: c.clone(),
         }
     }
@@ -191,16 +170,23 @@ impl AppState {
     }
 
     fn config(&self, id: &str) -> Result<WatcherConfig, ApiError> {
-        self.watchers
-            .lock()
-            .expect("watchers lock")
-            .get(id)
-            .cloned()
+        self.watchers.locked().get(id).cloned()
+    }
+
+    /// Changes watchers.json and tells the engine the watchers it has now.
+    fn change<T>(
+        &self,
+        f: impl FnOnce(&mut Watchers) -> Result<T, ApiError>,
+    ) -> Result<T, ApiError> {
+        let mut w = self.watchers.locked();
+        let done = f(&mut w)?;
+        self.configs.send_replace(w.list().to_vec());
+        Ok(done)
     }
 }
 
 async fn list(st: State) -> Json<WatcherList> {
-    let configs: Vec<WatcherConfig> = st.watchers.lock().expect("watchers lock").list().to_vec();
+    let configs: Vec<WatcherConfig> = st.watchers.locked().list().to_vec();
     let watchers: Vec<WatcherStatus> = configs.iter().map(|c| st.status_of(c)).collect();
     Json(WatcherList {
         count: watchers.len(),
@@ -212,11 +198,7 @@ async fn create(
     st: State,
     JsonBody(new): JsonBody<NewWatcher>,
 ) -> Result<(StatusCode, Json<WatcherConfig>), ApiError> {
-    let c = st
-        .watchers
-        .lock()
-        .expect("watchers lock")
-        .create(new, unix_ms())?;
+    let c = st.change(|w| w.create(new, unix_ms()))?;
     Ok((StatusCode::CREATED, Json(c)))
 }
 
@@ -230,16 +212,12 @@ async fn update(
     UrlPath(id): UrlPath<String>,
     JsonBody(change): JsonBody<WatcherUpdate>,
 ) -> JsonReply<WatcherStatus> {
-    let c = st
-        .watchers
-        .lock()
-        .expect("watchers lock")
-        .update(&id, change)?;
+    let c = st.change(|w| w.update(&id, change))?;
     Ok(Json(st.status_of(&c)))
 }
 
 async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherDone> {
-    st.watchers.lock().expect("watchers lock").delete(&id)?;
+    st.change(|w| w.delete(&id))?;
     Ok(Json(WatcherDone::ok("Watcher deleted")))
 }
 
@@ -299,8 +277,7 @@ async fn scan_all(st: State) -> JsonReply<WatcherDone> {
 
 fn enabled_dirs(st: &AppState) -> Vec<PathBuf> {
     st.watchers
-        .lock()
-        .expect("watchers lock")
+        .locked()
         .list()
         .iter()
         .filter(|c| c.enabled)
@@ -331,8 +308,7 @@ async fn reset(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherDone
 async fn reset_all(st: State) -> JsonReply<WatcherDone> {
     let first = st
         .watchers
-        .lock()
-        .expect("watchers lock")
+        .locked()
         .list()
         .iter()
         .find(|c| c.enabled)

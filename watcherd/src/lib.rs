@@ -29,4 +29,4 @@ pub mod watchers;
 
 mod run;
 
-pub use run::{RunError, run};
+pub use run::{EngineEnd, RunError, run};

@@ -98,41 +98,9 @@ pub fn render(
 ) -> Result<String, RenderError> {
     let mut r = metacore::metrics::registry();
     metacore::metrics::register_build_info(&mut r, Part::Daemon(Daemon::Watcherd));
-    r.register(
-        "watcherd_enabled",
-        "1 when the file watcher runs (ENABLE_FILE_WATCHER)",
-        gauge(u64::from(s.enabled)),
-    );
-    r.register(
-        "watcherd_files",
-        "Files known (announced and present) under FILES_PATH",
-        gauge(s.known_files as u64),
-    );
-    r.register(
-        "watcherd_pending_files",
-        "Files waiting to be quiet (DEBOUNCE_MS) before they are announced",
-        gauge(s.pending),
-    );
-    r.register(
-        "watcherd_gone_files",
-        "Known files gone, waiting to be a delete or a rename",
-        gauge(s.gone),
-    );
-    r.register(
-        "watcherd_watched_dirs",
-        "Folders with an inotify watch",
-        gauge(s.inotify.watched_dirs),
-    );
-    r.register(
-        "watcherd_polled_dirs",
-        "Folders past the inotify limit, listed every WATCH_INTERVAL_MS instead",
-        gauge(s.inotify.polled_dirs),
-    );
-    r.register(
-        "watcherd_watchers",
-        "Polling watchers in watchers.json",
-        gauge(s.watchers as u64),
-    );
+    for (name, help, n) in gauges(s) {
+        r.register(name, help, gauge(n));
+    }
     let by_type = Family::<TypeLabels, Counter>::default();
     for t in EventType::ALL {
         by_type
@@ -144,37 +112,91 @@ pub fn render(
         "file:events entries announced, by type",
         by_type,
     );
-    r.register(
-        "watcherd_rescans",
-        "Rescans begun: the start-up walk, API scans, queue-overflow rescans",
-        counter(rescans),
-    );
-    r.register(
-        "watcherd_inotify_overflows",
-        "inotify queue overflows, each followed by a rescan of the whole tree",
-        counter(s.inotify.overflows),
-    );
-    r.register(
-        "watcherd_repairs",
-        "Repairs run to their end after a rescan",
-        counter(s.repair.passes),
-    );
-    r.register(
-        "watcherd_observations_refused",
-        "Observations storaged refused (logged with their cause)",
-        counter(s.refused),
-    );
-    r.register(
-        "watcherd_store_waits",
-        "Times storaged could not be reached and the engine waited",
-        counter(s.store_waits),
-    );
-    r.register(
-        "watcherd_refused_names",
-        "Files and folders skipped because their name is not UTF-8",
-        counter(s.refused_names),
-    );
+    for (name, help, n) in counters(s, rescans) {
+        r.register(name, help, counter(n));
+    }
     metacore::metrics::render(&[&r])
+}
+
+/// A metric's name, its help and its value.
+type Figure = (&'static str, &'static str, u64);
+
+/// The gauges of the status `s`, in the order they are shown.
+fn gauges(s: &WatcherdStatus) -> [Figure; 7] {
+    [
+        (
+            "watcherd_enabled",
+            "1 when the file watcher runs (ENABLE_FILE_WATCHER)",
+            u64::from(s.enabled),
+        ),
+        (
+            "watcherd_files",
+            "Files known (announced and present) under FILES_PATH",
+            s.known_files as u64,
+        ),
+        (
+            "watcherd_pending_files",
+            "Files waiting to be quiet (DEBOUNCE_MS) before they are announced",
+            s.pending,
+        ),
+        (
+            "watcherd_gone_files",
+            "Known files gone, waiting to be a delete or a rename",
+            s.gone,
+        ),
+        (
+            "watcherd_watched_dirs",
+            "Folders with an inotify watch",
+            s.inotify.watched_dirs,
+        ),
+        (
+            "watcherd_polled_dirs",
+            "Folders past the inotify limit, listed every WATCH_INTERVAL_MS instead",
+            s.inotify.polled_dirs,
+        ),
+        (
+            "watcherd_watchers",
+            "Polling watchers in watchers.json",
+            s.watchers as u64,
+        ),
+    ]
+}
+
+/// The counters of the status `s` and the `rescans` begun, in the order
+/// they are shown.
+fn counters(s: &WatcherdStatus, rescans: u64) -> [Figure; 6] {
+    [
+        (
+            "watcherd_rescans",
+            "Rescans begun: the start-up walk, API scans, queue-overflow rescans",
+            rescans,
+        ),
+        (
+            "watcherd_inotify_overflows",
+            "inotify queue overflows, each followed by a rescan of the whole tree",
+            s.inotify.overflows,
+        ),
+        (
+            "watcherd_repairs",
+            "Repairs run to their end after a rescan",
+            s.repair.passes,
+        ),
+        (
+            "watcherd_observations_refused",
+            "Observations storaged refused (logged with their cause)",
+            s.refused,
+        ),
+        (
+            "watcherd_store_waits",
+            "Times storaged could not be reached and the engine waited",
+            s.store_waits,
+        ),
+        (
+            "watcherd_refused_names",
+            "Files and folders skipped because their name is not UTF-8",
+            s.refused_names,
+        ),
+    ]
 }
 
 #[cfg(test)]

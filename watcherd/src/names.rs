@@ -12,6 +12,8 @@ use std::path::{Path, PathBuf};
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
+use metacore::sync::Locked;
+
 /// Most refused paths remembered (each logged and counted once). Past it,
 /// further ones are still skipped, without a log line of their own and
 /// without being counted: a tree full of such names cannot grow
@@ -43,9 +45,7 @@ impl RefusedNames {
 
     /// Logs and counts `path` unless it was already.
     pub fn refuse(&self, path: &Path) {
-        let Ok(mut paths) = self.paths.lock() else {
-            return; // a panic elsewhere poisoned it: skip without a word
-        };
+        let mut paths = self.paths.locked();
         if paths.contains(path) {
             return;
         }

@@ -1,12 +1,22 @@
 //! inotify events: what a created, written, moved or removed path means
 //! for what is known, pending and gone.
 
-use super::*;
+use std::path::Path;
+use std::sync::atomic::Ordering;
+use std::time::Instant;
+
+use metacore::clock::unix_ms;
+use notify::EventKind;
+use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
+
+use super::{Engine, hidden};
+use crate::debounce::Seen;
+use crate::scan;
 
 impl Engine {
     pub(super) fn on_event(&mut self, event: notify::Event) {
         if event.need_rescan() {
-            self.stats.overflows.fetch_add(1, Ordering::Relaxed);
+            self.links.stats.overflows.fetch_add(1, Ordering::Relaxed);
             tracing::warn!("inotify queue overflowed: rescanning the whole tree");
             let files = self.settings.files.clone();
             self.walk_again(files, true);
@@ -46,7 +56,7 @@ impl Engine {
         }
         if scan::relative(path, &self.settings.files).is_none() {
             // A name that is not UTF-8: never watched nor announced.
-            self.stats.names.refuse(path);
+            self.links.stats.names.refuse(path);
             return;
         }
         if meta.is_dir() {
@@ -68,14 +78,13 @@ impl Engine {
         let Some(rel) = self.rel(path) else {
             return;
         };
-        self.forget.push(path.to_owned());
+        self.walks.forget.push(path.to_owned());
         self.mark_gone(&rel);
         // A folder: everything known under it.
         let prefix = format!("{rel}/");
         let under: Vec<String> = self
+            .knows
             .known
-            .read()
-            .expect("known lock")
             .range(prefix.clone()..)
             .take_while(|(p, _)| p.starts_with(&prefix))
             .map(|(p, _)| p.clone())
@@ -87,36 +96,32 @@ impl Engine {
 
     /// Something happened at a file that `stat`s as `seen`.
     pub(super) fn touch(&mut self, rel: String, seen: Seen) {
-        if self.inflight_paths.contains(&rel) {
-            self.dirty.insert(rel.clone());
+        if self.batch.paths.contains(&rel) {
+            self.batch.dirty.insert(rel.clone());
         }
-        self.gone.remove(&rel);
-        let same = self
-            .known
-            .read()
-            .expect("known lock")
-            .get(&rel)
-            .is_some_and(|k| k.seen == seen);
+        self.knows.gone.remove(&rel);
+        let same = self.knows.known.get(&rel).is_some_and(|k| k.seen == seen);
         if same {
-            self.debounce.forget(&rel);
+            self.knows.debounce.forget(&rel);
             return;
         }
         let mtime_ms = u64::try_from(seen.mtime_ns / 1_000_000).unwrap_or(0);
         let quiet_already =
             unix_ms().saturating_sub(mtime_ms) >= self.settings.quiet.as_millis() as u64;
-        let due_now = quiet_already || self.gone.has_seen(&seen);
-        self.debounce
+        let due_now = quiet_already || self.knows.gone.has_seen(&seen);
+        self.knows
+            .debounce
             .touch_owned(rel, seen, Instant::now(), due_now);
     }
 
     pub(super) fn mark_gone(&mut self, rel: &str) {
-        if self.inflight_paths.contains(rel) {
-            self.dirty.insert(rel.to_owned());
+        if self.batch.paths.contains(rel) {
+            self.batch.dirty.insert(rel.to_owned());
         }
-        self.debounce.forget(rel);
-        let known = self.known.read().expect("known lock").get(rel).cloned();
+        self.knows.debounce.forget(rel);
+        let known = self.knows.known.get(rel).cloned();
         if let Some(k) = known {
-            self.gone.insert(rel, &k, Instant::now());
+            self.knows.gone.insert(rel, &k, Instant::now());
         }
     }
 }

@@ -1,6 +1,10 @@
 //! Known files that vanished, waiting to become a `delete` or a `rename`.
 
-use super::*;
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+use std::time::{Duration, Instant};
+
+use super::Known;
+use crate::debounce::Seen;
 
 /// Known paths that disappeared, waiting to become a delete or a rename.
 /// Each keeps what was known of it when it went (the index entries are

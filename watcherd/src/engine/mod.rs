@@ -29,38 +29,35 @@
 use std::collections::{BTreeMap, BTreeSet, HashMap, HashSet};
 use std::io;
 use std::path::{Path, PathBuf};
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::sync::{Arc, Mutex, RwLock};
+use std::sync::atomic::{AtomicBool, AtomicU64};
+use std::sync::{Arc, Mutex, TryLockError};
 use std::time::{Duration, Instant};
 
-use metacore::api::storaged::{
-    FileState, MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, RepairBody, ResetBody,
-    SeenQuery, StoragedClient,
-};
-use metacore::checked::{FilePath, RelPath};
+use metacore::api::storaged::{FileState, Observation, ObserveOutcome, SeenQuery, StoragedClient};
+use metacore::api::watcherd::WatcherConfig;
+use metacore::checked::FilePath;
 use metacore::cid::Cid;
-use metacore::clock::unix_ms;
 use metacore::error::ApiError;
 use metacore::rid::Rid;
 use metacore::shutdown::Shutdown;
-use metacore::socket::client::ClientError;
-use notify::EventKind;
-use notify::event::{AccessKind, AccessMode, ModifyKind, RenameMode};
-use tokio::sync::{mpsc, oneshot};
+use tokio::sync::{mpsc, oneshot, watch};
 
-use crate::debounce::{Debouncer, Seen, Settle};
+use crate::debounce::{Debouncer, Seen};
 use crate::exclude::{Excluded, MOUNTS_DIR};
 use crate::names::RefusedNames;
 use crate::scan;
 use crate::tree::Tree;
-use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS, Watchers};
 
 mod events;
 mod gone;
+mod pairing;
 mod repair;
 mod reset;
 mod settle;
+mod view;
 mod walks;
+
+pub use view::EngineView;
 
 use gone::Gone;
 use repair::Repair;
@@ -86,19 +83,10 @@ pub struct Known {
     pub rid: Rid,
 }
 
-/// Every known file by its path relative to `FILES_PATH`; written by the
-/// engine only, read by the API (file counts).
-pub type KnownFiles = Arc<RwLock<BTreeMap<String, Known>>>;
-
-/// Figures the API reads without asking the engine.
+/// Counters the engine and its tasks add to and the API reads (the rest
+/// of what the API shows is the engine's [`EngineView`]).
 #[derive(Debug, Default)]
 pub struct Stats {
-    pub loaded: AtomicBool,
-    pub pending: AtomicU64,
-    pub gone: AtomicU64,
-    pub watched_dirs: AtomicU64,
-    pub polled_dirs: AtomicU64,
-    pub limit_reached: AtomicBool,
     pub overflows: AtomicU64,
     pub announced: AtomicU64,
     /// What was announced, by the type of its entry.
@@ -113,10 +101,6 @@ pub struct Stats {
     pub repair_due: AtomicBool,
     pub repair_passes: AtomicU64,
     pub repair_promoted: AtomicU64,
-    /// Folders being walked now, and when each watcher root was last
-    /// walked to the end (Unix ms).
-    pub walking: Mutex<HashMap<PathBuf, usize>>,
-    pub last_scan: Mutex<HashMap<PathBuf, u64>>,
 }
 
 /// What the engine is asked to do.
@@ -164,69 +148,113 @@ pub struct Settings {
     pub excluded: Excluded,
 }
 
+/// The engine's links outside: the store, the watch tree, the channels
+/// to and from the API, the counters and the shutdown.
 #[derive(Debug)]
-pub struct Engine {
-    settings: Settings,
-    root: FilePath,
-    store: StoragedClient,
-    known: KnownFiles,
+pub struct Links {
+    pub store: StoragedClient,
+    /// Shared with the engine's own walks on the blocking pool only.
+    pub tree: Arc<Mutex<Tree>>,
+    /// The engine's own queue, for walks to send what they found.
+    pub inputs: mpsc::Sender<Input>,
+    /// The watchers as the API sets them.
+    pub configs: watch::Receiver<Vec<WatcherConfig>>,
+    /// What the API shows: published once a turn, when a batch is
+    /// applied, and before a walk's reply.
+    pub view: watch::Sender<EngineView>,
+    pub stats: Arc<Stats>,
+    pub shutdown: Shutdown,
+}
+
+/// What the engine knows of the files.
+#[derive(Debug)]
+struct Knowledge {
+    /// Every known file by its path relative to `FILES_PATH`.
+    known: BTreeMap<String, Known>,
+    /// `known` has been read back from storaged.
+    loaded: bool,
     debounce: Debouncer,
     gone: Gone,
-    tree: Arc<Mutex<Tree>>,
-    inputs: mpsc::Sender<Input>,
-    watchers: Arc<Mutex<Watchers>>,
+}
+
+/// The walks: under way, due, and what they left.
+#[derive(Debug)]
+struct Walks {
+    /// Walks under way, by folder: who waits for each, and whether it
+    /// must run again when it ends (asked again meanwhile).
+    under_way: HashMap<PathBuf, Walk>,
+    /// The watchers as the API last set them.
+    watchers: Vec<WatcherConfig>,
     next_poll: HashMap<String, Instant>,
     next_unwatched_poll: Instant,
     /// Folders gone whose watches the tree should drop (when it is free).
     forget: Vec<PathBuf>,
-    /// Walks under way, by folder: who waits for each, and whether it
-    /// must run again when it ends (asked again meanwhile).
-    walks: HashMap<PathBuf, Walk>,
-    /// Paths of the batch being committed, and those of them something
-    /// happened to meanwhile (looked at again once it is applied).
-    inflight_paths: HashSet<String>,
-    dirty: BTreeSet<String>,
-    /// The batch storaged is committing now.
+    /// When each folder was last walked to the end (Unix ms).
+    last_scan: HashMap<PathBuf, u64>,
+}
+
+/// The batch storaged is committing.
+#[derive(Debug, Default)]
+struct Batch {
     inflight: Option<tokio::task::JoinHandle<Option<Sent>>>,
+    /// Its paths, and those of them something happened to meanwhile
+    /// (looked at again once it is applied).
+    paths: HashSet<String>,
+    dirty: BTreeSet<String>,
+}
+
+/// What the last [`EngineView`] was made of that is kept between turns.
+#[derive(Debug, Default)]
+struct Shown {
+    /// `known` or the watchers changed since the file counts were made.
+    stale: bool,
+    counts: HashMap<PathBuf, usize>,
+    /// The tree's figures when it was last free: (watched, polled, limit
+    /// reached).
+    tree: (u64, u64, bool),
+}
+
+#[derive(Debug)]
+pub struct Engine {
+    settings: Settings,
+    root: FilePath,
+    links: Links,
+    knows: Knowledge,
+    walks: Walks,
+    batch: Batch,
     /// The repair rescans asked for.
     repair: Repair,
-    stats: Arc<Stats>,
-    shutdown: Shutdown,
+    shown: Shown,
 }
 
 impl Engine {
-    #[allow(clippy::too_many_arguments)]
-    pub fn new(
-        settings: Settings,
-        store: StoragedClient,
-        known: KnownFiles,
-        tree: Arc<Mutex<Tree>>,
-        inputs: mpsc::Sender<Input>,
-        watchers: Arc<Mutex<Watchers>>,
-        stats: Arc<Stats>,
-        shutdown: Shutdown,
-    ) -> Result<Self, ApiError> {
+    pub fn new(settings: Settings, mut links: Links) -> Result<Self, ApiError> {
         let root = FilePath::new(settings.files.display().to_string())?;
+        let watchers = links.configs.borrow_and_update().clone();
         Ok(Self {
-            debounce: Debouncer::new(settings.quiet),
-            next_unwatched_poll: Instant::now() + settings.poll_unwatched,
+            knows: Knowledge {
+                known: BTreeMap::new(),
+                loaded: false,
+                debounce: Debouncer::new(settings.quiet),
+                gone: Gone::default(),
+            },
+            walks: Walks {
+                under_way: HashMap::new(),
+                watchers,
+                next_poll: HashMap::new(),
+                next_unwatched_poll: Instant::now() + settings.poll_unwatched,
+                forget: Vec::new(),
+                last_scan: HashMap::new(),
+            },
             settings,
             root,
-            store,
-            known,
-            gone: Gone::default(),
-            tree,
-            inputs,
-            watchers,
-            next_poll: HashMap::new(),
-            forget: Vec::new(),
-            walks: HashMap::new(),
-            inflight_paths: HashSet::new(),
-            dirty: BTreeSet::new(),
-            inflight: None,
+            links,
+            batch: Batch::default(),
             repair: Repair::default(),
-            stats,
-            shutdown,
+            shown: Shown {
+                stale: true,
+                ..Shown::default()
+            },
         })
     }
 
@@ -238,22 +266,22 @@ impl Engine {
         let files = self.settings.files.clone();
         self.walk(files, true, true, None);
         loop {
-            self.publish_stats();
+            self.publish();
             let wake = self.next_wake();
             let inflight = async {
-                match self.inflight.as_mut() {
+                match self.batch.inflight.as_mut() {
                     Some(h) => Some(h.await),
                     None => std::future::pending().await,
                 }
             };
             tokio::select! {
-                () = self.shutdown.wait() => return,
+                () = self.links.shutdown.wait() => return,
                 input = rx.recv() => match input {
                     Some(input) => self.handle(input).await,
                     None => return,
                 },
                 done = inflight => {
-                    self.inflight = None;
+                    self.batch.inflight = None;
                     match done {
                         Some(Ok(Some(sent))) => self.apply(sent),
                         _ => return,
@@ -282,7 +310,7 @@ impl Engine {
                 limit: Some(10_000),
             };
             let page = loop {
-                match self.store.seen(&q).await {
+                match self.links.store.seen(&q).await {
                     Ok(p) => break p,
                     Err(e) => {
                         tracing::warn!("cannot read what was seen from storaged, retrying: {e}");
@@ -311,42 +339,67 @@ impl Engine {
             }
         }
         tracing::info!(files = map.len(), "loaded what was announced before");
-        *self.known.write().expect("known lock") = map;
-        self.stats.loaded.store(true, Ordering::Relaxed);
+        self.knows.known = map;
+        self.shown.stale = true;
+        self.knows.loaded = true;
         true
     }
 
     /// Sleeps unless shutdown comes first; false on shutdown.
     async fn pause(&self, d: Duration) -> bool {
         tokio::select! {
-            () = self.shutdown.wait() => false,
+            () = self.links.shutdown.wait() => false,
             () = tokio::time::sleep(d) => true,
         }
     }
 
-    /// Copies the figures the API shows. Never calls into notify (see
-    /// [`Engine::covers`]): only counts, and only if no walk holds the tree.
-    fn publish_stats(&mut self) {
-        let s = &self.stats;
-        s.pending
-            .store(self.debounce.len() as u64, Ordering::Relaxed);
-        s.gone
-            .store(self.gone.since.len() as u64, Ordering::Relaxed);
-        self.with_tree(|tree| {
-            s.watched_dirs
-                .store(tree.watched() as u64, Ordering::Relaxed);
-            s.polled_dirs
-                .store(tree.unwatched_count() as u64, Ordering::Relaxed);
-            s.limit_reached.store(tree.limit_reached, Ordering::Relaxed);
-        });
+    /// Publishes what the API shows. Never calls into notify (see
+    /// [`Engine::covers`]): the tree's figures are taken only if no walk
+    /// holds it, else those of the last time it was free.
+    fn publish(&mut self) {
+        if self.links.configs.has_changed().unwrap_or(false) {
+            self.walks.watchers = self.links.configs.borrow_and_update().clone();
+            self.shown.stale = true;
+        }
+        if self.shown.stale {
+            self.shown.counts = view::file_counts(
+                &self.knows.known,
+                &self.walks.watchers,
+                &self.settings.files,
+            );
+            self.shown.stale = false;
+        }
+        if let Some(f) = self.with_tree(|t| {
+            (
+                t.watched() as u64,
+                t.unwatched_count() as u64,
+                t.limit_reached,
+            )
+        }) {
+            self.shown.tree = f;
+        }
+        let (watched_dirs, polled_dirs, limit_reached) = self.shown.tree;
+        let view = EngineView {
+            loaded: self.knows.loaded,
+            known_files: self.knows.known.len(),
+            file_counts: self.shown.counts.clone(),
+            pending: self.knows.debounce.len() as u64,
+            gone: self.knows.gone.since.len() as u64,
+            watched_dirs,
+            polled_dirs,
+            limit_reached,
+            walking: self.walks.under_way.keys().cloned().collect(),
+            last_scan: self.walks.last_scan.clone(),
+        };
+        self.links.view.send_replace(view);
     }
 
     fn next_wake(&self) -> Instant {
         let mut wake = Instant::now() + Duration::from_secs(1);
         for t in [
-            self.debounce.next_due(),
-            self.gone.next_due(self.settings.quiet),
-            self.next_poll.values().min().copied(),
+            self.knows.debounce.next_due(),
+            self.knows.gone.next_due(self.settings.quiet),
+            self.walks.next_poll.values().min().copied(),
             self.repair_wake(),
         ]
         .into_iter()
@@ -387,9 +440,11 @@ impl Engine {
 
     /// Runs `f` on the tree if no walk holds it now (see [`Engine::covers`]).
     fn with_tree<T>(&self, f: impl FnOnce(&mut Tree) -> T) -> Option<T> {
-        match self.tree.try_lock() {
+        // Taken as it was left if a holder panicked (metacore::sync).
+        match self.links.tree.try_lock() {
             Ok(mut t) => Some(f(&mut t)),
-            Err(_) => None,
+            Err(TryLockError::Poisoned(p)) => Some(f(&mut p.into_inner())),
+            Err(TryLockError::WouldBlock) => None,
         }
     }
 

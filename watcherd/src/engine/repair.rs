@@ -20,7 +20,14 @@
 //! pages. Asked again during a pass, another pass follows it. Running it
 //! twice changes nothing the first did not.
 
-use super::*;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::RepairBody;
+use metacore::rid::Rid;
+use metacore::socket::client::ClientError;
+
+use super::Engine;
 
 /// How long the repair waits after storaged did not take a page.
 const RETRY: Duration = Duration::from_secs(1);
@@ -107,22 +114,23 @@ impl Engine {
     /// committed.
     pub(super) fn request_repair(&mut self) {
         self.repair.ask(Instant::now());
-        self.stats.repair_due.store(true, Ordering::Relaxed);
+        self.links.stats.repair_due.store(true, Ordering::Relaxed);
     }
 
     /// How the watcher stands, for the repair (only counted when one is
     /// due: it looks at every pending path).
     fn watching(&self, now: Instant) -> Watching {
-        let settled = self.debounce.is_empty()
-            && self.gone.since.is_empty()
-            && self.inflight.is_none()
-            && self.walks.is_empty()
-            && self.dirty.is_empty();
+        let settled = self.knows.debounce.is_empty()
+            && self.knows.gone.since.is_empty()
+            && self.batch.inflight.is_none()
+            && self.walks.under_way.is_empty()
+            && self.batch.dirty.is_empty();
         let due = |t: Option<Instant>| t.is_some_and(|t| t <= now);
         Watching {
             settled,
             backlog: !settled
-                && (due(self.debounce.next_due()) || due(self.gone.next_due(self.settings.quiet))),
+                && (due(self.knows.debounce.next_due())
+                    || due(self.knows.gone.next_due(self.settings.quiet))),
         }
     }
 
@@ -155,7 +163,7 @@ impl Engine {
         if !watching.settled {
             if self.repair.cursor.is_none() {
                 tracing::info!(
-                    pending = self.debounce.len(),
+                    pending = self.knows.debounce.len(),
                     "the tree has not settled since the rescan: repairing stale filePaths now"
                 );
             }
@@ -169,7 +177,7 @@ impl Engine {
             root: self.root.clone(),
             after: self.repair.cursor,
         };
-        match self.store.repair_files(&body).await {
+        match self.links.store.repair_files(&body).await {
             Ok(done) => {
                 if done.promoted > 0 {
                     tracing::info!(
@@ -177,15 +185,20 @@ impl Engine {
                         "records whose filePath named no live file are on a live duplicate now"
                     );
                 }
-                self.stats
+                self.links
+                    .stats
                     .repair_promoted
                     .fetch_add(done.promoted, Ordering::Relaxed);
                 match done.next {
                     Some(next) => self.repair.cursor = Some(next),
                     None => {
                         self.repair.passed();
-                        self.stats.repair_passes.fetch_add(1, Ordering::Relaxed);
-                        self.stats
+                        self.links
+                            .stats
+                            .repair_passes
+                            .fetch_add(1, Ordering::Relaxed);
+                        self.links
+                            .stats
                             .repair_due
                             .store(self.repair.is_due(), Ordering::Relaxed);
                     }
@@ -196,10 +209,10 @@ impl Engine {
             Err(ClientError::Api(e)) if e.code.status().is_client_error() => {
                 tracing::error!("storaged refused the repair: {e}");
                 self.repair = Repair::default();
-                self.stats.repair_due.store(false, Ordering::Relaxed);
+                self.links.stats.repair_due.store(false, Ordering::Relaxed);
             }
             Err(e) => {
-                self.stats.store_waits.fetch_add(1, Ordering::Relaxed);
+                self.links.stats.store_waits.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!("storaged did not take the repair, trying again: {e}");
                 self.repair.not_before = Instant::now() + RETRY;
             }

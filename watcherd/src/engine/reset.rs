@@ -1,7 +1,14 @@
 //! A reset: what was seen under some folders forgotten, `file:events`
 //! started over, the folders walked again.
 
-use super::*;
+use std::path::PathBuf;
+
+use metacore::api::storaged::ResetBody;
+use metacore::checked::RelPath;
+use metacore::error::ApiError;
+use tokio::sync::oneshot;
+
+use super::Engine;
 
 impl Engine {
     pub(super) async fn reset(
@@ -33,36 +40,12 @@ impl Engine {
         if !self.finish_inflight().await {
             return;
         }
-        if let Err(e) = self.store.reset_files(&body).await {
+        if let Err(e) = self.links.store.reset_files(&body).await {
             let _ = reply.send(Err(e.into()));
             return;
         }
-        self.stats.events.count("reset");
-        // What vanished under the reset folders is forgotten with them; a
-        // delete pending elsewhere still comes.
-        let gone: Vec<String> = self
-            .gone
-            .since
-            .keys()
-            .filter(|p| {
-                rels.iter()
-                    .any(|r| r.is_empty() || RelPath::new(p.as_str()).is_ok_and(|p| p.is_under(r)))
-            })
-            .cloned()
-            .collect();
-        for p in gone {
-            self.gone.remove(&p);
-        }
-        {
-            let mut known = self.known.write().expect("known lock");
-            known.retain(|p, _| {
-                !rels.iter().any(|r| {
-                    r.is_empty()
-                        || p.strip_prefix(r.as_str())
-                            .is_some_and(|x| x.starts_with('/'))
-                })
-            });
-        }
+        self.links.stats.events.count("reset");
+        self.forget_under(&rels);
         // Walk each again; the reply sums what they found.
         let mut waits = Vec::new();
         for d in dirs {
@@ -83,6 +66,34 @@ impl Engine {
                 }
             }
             let _ = reply.send(Ok(total));
+        });
+    }
+
+    /// Forgets what is known or gone under `rels` ("" is everything).
+    fn forget_under(&mut self, rels: &[String]) {
+        // What vanished under the reset folders is forgotten with them; a
+        // delete pending elsewhere still comes.
+        let gone: Vec<String> = self
+            .knows
+            .gone
+            .since
+            .keys()
+            .filter(|p| {
+                rels.iter()
+                    .any(|r| r.is_empty() || RelPath::new(p.as_str()).is_ok_and(|p| p.is_under(r)))
+            })
+            .cloned()
+            .collect();
+        for p in gone {
+            self.knows.gone.remove(&p);
+        }
+        self.shown.stale = true;
+        self.knows.known.retain(|p, _| {
+            !rels.iter().any(|r| {
+                r.is_empty()
+                    || p.strip_prefix(r.as_str())
+                        .is_some_and(|x| x.starts_with('/'))
+            })
         });
     }
 }

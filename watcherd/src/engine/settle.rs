@@ -2,8 +2,22 @@
 //! storaged while the round before commits, and what storaged committed
 //! made known.
 
-use super::*;
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use metacore::api::storaged::{
+    MAX_OBSERVATIONS, Observation, ObserveBody, ObserveOutcome, StoragedClient,
+};
 use metacore::backoff::Backoff;
+use metacore::checked::{FilePath, RelPath};
+use metacore::shutdown::Shutdown;
+use metacore::socket::client::ClientError;
+
+use super::pairing::{Hashed, pair};
+use super::{Engine, Looked, ROUND, Sent, Stats, known_of};
+use crate::debounce::{Seen, Settle};
+use crate::scan;
 
 impl Engine {
     /// Settles one round of what is due: hash, pair renames, and send,
@@ -11,106 +25,92 @@ impl Engine {
     /// overlaps storaged's work on that one). One round a turn of the
     /// loop, so events are taken between rounds of a long backlog.
     pub(super) async fn settle_round(&mut self) {
-        {
-            let now = Instant::now();
-            // The second look is the hashing thread's fstat of the open
-            // file: no stat here, on the engine's task.
-            let due = self.debounce.due(now, ROUND);
-            // A backlog of due files may hold the new paths of files that
-            // vanished: they pair into renames before the old paths can
-            // become deletes.
-            let backlog = due.len() == ROUND;
-            let looked = self.hash(due).await;
-            let mut hashed = Vec::with_capacity(looked.len());
-            for (rel, now_seen, digest) in looked {
-                if let Settle::Settled(seen) = self.debounce.settle(&rel, now_seen, now) {
-                    let unchanged = self
-                        .known
-                        .read()
-                        .expect("known lock")
-                        .get(&rel)
-                        .is_some_and(|k| k.seen == seen);
-                    if let (false, Some(digest)) = (unchanged, digest) {
-                        hashed.push((rel, seen, digest));
-                    }
-                }
-            }
-            let mut gone_due = if backlog {
-                Vec::new()
-            } else {
-                self.gone.due(now, self.settings.quiet)
-            };
-            gone_due.truncate(ROUND);
-            if hashed.is_empty() && gone_due.is_empty() {
-                return;
-            }
-            let mut observations = Vec::with_capacity(hashed.len() + gone_due.len());
-            for (rel, seen, midhash) in hashed {
-                let Ok(path) = RelPath::new(rel.clone()) else {
-                    continue;
-                };
-                let file = FileState {
-                    size: seen.size,
-                    mtime_ns: seen.mtime_ns,
-                    midhash: Cid::midhash256(&midhash),
-                };
-                let is_known = self.known.read().expect("known lock").contains_key(&rel);
-                let from = if is_known {
-                    None
-                } else {
-                    self.gone.matching(&midhash)
-                };
-                match from {
-                    Some(from) => {
-                        self.gone.remove(&from);
-                        match RelPath::new(from) {
-                            Ok(from) => observations.push(Observation::Moved { from, path, file }),
-                            Err(_) => observations.push(Observation::Present { path, file }),
-                        }
-                    }
-                    None => observations.push(Observation::Present { path, file }),
-                }
-            }
-            for rel in gone_due {
-                if !self.gone.remove(&rel) {
-                    continue; // taken by a rename just now
-                }
-                let abs = self.settings.files.join(&rel);
-                if abs.exists() {
-                    self.on_present(&abs);
-                } else if let Ok(path) = RelPath::new(rel) {
-                    observations.push(Observation::Gone { path });
-                }
-            }
-            if observations.is_empty() {
-                return;
-            }
-            if !self.finish_inflight().await {
-                return;
-            }
-            let sender = Sender {
-                store: self.store.clone(),
-                root: self.root.clone(),
-                stats: self.stats.clone(),
-                shutdown: self.shutdown.clone(),
-            };
-            self.inflight_paths = observations
-                .iter()
-                .flat_map(|o| match o {
-                    Observation::Moved { from, path, .. } => {
-                        vec![from.to_string(), path.to_string()]
-                    }
-                    other => vec![other.path().to_string()],
-                })
-                .collect();
-            self.inflight = Some(tokio::spawn(sender.send(observations)));
+        let now = Instant::now();
+        // The second look is the hashing thread's fstat of the open
+        // file: no stat here, on the engine's task.
+        let due = self.knows.debounce.due(now, ROUND);
+        // A backlog of due files may hold the new paths of files that
+        // vanished: they pair into renames before the old paths can
+        // become deletes.
+        let backlog = due.len() == ROUND;
+        let looked = self.hash(due).await;
+        let hashed = self.settled(looked, now);
+        let mut gone_due = if backlog {
+            Vec::new()
+        } else {
+            self.knows.gone.due(now, self.settings.quiet)
+        };
+        gone_due.truncate(ROUND);
+        if hashed.is_empty() && gone_due.is_empty() {
+            return;
         }
+        let known = &self.knows.known;
+        let mut observations = pair(hashed, |rel| known.contains_key(rel), &mut self.knows.gone);
+        self.deletes(gone_due, &mut observations);
+        if observations.is_empty() {
+            return;
+        }
+        if !self.finish_inflight().await {
+            return;
+        }
+        self.send(observations);
+    }
+
+    /// The looked-at files that settled and differ from what is known.
+    fn settled(&mut self, looked: Vec<Looked>, now: Instant) -> Vec<Hashed> {
+        let mut hashed = Vec::with_capacity(looked.len());
+        for (rel, now_seen, digest) in looked {
+            if let Settle::Settled(seen) = self.knows.debounce.settle(&rel, now_seen, now) {
+                let unchanged = self.knows.known.get(&rel).is_some_and(|k| k.seen == seen);
+                if let (false, Some(digest)) = (unchanged, digest) {
+                    hashed.push((rel, seen, digest));
+                }
+            }
+        }
+        hashed
+    }
+
+    /// The gone paths that waited long enough and no rename took: a
+    /// delete each, unless the path is back.
+    fn deletes(&mut self, gone_due: Vec<String>, observations: &mut Vec<Observation>) {
+        for rel in gone_due {
+            if !self.knows.gone.remove(&rel) {
+                continue; // taken by a rename just now
+            }
+            let abs = self.settings.files.join(&rel);
+            if abs.exists() {
+                self.on_present(&abs);
+            } else if let Ok(path) = RelPath::new(rel) {
+                observations.push(Observation::Gone { path });
+            }
+        }
+    }
+
+    /// Sends a batch to storaged off the engine's task; it is the batch in
+    /// flight until it is applied.
+    fn send(&mut self, observations: Vec<Observation>) {
+        let sender = Sender {
+            store: self.links.store.clone(),
+            root: self.root.clone(),
+            stats: self.links.stats.clone(),
+            shutdown: self.links.shutdown.clone(),
+        };
+        self.batch.paths = observations
+            .iter()
+            .flat_map(|o| match o {
+                Observation::Moved { from, path, .. } => {
+                    vec![from.to_string(), path.to_string()]
+                }
+                other => vec![other.path().to_string()],
+            })
+            .collect();
+        self.batch.inflight = Some(tokio::spawn(sender.send(observations)));
     }
 
     /// Waits for the batch being committed, if any, and makes what it
     /// committed known. False on shutdown.
     pub(super) async fn finish_inflight(&mut self) -> bool {
-        match self.inflight.take() {
+        match self.batch.inflight.take() {
             None => true,
             Some(h) => match h.await {
                 Ok(Some(sent)) => {
@@ -166,8 +166,9 @@ impl Engine {
     /// against what is known.
     pub(super) fn apply(&mut self, sent: Sent) {
         self.apply_outcomes(sent);
-        self.inflight_paths.clear();
-        for rel in std::mem::take(&mut self.dirty) {
+        self.publish();
+        self.batch.paths.clear();
+        for rel in std::mem::take(&mut self.batch.dirty) {
             let abs = self.settings.files.join(&rel);
             match std::fs::symlink_metadata(&abs) {
                 Ok(m) if m.is_file() => self.touch(rel, scan::seen_of(&m)),
@@ -177,16 +178,17 @@ impl Engine {
     }
 
     fn apply_outcomes(&mut self, sent: Sent) {
-        let mut known = self.known.write().expect("known lock");
+        self.shown.stale = true;
+        let known = &mut self.knows.known;
         for (o, out) in sent {
             if let Some(e) = out.error {
-                self.stats.refused.fetch_add(1, Ordering::Relaxed);
+                self.links.stats.refused.fetch_add(1, Ordering::Relaxed);
                 tracing::warn!(path = %o.path(), "storaged refused an observation: {e}");
                 continue;
             }
             if let Some(kind) = out.event.as_deref() {
-                self.stats.announced.fetch_add(1, Ordering::Relaxed);
-                self.stats.events.count(kind);
+                self.links.stats.announced.fetch_add(1, Ordering::Relaxed);
+                self.links.stats.events.count(kind);
             }
             match (o, out.rid) {
                 (Observation::Present { path, file }, Some(rid)) => {

@@ -2,7 +2,21 @@
 //! rescans after an overflow, API scans, and the listing of folders past
 //! the inotify limit; and how their results meet what events said since.
 
-use super::*;
+use std::collections::BTreeMap;
+use std::io;
+use std::path::{Path, PathBuf};
+use std::sync::atomic::Ordering;
+use std::time::{Duration, Instant};
+
+use metacore::clock::unix_ms;
+use metacore::error::ApiError;
+use metacore::sync::Locked;
+use tokio::sync::oneshot;
+
+use super::{Engine, Input, Scope, in_mounts};
+use crate::debounce::Seen;
+use crate::scan;
+use crate::watchers::{DEFAULT_INTERVAL_MS, MIN_INTERVAL_MS};
 
 /// A walk under way.
 #[derive(Debug, Default)]
@@ -19,7 +33,7 @@ impl Engine {
     /// folder that appeared, a queue overflow): if one of the folder is
     /// under way, it runs again when that one ends.
     pub(super) fn walk_again(&mut self, dir: PathBuf, repair: bool) {
-        if let Some(w) = self.walks.get_mut(&dir) {
+        if let Some(w) = self.walks.under_way.get_mut(&dir) {
             w.again = true;
             w.watch = true;
             w.repair |= repair;
@@ -40,34 +54,29 @@ impl Engine {
         repair: bool,
         done: Option<oneshot::Sender<Result<usize, ApiError>>>,
     ) {
-        if let Some(w) = self.walks.get_mut(&dir) {
+        if let Some(w) = self.walks.under_way.get_mut(&dir) {
             w.waiters.extend(done);
             w.repair |= repair;
             return;
         }
         if repair {
-            self.stats.rescans.fetch_add(1, Ordering::Relaxed);
+            self.links.stats.rescans.fetch_add(1, Ordering::Relaxed);
         }
         let mut w = Walk {
             repair,
             ..Walk::default()
         };
         w.waiters.extend(done);
-        self.walks.insert(dir.clone(), w);
-        self.stats
-            .walking
-            .lock()
-            .expect("walking lock")
-            .insert(dir.clone(), 1);
-        let tree = self.tree.clone();
+        self.walks.under_way.insert(dir.clone(), w);
+        let tree = self.links.tree.clone();
         let files = self.settings.files.clone();
         let skip = self.settings.excluded.skipped_by_walk_of(&dir);
-        let inputs = self.inputs.clone();
-        let stats = self.stats.clone();
+        let inputs = self.links.inputs.clone();
+        let stats = self.links.stats.clone();
         let started = Instant::now();
         tokio::task::spawn_blocking(move || {
             if watch {
-                tree.lock().expect("tree lock").watch_all(&dir);
+                tree.locked().watch_all(&dir);
             }
             let found = scan::walk(&dir, &files, &skip, &stats.names);
             let _ = inputs.blocking_send(Input::Walked {
@@ -83,14 +92,14 @@ impl Engine {
     /// are dropped and those refused before are tried again (all calls into
     /// notify, so never on the engine's task).
     pub(super) fn list_unwatched(&mut self) {
-        let forget = std::mem::take(&mut self.forget);
-        let tree = self.tree.clone();
+        let forget = std::mem::take(&mut self.walks.forget);
+        let tree = self.links.tree.clone();
         let files = self.settings.files.clone();
-        let inputs = self.inputs.clone();
-        let stats = self.stats.clone();
+        let inputs = self.links.inputs.clone();
+        let stats = self.links.stats.clone();
         tokio::task::spawn_blocking(move || {
             let dirs: Vec<PathBuf> = {
-                let mut tree = tree.lock().expect("tree lock");
+                let mut tree = tree.locked();
                 for d in &forget {
                     tree.forget(d);
                 }
@@ -102,7 +111,7 @@ impl Engine {
                 let found = scan::list(&d, &files, &stats.names);
                 // A folder made inside a polled one is polled too.
                 if let Ok(entries) = std::fs::read_dir(&d) {
-                    let mut tree = tree.lock().expect("tree lock");
+                    let mut tree = tree.locked();
                     for e in entries.flatten() {
                         if e.file_type().is_ok_and(|t| t.is_dir()) && !tree.knows(&e.path()) {
                             tree.watch_all(&e.path());
@@ -124,8 +133,11 @@ impl Engine {
     /// Whether what a walk begun at `started` saw of `rel` is older than
     /// what happened to it since (an event touched or missed it).
     fn newer_than(&self, rel: &str, started: Instant) -> bool {
-        self.debounce.touched_at(rel).is_some_and(|t| t > started)
-            || self.gone.since(rel).is_some_and(|t| t > started)
+        self.knows
+            .debounce
+            .touched_at(rel)
+            .is_some_and(|t| t > started)
+            || self.knows.gone.since(rel).is_some_and(|t| t > started)
     }
 
     pub(super) fn on_walked(
@@ -141,17 +153,13 @@ impl Engine {
         let walk = if one_level {
             Walk::default()
         } else {
-            self.stats
-                .walking
-                .lock()
-                .expect("walking lock")
-                .remove(&dir);
-            self.walks.remove(&dir).unwrap_or_default()
+            self.walks.under_way.remove(&dir).unwrap_or_default()
         };
         let found = match found {
             Ok(f) => f,
             Err(e) => {
                 tracing::warn!(dir = %dir.display(), "cannot walk: {e}");
+                self.publish();
                 for done in walk.waiters {
                     let _ = done.send(Err(ApiError::bad_request(
                         "cannot scan the watcher's folder (is it still there?)",
@@ -167,7 +175,7 @@ impl Engine {
         // Removals first, so a file moved within the scope pairs up; then
         // the found paths, moved (not copied) into the debouncer.
         let removed: Vec<String> = {
-            let known = self.known.read().expect("known lock");
+            let known = &self.knows.known;
             known
                 .range(prefix.clone()..)
                 .take_while(|(p, _)| p.starts_with(&prefix))
@@ -191,12 +199,11 @@ impl Engine {
             }
         }
         if !one_level {
-            self.stats
-                .last_scan
-                .lock()
-                .expect("scan lock")
-                .insert(dir.clone(), unix_ms());
+            self.walks.last_scan.insert(dir.clone(), unix_ms());
         }
+        // Published before the replies: who was told the walk is done
+        // sees it done.
+        self.publish();
         if walk.repair {
             self.request_repair();
         }
@@ -213,10 +220,8 @@ impl Engine {
     pub(super) fn poll_watchers(&mut self) {
         let now = Instant::now();
         let configs: Vec<(String, PathBuf, Duration)> = self
+            .walks
             .watchers
-            .lock()
-            .expect("watchers lock")
-            .list()
             .iter()
             .filter(|c| c.enabled && Path::new(&c.path).starts_with(&self.settings.files))
             .map(|c| {
@@ -234,17 +239,18 @@ impl Engine {
                 )
             })
             .collect();
-        self.next_poll
+        self.walks
+            .next_poll
             .retain(|id, _| configs.iter().any(|(i, _, _)| i == id));
         for (id, path, every) in configs {
-            let due = self.next_poll.entry(id).or_insert(now + every);
+            let due = self.walks.next_poll.entry(id).or_insert(now + every);
             if now >= *due {
                 *due = now + every;
                 self.walk(path, false, false, None);
             }
         }
-        if now >= self.next_unwatched_poll {
-            self.next_unwatched_poll = now + self.settings.poll_unwatched;
+        if now >= self.walks.next_unwatched_poll {
+            self.walks.next_unwatched_poll = now + self.settings.poll_unwatched;
             self.list_unwatched();
         }
     }
