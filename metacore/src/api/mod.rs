@@ -2,6 +2,7 @@
 //! typed client each. Daemons define no wire types of their own.
 
 pub mod apid;
+pub mod daemon;
 pub mod mountd;
 pub mod storaged;
 pub mod supervisor;

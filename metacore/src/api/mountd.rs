@@ -3,13 +3,10 @@
 //! client for it. A mount as `mounts.json` stores it is [`MountConfig`],
 //! the same shape the API shows.
 
-use std::path::Path;
-
 use serde::{Deserialize, Serialize};
 
+use crate::api::daemon::{DaemonClient, DaemonStatus};
 use crate::layout::Daemon;
-use crate::socket::Health;
-use crate::socket::client::{AgreedClient, ClientError, SocketClient};
 
 /// What rclone rcd, mountd's child, is doing.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -268,43 +265,9 @@ pub struct Remotes {
     pub remotes: Vec<Remote>,
 }
 
-/// A client of mountd's socket. Every call but `/health`, `/status` and
-/// `/metrics` goes to a mountd that said it speaks this build's socket
-/// protocol ([`AgreedClient`]).
-#[derive(Debug, Clone)]
-pub struct MountdClient {
-    inner: AgreedClient,
-}
+/// A client of mountd's socket ([`DaemonClient`]).
+pub type MountdClient = DaemonClient<MountdStatus>;
 
-impl MountdClient {
-    pub fn new(socket: &Path) -> Self {
-        Self {
-            inner: AgreedClient::new(SocketClient::new(Daemon::Mountd.name(), socket)),
-        }
-    }
-
-    /// The socket, its protocol checked: what apid relays the mounts API
-    /// through.
-    pub fn agreed(&self) -> &AgreedClient {
-        &self.inner
-    }
-
-    /// The socket without the protocol check.
-    pub fn socket(&self) -> &SocketClient {
-        self.inner.socket()
-    }
-
-    pub async fn health(&self) -> Result<Health, ClientError> {
-        self.socket().get("/health").await
-    }
-
-    /// `GET /metrics`: this daemon's metrics, OpenMetrics text
-    /// ([`crate::metrics`]).
-    pub async fn metrics(&self) -> Result<String, ClientError> {
-        self.socket().get_text("/metrics").await
-    }
-
-    pub async fn status(&self) -> Result<MountdStatus, ClientError> {
-        self.socket().get("/status").await
-    }
+impl DaemonStatus for MountdStatus {
+    const DAEMON: Daemon = Daemon::Mountd;
 }

@@ -3,15 +3,13 @@
 //! `/api/watchers` as watcherd answers it) and of `/scan` (mountd's walks
 //! of its mounts), and a client for it.
 
-use std::path::Path;
-
 use http::Method;
 use serde::{Deserialize, Serialize};
 
+use crate::api::daemon::{DaemonClient, DaemonStatus};
 use crate::checked::RelPath;
 use crate::layout::Daemon;
-use crate::socket::Health;
-use crate::socket::client::{AgreedClient, ClientError, SocketClient};
+use crate::socket::client::ClientError;
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -180,51 +178,19 @@ pub struct ScanDone {
     pub file_count: usize,
 }
 
-/// A client of watcherd's socket. Every call but `/health`, `/status` and
-/// `/metrics` goes to a watcherd that said it speaks this build's socket
-/// protocol ([`AgreedClient`]).
-#[derive(Debug, Clone)]
-pub struct WatcherdClient {
-    inner: AgreedClient,
+/// A client of watcherd's socket ([`DaemonClient`]).
+pub type WatcherdClient = DaemonClient<WatcherdStatus>;
+
+impl DaemonStatus for WatcherdStatus {
+    const DAEMON: Daemon = Daemon::Watcherd;
 }
 
 impl WatcherdClient {
-    pub fn new(socket: &Path) -> Self {
-        Self {
-            inner: AgreedClient::new(SocketClient::new(Daemon::Watcherd.name(), socket)),
-        }
-    }
-
-    /// The socket, its protocol checked: what apid relays the watchers API
-    /// through.
-    pub fn agreed(&self) -> &AgreedClient {
-        &self.inner
-    }
-
-    /// The socket without the protocol check.
-    pub fn socket(&self) -> &SocketClient {
-        self.inner.socket()
-    }
-
-    pub async fn health(&self) -> Result<Health, ClientError> {
-        self.socket().get("/health").await
-    }
-
-    /// `GET /metrics`: this daemon's metrics, OpenMetrics text
-    /// ([`crate::metrics`]).
-    pub async fn metrics(&self) -> Result<String, ClientError> {
-        self.socket().get_text("/metrics").await
-    }
-
-    pub async fn status(&self) -> Result<WatcherdStatus, ClientError> {
-        self.socket().get("/status").await
-    }
-
     /// `POST /scan`: walks `path` (relative to `FILES_PATH`) now and
     /// answers when the walk is done.
     pub async fn scan(&self, path: &RelPath) -> Result<ScanDone, ClientError> {
         let body = ScanRequest { path: path.clone() };
-        self.inner.call(Method::POST, "/scan", Some(&body)).await
+        self.agreed().call(Method::POST, "/scan", Some(&body)).await
     }
 }
 
