@@ -16,11 +16,31 @@
 use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsRawFd, OwnedFd};
+use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use metacore::sync::Locked;
-use rustix::fs::{Mode, OFlags};
+use rustix::fs::{AtFlags, FileType, Mode, OFlags};
+
+/// One entry of a listed folder ([`Roots::entries`]).
+pub(crate) struct Child {
+    pub name: Vec<u8>,
+    /// Where it is (not resolved).
+    pub path: PathBuf,
+    /// Its own status: a symlink's, not its target's.
+    pub stat: rustix::fs::Stat,
+}
+
+impl Child {
+    pub(crate) fn file_type(&self) -> FileType {
+        FileType::from_raw_mode(self.stat.st_mode)
+    }
+
+    pub(crate) fn os_name(&self) -> &OsStr {
+        OsStr::from_bytes(&self.name)
+    }
+}
 
 /// The folders a path must stay in and out of, resolved: inside
 /// `FILES_PATH`, never inside one of meta-core's own folders (should an
@@ -82,6 +102,35 @@ impl Roots {
         )?;
         let opened = self.check_opened(&fd)?;
         Ok((fd, opened))
+    }
+
+    /// The entries of the folder `fd` (really at `real`) that may be
+    /// served, `.` and `..` left out, each with its own status (a symlink
+    /// not followed). An entry whose status cannot be read is passed over;
+    /// the listing ends at the first entry that cannot be read.
+    pub(crate) fn entries<'a>(
+        &'a self,
+        fd: &'a OwnedFd,
+        real: &'a Path,
+    ) -> io::Result<impl Iterator<Item = Child> + 'a> {
+        let dir = rustix::fs::Dir::read_from(fd)?;
+        Ok(dir.map_while(Result::ok).filter_map(move |entry| {
+            let name = entry.file_name().to_bytes();
+            if name == b"." || name == b".." {
+                return None;
+            }
+            let os = OsStr::from_bytes(name);
+            let path = real.join(os);
+            if !self.allows(&path) {
+                return None;
+            }
+            let stat = rustix::fs::statat(fd, os, AtFlags::SYMLINK_NOFOLLOW).ok()?;
+            Some(Child {
+                name: name.to_vec(),
+                path,
+                stat,
+            })
+        }))
     }
 
     /// The checked parent folder of `rel` and the last component's name;

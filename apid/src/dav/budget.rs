@@ -16,14 +16,12 @@
 //! on its own output.
 
 use std::collections::HashMap;
-use std::ffi::OsStr;
 use std::os::fd::AsFd;
-use std::os::unix::ffi::OsStrExt;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 
-use rustix::fs::{AtFlags, FileType};
+use rustix::fs::FileType;
 
 use crate::confine::Roots;
 use metacore::sync::Locked;
@@ -186,27 +184,15 @@ pub(super) fn measure(roots: &Roots, rel: &Path, deep: bool, max_entries: u64) -
         let Ok((fd, real)) = roots.open_dir(&dir) else {
             continue;
         };
-        let Ok(list) = rustix::fs::Dir::read_from(&fd) else {
+        let Ok(entries) = roots.entries(&fd, &real) else {
             continue;
         };
-        for entry in list {
-            let Ok(entry) = entry else { break };
-            let name = entry.file_name().to_bytes();
-            if name == b"." || name == b".." {
-                continue;
-            }
-            let os = OsStr::from_bytes(name);
-            let path = real.join(os);
-            if !roots.allows(&path) {
-                continue;
-            }
-            let Ok(st) = rustix::fs::statat(&fd, os, AtFlags::SYMLINK_NOFOLLOW) else {
-                continue;
-            };
-            match FileType::from_raw_mode(st.st_mode) {
+        for child in entries {
+            let st = &child.stat;
+            match child.file_type() {
                 FileType::Directory => {
                     t.entries += 1;
-                    todo.push(dir.join(os));
+                    todo.push(dir.join(child.os_name()));
                 }
                 FileType::RegularFile => {
                     t.entries += 1;
@@ -215,7 +201,7 @@ pub(super) fn measure(roots: &Roots, rel: &Path, deep: bool, max_entries: u64) -
                 FileType::Symlink => {
                     // Copied as its file when it leads to one inside;
                     // left out when it leads to a folder.
-                    let Some(target) = roots.confined(&path) else {
+                    let Some(target) = roots.confined(&child.path) else {
                         continue;
                     };
                     if let Ok(ts) = rustix::fs::stat(&target)

@@ -3,7 +3,6 @@
 //! blocking pool by its caller; and the directory entries a listing
 //! returns to dav-server.
 
-use std::ffi::OsStr;
 use std::io;
 use std::os::fd::{AsFd, OwnedFd};
 use std::os::unix::ffi::OsStrExt;
@@ -100,37 +99,22 @@ pub(super) fn list(
     tx: &tokio::sync::mpsc::Sender<Vec<Entry>>,
 ) {
     let follow = how.follow;
-    let dir = match rustix::fs::Dir::read_from(&fd) {
-        Ok(d) => d,
+    let entries = match roots.entries(&fd, real) {
+        Ok(entries) => entries,
         Err(e) => {
             tracing::warn!("webdav: cannot list a folder: {e}");
             return;
         }
     };
     let mut batch = Vec::with_capacity(BATCH);
-    for entry in dir {
-        let Ok(entry) = entry else { break };
-        let name = entry.file_name().to_bytes();
-        if name == b"." || name == b".." {
+    for child in entries {
+        let link = child.file_type() == FileType::Symlink;
+        if how.copying && link && !links_to_file(roots, &child.path) {
             continue;
         }
-        let os = OsStr::from_bytes(name);
-        let path = real.join(os);
-        if !roots.allows(&path) {
-            continue;
-        }
-        let Ok(mut st) = rustix::fs::statat(&fd, os, AtFlags::SYMLINK_NOFOLLOW) else {
-            continue;
-        };
-        if how.copying
-            && FileType::from_raw_mode(st.st_mode) == FileType::Symlink
-            && !links_to_file(roots, &path)
-        {
-            continue;
-        }
-        let mut props_at = path.clone();
-        if follow && FileType::from_raw_mode(st.st_mode) == FileType::Symlink {
-            let Some(target) = roots.confined(&path) else {
+        let (mut st, mut props_at) = (child.stat, child.path);
+        if follow && link {
+            let Some(target) = roots.confined(&props_at) else {
                 continue;
             };
             match rustix::fs::stat(&target) {
@@ -140,10 +124,10 @@ pub(super) fn list(
             props_at = target;
         }
         if let Ok((stored, size)) = props::load_path(&props_at) {
-            listed.locked().insert(name.to_vec(), stored, size);
+            listed.locked().insert(child.name.clone(), stored, size);
         }
         batch.push(Entry {
-            name: name.to_vec(),
+            name: child.name,
             meta: Meta::of(&st),
         });
         if batch.len() == BATCH && tx.blocking_send(std::mem::take(&mut batch)).is_err() {
