@@ -29,6 +29,7 @@ use metacore::clock::{parse_rfc3339_ms, unix_ms};
 use metacore::shutdown::Shutdown;
 use metacore::sync::Locked;
 use metacore::urls::Urls;
+use serde::Serialize;
 use serde_json::{Map, Value};
 
 /// Largest registry file read.
@@ -45,6 +46,43 @@ pub(crate) struct Entry {
     pub last_heartbeat_ms: u64,
     pub stale: bool,
     pub fields: Map<String, Value>,
+}
+
+/// meta-core's own registry file: the later original's fields (`name`,
+/// `hostname`, `baseUrl`, `status`, `lastHeartbeat`) and the earlier one's
+/// that other services still read (`version`, `pid`, `capabilities`,
+/// `startedAt`), with the API's and WebDAV's URLs.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+struct OwnEntry<'a> {
+    name: &'a str,
+    hostname: &'a str,
+    base_url: &'a str,
+    api_url: &'a str,
+    webdav_url: &'a str,
+    status: &'static str,
+    version: &'a str,
+    pid: u32,
+    capabilities: &'static [&'static str],
+    started_at: &'a str,
+    last_heartbeat: String,
+}
+
+/// An entry as a neighbour: the shape `/neighbors` had in the original,
+/// `lastSeen` in Unix seconds.
+#[derive(Debug, Serialize)]
+#[serde(rename_all = "camelCase")]
+pub(crate) struct Neighbor {
+    name: String,
+    instance: String,
+    version: String,
+    status: String,
+    caps: Value,
+    /// Always empty: meta-core's registry carries no resources.
+    resources: [(); 0],
+    base_url: String,
+    addr: String,
+    last_seen: f64,
 }
 
 /// The registry folder and the settings that age its entries.
@@ -119,20 +157,20 @@ impl Registry {
     }
 
     /// meta-core's own entry, as written to its file.
-    fn own_entry(&self) -> Value {
-        serde_json::json!({
-            "name": self.name,
-            "hostname": self.urls.hostname,
-            "baseUrl": self.urls.base_url,
-            "apiUrl": self.urls.api_url,
-            "webdavUrl": self.urls.webdav_url,
-            "status": "running",
-            "version": self.version,
-            "pid": std::process::id(),
-            "capabilities": ["meta-core"],
-            "startedAt": self.started,
-            "lastHeartbeat": rfc3339(SystemTime::now()),
-        })
+    fn own_entry(&self) -> OwnEntry<'_> {
+        OwnEntry {
+            name: &self.name,
+            hostname: &self.urls.hostname,
+            base_url: &self.urls.base_url,
+            api_url: &self.urls.api_url,
+            webdav_url: &self.urls.webdav_url,
+            status: "running",
+            version: &self.version,
+            pid: std::process::id(),
+            capabilities: &["meta-core"],
+            started_at: &self.started,
+            last_heartbeat: rfc3339(SystemTime::now()),
+        }
     }
 
     /// Writes meta-core's own file.
@@ -350,10 +388,8 @@ impl Entry {
         f
     }
 
-    /// The entry as a neighbour (the shape `/neighbors` had in the
-    /// original: `name`, `instance`, `version`, `status`, `caps`,
-    /// `resources`, `baseUrl`, `addr`, `lastSeen` in Unix seconds).
-    pub(crate) fn neighbor(&self) -> Value {
+    /// The entry as a neighbour ([`Neighbor`]).
+    pub(crate) fn neighbor(&self) -> Neighbor {
         let s = |k: &str| self.fields.get(k).and_then(Value::as_str).unwrap_or("");
         let base = if s("baseUrl").is_empty() {
             s("api")
@@ -378,17 +414,17 @@ impl Entry {
         } else {
             s("status")
         };
-        serde_json::json!({
-            "name": self.name,
-            "instance": s("hostname"),
-            "version": s("version"),
-            "status": status,
-            "caps": caps,
-            "resources": [],
-            "baseUrl": base,
-            "addr": addr,
-            "lastSeen": self.last_heartbeat_ms as f64 / 1000.0,
-        })
+        Neighbor {
+            name: self.name.clone(),
+            instance: s("hostname").to_owned(),
+            version: s("version").to_owned(),
+            status: status.to_owned(),
+            caps,
+            resources: [],
+            base_url: base.to_owned(),
+            addr: addr.to_owned(),
+            last_seen: self.last_heartbeat_ms as f64 / 1000.0,
+        }
     }
 }
 

@@ -5,6 +5,7 @@ use axum::Json;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::registry::Neighbor;
 use crate::state::State;
 use metacore::socket::body::QueryParams;
 
@@ -18,10 +19,11 @@ pub(crate) struct NeighborsQuery {
 pub(crate) struct Neighbors {
     current: String,
     enabled: bool,
-    neighbors: Vec<Value>,
+    neighbors: Vec<Neighbor>,
     count: usize,
+    /// `null` until meta-core's own file is listed.
     #[serde(rename = "self")]
-    me: Value,
+    me: Option<Neighbor>,
 }
 
 async fn entries(st: &State) -> Vec<crate::registry::Entry> {
@@ -37,13 +39,9 @@ pub(super) async fn neighbors(
     let all = matches!(q.all.as_deref(), Some("1" | "true"));
     let own = st.registry.own_file_name();
     let list = entries(&st).await;
-    let me = list
-        .iter()
-        .find(|e| e.file == own)
-        .map(|e| e.neighbor())
-        .unwrap_or(Value::Null);
+    let me = list.iter().find(|e| e.file == own).map(|e| e.neighbor());
     let mut names = std::collections::HashSet::new();
-    let neighbors: Vec<Value> = list
+    let neighbors: Vec<Neighbor> = list
         .iter()
         .filter(|e| e.file != own)
         .filter(|e| all || names.insert(e.name.clone()))
