@@ -2,14 +2,15 @@
 """Supervisor benchmark: meta-core's supervisor beside supervisord, s6, runit and Horust.
 
 Every supervisor runs the same two children, the real `storaged` and `apid`
-release binaries (watcherd and mountd are not built yet), each tree in a
-fresh temp dir with its own HTTP port. For each one, in one run:
+release binaries (meta-core starts watcherd and mountd as well: they count
+as children, not as the supervisor), each tree in a fresh temp dir with its
+own HTTP port. For each one, in one run:
 
   1. start latency: from launching the supervisor to storaged's socket
      `/health` and apid's HTTP `/health` both answering 200 (polled every
      ms); median over every tree the run starts;
   2. supervisor RSS: the sum of VmRSS of the supervisor's own processes
-     (everything in the tree but storaged and apid), with their count;
+     (everything in the tree but its children), with their count;
   3. replacement ready: `kill -9` of storaged (then apid) after it ran
      1.5 s, time until a new process answers `/health`; median of 5 fresh
      trees (min-max beside it);
@@ -326,7 +327,8 @@ def main() -> int:
     # A SIGTERM unwinds like Ctrl-C, through every sandbox's cleanup.
     signal.signal(signal.SIGTERM, lambda *_: sys.exit(143))
     print(f"children: {bins['storaged']} and {bins['apid']} "
-          "(watcherd and mountd are not built yet: two children per tree)")
+          "(two children per tree; meta-core starts watcherd and mountd as well, "
+          "which the figures count as children, not as the supervisor)")
     results: dict[str, dict[str, str] | str] = {}
     for sup in (s for s in SUPERVISORS if s.name in chosen):
         print(f"measuring {sup.name} ...", flush=True)

@@ -15,6 +15,9 @@ from pathlib import Path
 from procs import all_pids, descendants, exe_of, free_port, get_tcp, get_unix, read_proc, reap_orphans
 
 DAEMONS = ("storaged", "apid")
+# Every program a tree's supervisor may start (meta-core starts all four
+# daemons whatever the peers are given).
+CHILDREN = {"storaged", "apid", "watcherd", "mountd", "rclone"}
 
 
 class Sandbox:
@@ -73,9 +76,12 @@ class Sandbox:
         return [p for p in self.pids() if exe_of(p) == self.bins[name]]
 
     def own_pids(self) -> list[int]:
-        """The supervisor's own processes: the tree less its children."""
-        children = {self.bins[d] for d in DAEMONS}
-        return [p for p in self.pids() if exe_of(p) not in children]
+        """The supervisor's own processes: the tree less its children.
+
+        meta-core also starts watcherd and mountd (and mountd rclone), which
+        the peers are not given: they are children too, not the supervisor.
+        """
+        return [p for p in self.pids() if Path(exe_of(p) or "").name not in CHILDREN]
 
     def healthy(self) -> bool:
         return get_unix(self.run_dir / "storaged.sock") == 200 and get_tcp(self.port) == 200
