@@ -2,11 +2,10 @@
 //! API, which apid exposes under `/api/watchers` (the original's routes and
 //! shapes).
 
+use std::collections::HashSet;
 use std::path::PathBuf;
 use std::sync::atomic::Ordering;
 use std::sync::{Arc, Mutex};
-
-use metacore::sync::Locked;
 use std::time::Instant;
 
 use axum::Router;
@@ -19,6 +18,7 @@ use metacore::error::{ApiError, ErrorCode};
 use metacore::layout::Daemon;
 use metacore::socket::Health;
 use metacore::socket::body::{JsonBody, JsonReply, no_method, no_route};
+use metacore::sync::Locked;
 use tokio::sync::{mpsc, oneshot, watch};
 
 use crate::engine::{EngineView, Input, Stats};
@@ -31,6 +31,10 @@ use metacore::api::watcherd::{
 
 /// How long a scan or reset request waits for the engine.
 pub const ASK_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(25);
+/// Longest a change of the watchers waits for the engine to take it in
+/// (it wakes for it at once; a busy engine, waiting on storaged, answers
+/// the API with what it last counted).
+pub const TAKE_IN_TIMEOUT: std::time::Duration = std::time::Duration::from_secs(2);
 
 /// Largest body the watchers API takes (a watcher is a path and two flags).
 pub const MAX_BODY: usize = 16 * 1024;
@@ -173,14 +177,32 @@ impl AppState {
         self.watchers.locked().get(id).cloned()
     }
 
-    /// Changes watchers.json and tells the engine the watchers it has now.
-    fn change<T>(
+    /// Changes watchers.json, tells the engine the watchers it has now and
+    /// waits (at most [`TAKE_IN_TIMEOUT`]) until the view it publishes
+    /// counts the files of each: an answer or a read right after a change
+    /// shows the new watcher's `fileCount`, as it would later.
+    async fn change<T>(
         &self,
         f: impl FnOnce(&mut Watchers) -> Result<T, ApiError>,
     ) -> Result<T, ApiError> {
-        let mut w = self.watchers.locked();
-        let done = f(&mut w)?;
-        self.configs.send_replace(w.list().to_vec());
+        let (done, paths) = {
+            let mut w = self.watchers.locked();
+            let done = f(&mut w)?;
+            let list = w.list().to_vec();
+            let paths: HashSet<PathBuf> = list.iter().map(|c| PathBuf::from(&c.path)).collect();
+            self.configs.send_replace(list);
+            (done, paths)
+        };
+        if self.engine.is_some() {
+            let mut view = self.view.clone();
+            // Before it has loaded, the engine counts nothing yet.
+            let taken_in = view.wait_for(|v| {
+                !v.loaded
+                    || v.file_counts.len() == paths.len()
+                        && paths.iter().all(|p| v.file_counts.contains_key(p))
+            });
+            let _ = tokio::time::timeout(TAKE_IN_TIMEOUT, taken_in).await;
+        }
         Ok(done)
     }
 }
@@ -198,7 +220,7 @@ async fn create(
     st: State,
     JsonBody(new): JsonBody<NewWatcher>,
 ) -> Result<(StatusCode, Json<WatcherConfig>), ApiError> {
-    let c = st.change(|w| w.create(new, unix_ms()))?;
+    let c = st.change(|w| w.create(new, unix_ms())).await?;
     Ok((StatusCode::CREATED, Json(c)))
 }
 
@@ -212,12 +234,12 @@ async fn update(
     UrlPath(id): UrlPath<String>,
     JsonBody(change): JsonBody<WatcherUpdate>,
 ) -> JsonReply<WatcherStatus> {
-    let c = st.change(|w| w.update(&id, change))?;
+    let c = st.change(|w| w.update(&id, change)).await?;
     Ok(Json(st.status_of(&c)))
 }
 
 async fn delete(st: State, UrlPath(id): UrlPath<String>) -> JsonReply<WatcherDone> {
-    st.change(|w| w.delete(&id))?;
+    st.change(|w| w.delete(&id)).await?;
     Ok(Json(WatcherDone::ok("Watcher deleted")))
 }
 

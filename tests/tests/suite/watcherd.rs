@@ -691,3 +691,54 @@ async fn a_folder_removed_and_made_again_is_watched_again() {
         [("add".into(), "watch/season/e2.mkv".into())]
     );
 }
+
+/// A watcher made over files watcherd knows already counts them in the
+/// first answers about it: the API waits for the engine to take the new
+/// watchers in, it does not show what the engine published before.
+#[tokio::test]
+async fn a_watcher_made_over_known_files_counts_them_at_once() {
+    let w = Watched::start(&[("META_CORE_ADMIN_TOKEN", TOKEN)]).await;
+    w.write("watch/shows/a.mkv", b"one");
+    w.write("watch/shows/b.mkv", b"two");
+    until("watcherd to know both files", DAEMON_DEADLINE, || async {
+        let s = w.status().await;
+        (s["knownFiles"].as_u64()? >= 2 && s["pending"] == 0).then_some(())
+    })
+    .await;
+
+    let made = w
+        .admin(
+            "POST",
+            "/api/watchers",
+            Some(json!({"path": "watch/shows"})),
+        )
+        .await;
+    assert_eq!(made.status, 201, "{}", made.text());
+    let id = made.json()["id"].as_str().unwrap().to_owned();
+    let one = w
+        .admin("GET", &format!("/api/watchers/{id}"), None)
+        .await
+        .json();
+    assert_eq!(one["fileCount"], 2, "{one}");
+
+    // Moved to another folder: the answer to the move counts the files there.
+    w.write("watch/films/c.mkv", b"three");
+    until(
+        "watcherd to know the third file",
+        DAEMON_DEADLINE,
+        || async {
+            let s = w.status().await;
+            (s["knownFiles"].as_u64()? >= 3 && s["pending"] == 0).then_some(())
+        },
+    )
+    .await;
+    let moved = w
+        .admin(
+            "PUT",
+            &format!("/api/watchers/{id}"),
+            Some(json!({"path": "watch/films"})),
+        )
+        .await;
+    assert_eq!(moved.status, 200, "{}", moved.text());
+    assert_eq!(moved.json()["fileCount"], 1, "{}", moved.text());
+}

@@ -287,6 +287,12 @@ impl Engine {
                         _ => return,
                     }
                 }
+                // A change of the watchers: taken in by the publish at the
+                // top, so the API's answer shows the new counts.
+                Ok(()) = self.links.configs.changed() => {
+                    self.walks.watchers = self.links.configs.borrow_and_update().clone();
+                    self.shown.stale = true;
+                }
                 () = tokio::time::sleep_until(wake.into()) => {}
             }
             // Take whatever else is queued before settling: a burst of
