@@ -304,9 +304,10 @@ pub(crate) struct EditorWritten {
 /// (without `processingStatus`).
 pub(super) async fn put(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(mut fields): JsonBody<Fields>,
 ) -> JsonReply<EditorWritten> {
+    let target = hash.target()?;
     fields.remove(PROCESSING_STATUS);
     let fields = CheckedFields::check_for(&target, fields)?;
     let w = st.store.replace(&target, &fields).await?;
@@ -326,7 +327,8 @@ pub(crate) struct EditorDeleted {
     pub deleted_keys: u64,
 }
 
-pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonReply<EditorDeleted> {
+pub(super) async fn delete(st: State, hash: PathTarget) -> JsonReply<EditorDeleted> {
+    let target = hash.target()?;
     let d = st.store.delete_record(&target).await?;
     Ok(Json(EditorDeleted {
         status: "ok",
@@ -351,9 +353,10 @@ pub(crate) struct EditorProperty {
 
 pub(super) async fn get_property(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     QueryParams(q): QueryParams<PropertyQuery>,
 ) -> JsonReply<EditorProperty> {
+    let target = hash.target()?;
     let v = st
         .store
         .get_field(&target, &FieldName::new(&q.property)?)
@@ -385,9 +388,10 @@ pub(crate) struct EditorPropertyWritten {
 
 pub(super) async fn put_property(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(body): JsonBody<PropertyBody>,
 ) -> JsonReply<EditorPropertyWritten> {
+    let target = hash.target()?;
     let field = CheckedField::new(body.property, body.value)?;
     let w = st.store.set_field(&target, &field).await?;
     Ok(Json(EditorPropertyWritten {

@@ -157,10 +157,11 @@ pub(super) async fn list(st: State) -> JsonReply<HashIds> {
 
 pub(super) async fn get(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     QueryParams(shape): QueryParams<ShapeQuery>,
 ) -> JsonReply<Record> {
     let shape = shape.shape()?;
+    let target = hash.target()?;
     let rec = st.store.get_record(&target).await?;
     Ok(Json(Record {
         hash_id: rec.rid,
@@ -176,9 +177,10 @@ fn without_reserved(mut fields: Fields) -> Fields {
 
 pub(super) async fn put(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(fields): JsonBody<Fields>,
 ) -> JsonReply<MetaWritten> {
+    let target = hash.target()?;
     let fields = CheckedFields::check_for(&target, without_reserved(fields))?;
     let w = st.store.replace(&target, &fields).await?;
     Ok(Json(MetaWritten {
@@ -189,9 +191,10 @@ pub(super) async fn put(
 
 pub(super) async fn patch(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(fields): JsonBody<Fields>,
 ) -> JsonReply<MetaMerged> {
+    let target = hash.target()?;
     let fields = CheckedFields::check(without_reserved(fields))?;
     let w = st.store.merge(&target, &fields).await?;
     Ok(Json(MetaMerged {
@@ -201,7 +204,8 @@ pub(super) async fn patch(
     }))
 }
 
-pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonReply<MetaDeleted> {
+pub(super) async fn delete(st: State, hash: PathTarget) -> JsonReply<MetaDeleted> {
+    let target = hash.target()?;
     let d = st.store.delete_record(&target).await?;
     Ok(Json(MetaDeleted {
         success: true,
@@ -214,8 +218,9 @@ pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonRep
 /// property is missing or empty.
 pub(super) async fn get_property(
     st: State,
-    PathTargetAnd(target, key): PathTargetAnd,
+    PathTargetAnd(hash, key): PathTargetAnd,
 ) -> Result<Response, ApiError> {
+    let target = hash.target()?;
     let v = st.store.get_field(&target, &FieldName::new(&key)?).await?;
     if v.value.is_empty() {
         return Err(ApiError::new(
@@ -245,11 +250,12 @@ fn property_value(body: &Bytes) -> Result<String, ApiError> {
 
 pub(super) async fn put_property(
     st: State,
-    PathTargetAnd(target, key): PathTargetAnd,
+    PathTargetAnd(hash, key): PathTargetAnd,
     RawBody(body): RawBody,
 ) -> JsonReply<PropertyWritten> {
     // The body is read before the address, as the original did.
     let value = property_value(&body)?;
+    let target = hash.target()?;
     let field = CheckedField::new(key.clone(), value)?;
     let w = st.store.set_field(&target, &field).await?;
     Ok(Json(PropertyWritten {
@@ -261,8 +267,9 @@ pub(super) async fn put_property(
 
 pub(super) async fn delete_property(
     st: State,
-    PathTargetAnd(target, key): PathTargetAnd,
+    PathTargetAnd(hash, key): PathTargetAnd,
 ) -> JsonReply<PropertyWritten> {
+    let target = hash.target()?;
     let d = st
         .store
         .delete_field(&target, &FieldName::new(&key)?)
@@ -278,13 +285,14 @@ pub(super) async fn delete_property(
 /// set in one field; an empty value is a 400.
 pub(super) async fn add_to_set(
     st: State,
-    PathTargetAnd(target, key): PathTargetAnd,
+    PathTargetAnd(hash, key): PathTargetAnd,
     RawBody(body): RawBody,
 ) -> JsonReply<SetAdded> {
     let value = property_value(&body)?;
     if value.is_empty() {
         return Err(ApiError::schema("a value to add is required"));
     }
+    let target = hash.target()?;
     let member = SetMember::new(key.clone(), value)?;
     let a = st.store.set_add(&target, &member).await?;
     Ok(Json(SetAdded {
@@ -337,7 +345,8 @@ pub(super) async fn head_data(st: State, PathParams(raw): PathParams<String>) ->
 }
 
 /// `GET /data/{hash}/path`: where the record's file is on disk.
-pub(super) async fn data_path(st: State, PathTarget(target): PathTarget) -> JsonReply<DataPath> {
+pub(super) async fn data_path(st: State, hash: PathTarget) -> JsonReply<DataPath> {
+    let target = hash.target()?;
     let f = st.store.get_field(&target, &file_path::field()).await?;
     let path = file_path::disk_path(&st.config.files_path, &f.value).ok_or_else(|| {
         ApiError::new(

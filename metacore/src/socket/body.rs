@@ -213,11 +213,18 @@ enveloped_extractor!(
     "bad query string"
 );
 
-/// The `{hash}` of a route: the record it names, by RID or by CID. One
-/// that is neither is the 400 [`Target::parse`] says, before the handler
-/// runs.
-#[derive(Debug, Clone)]
-pub struct PathTarget(pub Target);
+/// A route's `{hash}` (a RID or a CID), checked when the handler asks
+/// for it ([`PathTarget::target`], the 400 [`Target::parse`] says). A
+/// handler asks after reading its body or query, so that a request wrong
+/// in both is answered for its body first, as the original answered.
+#[derive(Debug)]
+pub struct PathTarget(Result<Target, ApiError>);
+
+impl PathTarget {
+    pub fn target(self) -> Result<Target, ApiError> {
+        self.0
+    }
+}
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathTarget {
     type Rejection = ApiError;
@@ -227,14 +234,14 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathTarget {
         state: &S,
     ) -> Result<Self, Self::Rejection> {
         let PathParams(hash) = PathParams::<String>::from_request_parts(parts, state).await?;
-        Target::parse(&hash).map(PathTarget)
+        Ok(PathTarget(Target::parse(&hash)))
     }
 }
 
 /// `{hash}` and the segment after it (`/meta/{hash}/{*key}`): the record,
-/// and the rest as it was sent.
-#[derive(Debug, Clone)]
-pub struct PathTargetAnd(pub Target, pub String);
+/// checked when asked as [`PathTarget`] is, and the rest as it was sent.
+#[derive(Debug)]
+pub struct PathTargetAnd(pub PathTarget, pub String);
 
 impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathTargetAnd {
     type Rejection = ApiError;
@@ -245,7 +252,7 @@ impl<S: Send + Sync> axum::extract::FromRequestParts<S> for PathTargetAnd {
     ) -> Result<Self, Self::Rejection> {
         let PathParams((hash, rest)) =
             PathParams::<(String, String)>::from_request_parts(parts, state).await?;
-        Ok(PathTargetAnd(Target::parse(&hash)?, rest))
+        Ok(PathTargetAnd(PathTarget(Target::parse(&hash)), rest))
     }
 }
 

@@ -31,7 +31,8 @@ fn field_name(field: String) -> Result<FieldName, ApiError> {
     FieldName::new(field).map_err(ApiError::from)
 }
 
-pub(super) async fn resolve(st: State, PathTarget(target): PathTarget) -> JsonReply<RidBody> {
+pub(super) async fn resolve(st: State, hash: PathTarget) -> JsonReply<RidBody> {
+    let target = hash.target()?;
     let rid = st.store.resolve(target).await?;
     Ok(Json(RidBody { rid }))
 }
@@ -69,56 +70,64 @@ pub(super) async fn totals(st: State) -> JsonReply<Totals> {
     Ok(Json(st.store.totals().await?))
 }
 
-pub(super) async fn get(st: State, PathTarget(target): PathTarget) -> JsonReply<RecordFields> {
+pub(super) async fn get(st: State, hash: PathTarget) -> JsonReply<RecordFields> {
+    let target = hash.target()?;
     Ok(Json(st.store.get_record(target).await?))
 }
 
 pub(super) async fn replace(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(body): JsonBody<FieldsBody>,
 ) -> JsonReply<WriteResult> {
+    let target = hash.target()?;
     let fields = CheckedFields::check_for(&target, body.fields)?;
     Ok(Json(st.store.replace(target, fields).await?))
 }
 
 pub(super) async fn merge(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(body): JsonBody<FieldsBody>,
 ) -> JsonReply<WriteResult> {
+    let target = hash.target()?;
     let fields = CheckedFields::check(body.fields)?;
     Ok(Json(st.store.merge(target, fields).await?))
 }
 
-pub(super) async fn delete(st: State, PathTarget(target): PathTarget) -> JsonReply<Deleted> {
+pub(super) async fn delete(st: State, hash: PathTarget) -> JsonReply<Deleted> {
+    let target = hash.target()?;
     Ok(Json(st.store.delete_root(target).await?))
 }
 
-pub(super) async fn document(st: State, PathTarget(target): PathTarget) -> JsonReply<Document> {
+pub(super) async fn document(st: State, hash: PathTarget) -> JsonReply<Document> {
+    let target = hash.target()?;
     Ok(Json(st.store.document(target).await?))
 }
 
 pub(super) async fn get_field(
     st: State,
-    PathTargetAnd(target, field): PathTargetAnd,
+    PathTargetAnd(hash, field): PathTargetAnd,
 ) -> JsonReply<FieldValue> {
+    let target = hash.target()?;
     Ok(Json(st.store.get_field(target, field_name(field)?).await?))
 }
 
 pub(super) async fn set_field(
     st: State,
-    PathTargetAnd(target, field): PathTargetAnd,
+    PathTargetAnd(hash, field): PathTargetAnd,
     JsonBody(body): JsonBody<ValueBody>,
 ) -> JsonReply<FieldWrite> {
+    let target = hash.target()?;
     let field = CheckedField::new(field, body.value)?;
     Ok(Json(st.store.set_field(target, field).await?))
 }
 
 pub(super) async fn delete_field(
     st: State,
-    PathTargetAnd(target, field): PathTargetAnd,
+    PathTargetAnd(hash, field): PathTargetAnd,
 ) -> JsonReply<FieldDelete> {
+    let target = hash.target()?;
     Ok(Json(
         st.store.delete_field(target, field_name(field)?).await?,
     ))
@@ -126,26 +135,29 @@ pub(super) async fn delete_field(
 
 pub(super) async fn set_add(
     st: State,
-    PathTargetAnd(target, field): PathTargetAnd,
+    PathTargetAnd(hash, field): PathTargetAnd,
     JsonBody(body): JsonBody<ValueBody>,
 ) -> JsonReply<SetAdd> {
+    let target = hash.target()?;
     let member = SetMember::new(field, body.value)?;
     Ok(Json(st.store.set_add(target, member).await?))
 }
 
 pub(super) async fn add_alias(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(body): JsonBody<AliasBody>,
 ) -> JsonReply<AliasResult> {
+    let target = hash.target()?;
     Ok(Json(st.store.add_alias(target, body.cid).await?))
 }
 
 pub(super) async fn add_duplicate(
     st: State,
-    PathTarget(target): PathTarget,
+    hash: PathTarget,
     JsonBody(body): JsonBody<DuplicateBody>,
 ) -> JsonReply<DuplicateResult> {
+    let target = hash.target()?;
     let path = FilePath::new(body.path)?;
     Ok(Json(st.store.add_duplicate(target, path).await?))
 }

@@ -240,6 +240,45 @@ async fn invalid_rids_and_cids_are_400() {
     assert_eq!(a.get(&format!("/meta/{rid}")).await.status, 200);
 }
 
+/// A request wrong in its body and in its address is answered for its
+/// body, as the original answered: the body is read first.
+#[tokio::test]
+async fn a_bad_body_is_answered_before_a_bad_address() {
+    let (s, a, _rid) = start().await;
+    let before = dump(&s.db_path());
+    let json_ct = [("content-type", "application/json")];
+    for method in ["PUT", "PATCH"] {
+        a.send(method, "/meta/not-a-hash", "{", &json_ct)
+            .await
+            .assert_error(400, "bad_request");
+    }
+    a.send("PUT", "/api/metadata/not-a-hash", "{", &json_ct)
+        .await
+        .assert_error(400, "bad_request");
+    let big = format!(r#"{{"title":"{}"}}"#, "x".repeat(10 * 1024 * 1024));
+    a.send_raw("PATCH", "/meta/not-a-hash", Some(big.as_bytes()))
+        .await
+        .assert_error(413, "payload_too_large");
+    a.send_raw("PUT", "/meta/not-a-hash/title", Some(&[0xff, 0xfe]))
+        .await
+        .assert_error(400, "bad_request");
+    let empty = a
+        .send_raw("POST", "/meta/not-a-hash/_add/tags", Some(b""))
+        .await;
+    empty.assert_error(400, "schema_violation");
+    assert!(
+        empty.text().contains("a value to add is required"),
+        "{}",
+        empty.text()
+    );
+    // With a good body, the address is what is wrong.
+    let r = a
+        .send("PATCH", "/meta/not-a-hash", r#"{"a":"b"}"#, &json_ct)
+        .await;
+    r.assert_error(400, "schema_violation");
+    assert_same(&before, &dump(&s.db_path()), "bad bodies at bad addresses");
+}
+
 #[tokio::test]
 async fn bad_property_keys_are_4xx() {
     let (s, a, rid) = start().await;
