@@ -119,7 +119,7 @@ pub(crate) async fn pass(
     body: Option<Bytes>,
 ) -> Response {
     let daemon = (api.client)(st);
-    let call = daemon.send(method, path, body);
+    let call = daemon.exchange(method, path, body);
     let Ok(answer) = tokio::time::timeout(api.within, call).await else {
         return ApiError::unavailable(format!(
             "{} did not answer in time, retry shortly",
@@ -127,21 +127,34 @@ pub(crate) async fn pass(
         ))
         .into_response();
     };
-    match answer {
-        Ok(resp) => (
-            resp.status(),
-            [(header::CONTENT_TYPE, "application/json")],
-            axum::body::Body::new(resp.into_body()),
-        )
-            .into_response(),
-        Err(ClientError::Api(mut e)) => {
+    let resp = match answer {
+        Ok(resp) if resp.status().is_success() => {
+            return (
+                resp.status(),
+                [(header::CONTENT_TYPE, "application/json")],
+                axum::body::Body::new(resp.into_body()),
+            )
+                .into_response();
+        }
+        Ok(resp) => resp,
+        Err(e) => return ApiError::from(e).into_response(),
+    };
+    // A 405 says which methods the path takes; the rest of the daemon's
+    // headers are its own business.
+    let allow = resp.headers().get(header::ALLOW).cloned();
+    match daemon.socket().refusal(resp).await {
+        ClientError::Api(mut e) => {
             let asked = path.split('?').next().unwrap_or_default();
             let fallback = matches!(e.code, ErrorCode::NotFound | ErrorCode::MethodNotAllowed);
             if fallback && let Some(said) = e.message.strip_suffix(asked) {
                 e.message = format!("{said}{public}");
             }
-            e.into_response()
+            let mut out = e.into_response();
+            if let Some(allow) = allow {
+                out.headers_mut().insert(header::ALLOW, allow);
+            }
+            out
         }
-        Err(e) => ApiError::from(e).into_response(),
+        e => ApiError::from(e).into_response(),
     }
 }

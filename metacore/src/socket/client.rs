@@ -162,6 +162,21 @@ impl SocketClient {
         path_and_query: &str,
         body: Option<Bytes>,
     ) -> Result<http::Response<Incoming>, ClientError> {
+        let resp = self.exchange(method, path_and_query, body).await?;
+        if resp.status().is_success() {
+            return Ok(resp);
+        }
+        Err(self.refusal(resp).await)
+    }
+
+    /// Sends a request and returns the response whatever its status
+    /// (what a relay passes on, headers and all).
+    pub async fn exchange(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Bytes>,
+    ) -> Result<http::Response<Incoming>, ClientError> {
         let mut req = Request::builder()
             .method(method)
             .uri(format!("http://{}{}", self.daemon, path_and_query));
@@ -180,18 +195,24 @@ impl SocketClient {
                 path: self.path.clone(),
                 source: Box::new(e),
             })?;
-        if resp.status().is_success() {
-            return Ok(resp);
-        }
+        Ok(resp)
+    }
+
+    /// An error answer decoded: [`ClientError::Api`] with the peer's
+    /// envelope, or [`ClientError::Protocol`] when it sent none.
+    pub async fn refusal(&self, resp: http::Response<Incoming>) -> ClientError {
         let status = resp.status();
-        let bytes = self.collect(resp).await?;
+        let bytes = match self.collect(resp).await {
+            Ok(bytes) => bytes,
+            Err(e) => return e,
+        };
         match serde_json::from_slice::<ErrorEnvelope>(&bytes) {
-            Ok(env) => Err(ClientError::Api(ApiError::from_envelope(status, env))),
-            Err(_) => Err(ClientError::Protocol {
+            Ok(env) => ClientError::Api(ApiError::from_envelope(status, env)),
+            Err(_) => ClientError::Protocol {
                 daemon: self.daemon.clone(),
                 status,
                 detail: String::from_utf8_lossy(&bytes[..bytes.len().min(200)]).into_owned(),
-            }),
+            },
         }
     }
 
@@ -316,6 +337,18 @@ impl AgreedClient {
     ) -> Result<http::Response<Incoming>, ClientError> {
         self.agree().await?;
         let sent = self.inner.send(method, path_and_query, body).await;
+        sent.inspect_err(|e| self.forget(e))
+    }
+
+    /// [`SocketClient::exchange`] with an agreed peer.
+    pub async fn exchange(
+        &self,
+        method: Method,
+        path_and_query: &str,
+        body: Option<Bytes>,
+    ) -> Result<http::Response<Incoming>, ClientError> {
+        self.agree().await?;
+        let sent = self.inner.exchange(method, path_and_query, body).await;
         sent.inspect_err(|e| self.forget(e))
     }
 

@@ -70,6 +70,12 @@ async fn the_relay_answers_in_the_clients_terms() {
         let r = admin.send(method, &path, "", &[]).await;
         r.assert_error(status, slug);
         assert_eq!(r.json()["message"], message.as_str(), "{method} {path}");
+        if status == 405 {
+            // RFC 9110: a 405 names the methods the path takes.
+            let allow = r.header("allow").unwrap_or_default();
+            assert!(!allow.is_empty(), "{method} {path}: no Allow");
+            assert!(!allow.contains(method), "{method} {path}: Allow {allow}");
+        }
     }
     w.mc.get("/api/mounts")
         .await
