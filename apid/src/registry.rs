@@ -51,38 +51,40 @@ pub(crate) struct Entry {
 /// meta-core's own registry file: the later original's fields (`name`,
 /// `hostname`, `baseUrl`, `status`, `lastHeartbeat`) and the earlier one's
 /// that other services still read (`version`, `pid`, `capabilities`,
-/// `startedAt`), with the API's and WebDAV's URLs.
+/// `startedAt`), with the API's and WebDAV's URLs. The fields go in the
+/// order of their names, as the file was written before it was a type.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 struct OwnEntry<'a> {
-    name: &'a str,
-    hostname: &'a str,
-    base_url: &'a str,
     api_url: &'a str,
-    webdav_url: &'a str,
+    base_url: &'a str,
+    capabilities: &'static [&'static str],
+    hostname: &'a str,
+    last_heartbeat: String,
+    name: &'a str,
+    pid: u32,
+    started_at: &'a str,
     status: &'static str,
     version: &'a str,
-    pid: u32,
-    capabilities: &'static [&'static str],
-    started_at: &'a str,
-    last_heartbeat: String,
+    webdav_url: &'a str,
 }
 
 /// An entry as a neighbour: the shape `/neighbors` had in the original,
-/// `lastSeen` in Unix seconds.
+/// `lastSeen` in Unix seconds; the fields in the order of their names, as
+/// [`OwnEntry`]'s.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub(crate) struct Neighbor {
-    name: String,
-    instance: String,
-    version: String,
-    status: String,
+    addr: String,
+    base_url: String,
     caps: Value,
+    instance: String,
+    last_seen: f64,
+    name: String,
     /// Always empty: meta-core's registry carries no resources.
     resources: [(); 0],
-    base_url: String,
-    addr: String,
-    last_seen: f64,
+    status: String,
+    version: String,
 }
 
 /// The registry folder and the settings that age its entries.
@@ -437,6 +439,69 @@ mod tests {
         let now = SystemTime::now();
         let ms = now.duration_since(UNIX_EPOCH).unwrap().as_millis() as u64;
         assert_eq!(parse_rfc3339_ms(&rfc3339(now)), Some(ms));
+    }
+
+    /// Written byte for byte as when they were `json!` maps (keys in name
+    /// order).
+    #[test]
+    fn the_own_file_and_a_neighbour_are_written_as_before() {
+        let own = OwnEntry {
+            api_url: "http://h:9000/api",
+            base_url: "http://h:9000",
+            capabilities: &["meta-core"],
+            hostname: "h",
+            last_heartbeat: "2026-12-03T10:00:00Z".into(),
+            name: "meta-core",
+            pid: 7,
+            started_at: "2026-12-03T09:00:00Z",
+            status: "running",
+            version: "0.1.0",
+            webdav_url: "http://h:9000/webdav",
+        };
+        let before = serde_json::json!({
+            "apiUrl": "http://h:9000/api",
+            "baseUrl": "http://h:9000",
+            "capabilities": ["meta-core"],
+            "hostname": "h",
+            "lastHeartbeat": "2026-12-03T10:00:00Z",
+            "name": "meta-core",
+            "pid": 7,
+            "startedAt": "2026-12-03T09:00:00Z",
+            "status": "running",
+            "version": "0.1.0",
+            "webdavUrl": "http://h:9000/webdav",
+        });
+        assert_eq!(
+            serde_json::to_vec_pretty(&own).unwrap(),
+            serde_json::to_vec_pretty(&before).unwrap()
+        );
+
+        let mut fields = Map::new();
+        fields.insert("baseUrl".into(), "http://other:8080/x".into());
+        fields.insert("hostname".into(), "other".into());
+        fields.insert("capabilities".into(), serde_json::json!(["sorter"]));
+        let entry = Entry {
+            file: "sorter-other.json".into(),
+            name: "sorter".into(),
+            last_heartbeat_ms: 1_500,
+            stale: true,
+            fields,
+        };
+        let before = serde_json::json!({
+            "addr": "other:8080",
+            "baseUrl": "http://other:8080/x",
+            "caps": ["sorter"],
+            "instance": "other",
+            "lastSeen": 1.5,
+            "name": "sorter",
+            "resources": [],
+            "status": "stale",
+            "version": "",
+        });
+        assert_eq!(
+            serde_json::to_string(&entry.neighbor()).unwrap(),
+            serde_json::to_string(&before).unwrap()
+        );
     }
 
     #[test]
