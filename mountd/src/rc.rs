@@ -58,12 +58,23 @@ struct Obscured {
 }
 
 /// A remote's section of rclone's configuration, the member read (of
-/// `config/get`, and of each remote of `config/dump`); a remote that is
-/// not configured reads with `kind` empty.
+/// `config/get`, and of each remote of `config/dump`). A remote that is
+/// not configured, or a section that is not an object or whose `type` is
+/// not a string, reads with `kind` empty: one odd section does not make
+/// the whole listing fail.
 #[derive(Debug, Default, Deserialize)]
+#[serde(from = "serde_json::Value")]
 pub struct RemoteConfig {
-    #[serde(rename = "type", default)]
     pub kind: String,
+}
+
+impl From<serde_json::Value> for RemoteConfig {
+    fn from(section: serde_json::Value) -> Self {
+        let kind = section.get("type").and_then(serde_json::Value::as_str);
+        Self {
+            kind: kind.unwrap_or_default().to_owned(),
+        }
+    }
 }
 
 /// `config/get`'s argument.
@@ -359,6 +370,15 @@ mod tests {
         assert!(info.features.is_local && info.root == "/srv");
         let none: RemoteConfig = serde_json::from_str("{}").unwrap();
         assert_eq!(none.kind, "", "a remote not configured");
+        let dump: BTreeMap<String, RemoteConfig> = serde_json::from_str(
+            r#"{"gdrive":{"type":"drive","token":"x"},"odd":"text","typed":{"type":7}}"#,
+        )
+        .unwrap();
+        let kinds: Vec<(&str, &str)> = dump
+            .iter()
+            .map(|(n, c)| (n.as_str(), c.kind.as_str()))
+            .collect();
+        assert_eq!(kinds, [("gdrive", "drive"), ("odd", ""), ("typed", "")]);
     }
 
     #[test]
