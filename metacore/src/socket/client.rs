@@ -163,10 +163,20 @@ impl SocketClient {
         body: Option<Bytes>,
     ) -> Result<http::Response<Incoming>, ClientError> {
         let resp = self.exchange(method, path_and_query, body).await?;
+        self.accepted(resp).await
+    }
+
+    /// `resp` when its status is a success, else its error decoded
+    /// ([`Self::refusal`]).
+    pub async fn accepted(
+        &self,
+        resp: http::Response<Incoming>,
+    ) -> Result<http::Response<Incoming>, ClientError> {
         if resp.status().is_success() {
-            return Ok(resp);
+            Ok(resp)
+        } else {
+            Err(self.refusal(resp).await)
         }
-        Err(self.refusal(resp).await)
     }
 
     /// Sends a request and returns the response whatever its status
@@ -335,9 +345,8 @@ impl AgreedClient {
         path_and_query: &str,
         body: Option<Bytes>,
     ) -> Result<http::Response<Incoming>, ClientError> {
-        self.agree().await?;
-        let sent = self.inner.send(method, path_and_query, body).await;
-        sent.inspect_err(|e| self.forget(e))
+        let resp = self.exchange(method, path_and_query, body).await?;
+        self.inner.accepted(resp).await
     }
 
     /// [`SocketClient::exchange`] with an agreed peer.
