@@ -30,10 +30,30 @@ use crate::process::{self, Process};
 use crate::raw_http::RawResponse;
 use crate::wait::{IO_DEADLINE, within};
 
-/// A port nobody listens on right now: bind port 0, read it, let it go.
+/// Where [`free_port`] looks: below Linux's default ephemeral range
+/// (32768-60999), from which the kernel picks both `bind(:0)` ports and
+/// the local ports of outgoing connections.
+const TEST_PORTS: std::ops::Range<u32> = 20_000..32_000;
+
+/// A port nobody listens on right now, for a daemon to bind. It is taken
+/// below the ephemeral range, so that none of the suite's many outgoing
+/// connections can take it between this check and the daemon's bind (as a
+/// port of `bind(:0)` could be, under load), and each call of the process
+/// gets a port no other call got.
 pub fn free_port() -> u16 {
-    let l = std::net::TcpListener::bind("127.0.0.1:0").expect("bind a free port");
-    l.local_addr().expect("the bound address").port()
+    use std::sync::atomic::{AtomicU32, Ordering};
+    static CALLS: AtomicU32 = AtomicU32::new(0);
+    let span = TEST_PORTS.end - TEST_PORTS.start;
+    // Processes of the suite that run at once start apart.
+    let start = std::process::id().wrapping_mul(2_654_435_761) % span;
+    for _ in 0..span {
+        let n = CALLS.fetch_add(1, Ordering::Relaxed);
+        let port = (TEST_PORTS.start + (start + n) % span) as u16;
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            return port;
+        }
+    }
+    panic!("no free port in {TEST_PORTS:?}");
 }
 
 /// One apid process and an HTTP client of its port; the requests
