@@ -682,6 +682,15 @@ async fn a_daemon_that_ignores_sigterm_is_killed_after_its_grace() {
     assert!(!mc.info_file().exists());
 }
 
+/// Whether process `pid` has `path` open (its descriptors, as /proc lists
+/// them).
+fn has_open(pid: u32, path: &std::path::Path) -> bool {
+    std::fs::read_dir(format!("/proc/{pid}/fd")).is_ok_and(|fds| {
+        fds.flatten()
+            .any(|fd| std::fs::read_link(fd.path()).is_ok_and(|target| target == path))
+    })
+}
+
 #[tokio::test]
 async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
     let dir = test_dir();
@@ -709,19 +718,23 @@ async fn the_old_tree_holds_the_lock_until_its_last_process_is_gone() {
         .await;
 
     let daemons = leader.daemon_pids().await;
+    let lock = leader.meta_core_path().join("locks/kv-leader.lock");
     leader.process.kill9();
     wait_gone(&daemons, "the killed leader's daemons").await;
     let looked = std::cell::Cell::new(0);
-    let (watched, seen) = (&standby, &looked);
+    let (watched, seen, lock) = (&standby, &looked, &lock);
+    // The lock is held while the straggler has the lock file open: an
+    // exiting process closes its files before it is a zombie, so "alive"
+    // alone would not say the lock is still taken.
     until(
         "the straggler of the old tree to exit",
         DAEMON_DEADLINE,
         || async move {
-            if !alive(straggler) {
+            if !has_open(straggler, lock) {
                 return Some(());
             }
             let role = watched.status().await.role;
-            if alive(straggler) {
+            if has_open(straggler, lock) {
                 assert_eq!(
                     role,
                     Role::Standby,
