@@ -77,6 +77,15 @@ impl Watched {
         .await;
     }
 
+    /// Until watcherd knows at least `files` files and none is pending.
+    pub(crate) async fn wait_known(&self, files: u64) {
+        until("watcherd to know the files", DAEMON_DEADLINE, || async {
+            let s = self.status().await;
+            (s["knownFiles"].as_u64()? >= files && s["pending"] == 0).then_some(())
+        })
+        .await;
+    }
+
     /// Until watcherd's repairs (asked for by rescans) have run at least
     /// `passes` times and none is due; the passes run.
     pub(crate) async fn repair_passes(&self, passes: u64) -> u64 {
@@ -700,11 +709,7 @@ async fn a_watcher_made_over_known_files_counts_them_at_once() {
     let w = Watched::start(&[("META_CORE_ADMIN_TOKEN", TOKEN)]).await;
     w.write("watch/shows/a.mkv", b"one");
     w.write("watch/shows/b.mkv", b"two");
-    until("watcherd to know both files", DAEMON_DEADLINE, || async {
-        let s = w.status().await;
-        (s["knownFiles"].as_u64()? >= 2 && s["pending"] == 0).then_some(())
-    })
-    .await;
+    w.wait_known(2).await;
 
     let made = w
         .admin(
@@ -723,15 +728,7 @@ async fn a_watcher_made_over_known_files_counts_them_at_once() {
 
     // Moved to another folder: the answer to the move counts the files there.
     w.write("watch/films/c.mkv", b"three");
-    until(
-        "watcherd to know the third file",
-        DAEMON_DEADLINE,
-        || async {
-            let s = w.status().await;
-            (s["knownFiles"].as_u64()? >= 3 && s["pending"] == 0).then_some(())
-        },
-    )
-    .await;
+    w.wait_known(3).await;
     let moved = w
         .admin(
             "PUT",

@@ -287,8 +287,8 @@ impl Engine {
                         _ => return,
                     }
                 }
-                // A change of the watchers: taken in by the publish at the
-                // top, so the API's answer shows the new counts.
+                // A change of the watchers, the one place they are taken
+                // in: the publish at the top counts them for the API.
                 Ok(()) = self.links.configs.changed() => {
                     self.walks.watchers = self.links.configs.borrow_and_update().clone();
                     self.shown.stale = true;
@@ -363,10 +363,6 @@ impl Engine {
     /// [`Engine::covers`]): the tree's figures are taken only if no walk
     /// holds it, else those of the last time it was free.
     fn publish(&mut self) {
-        if self.links.configs.has_changed().unwrap_or(false) {
-            self.walks.watchers = self.links.configs.borrow_and_update().clone();
-            self.shown.stale = true;
-        }
         if self.shown.stale {
             self.shown.counts = view::file_counts(
                 &self.knows.known,
