@@ -35,11 +35,14 @@
 //!   rclone, and the kernel's mount table.
 //! - [`container`]: the image of `docker/Dockerfile` built on a base made
 //!   without a registry, and [`container::Container`], one podman container of it.
+//! - [`faults`]: the fault suite: the whole tree under load, killed part
+//!   by part, and checked for anything lost.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
 pub mod apid;
 pub mod container;
 pub mod daemon;
+pub mod faults;
 pub mod fixtures;
 pub mod mount;
 pub mod mountd;

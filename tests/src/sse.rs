@@ -20,7 +20,7 @@ use http_body_util::{BodyExt, Empty};
 use hyper_util::client::legacy::Client;
 use hyper_util::rt::TokioExecutor;
 
-use crate::wait::{IO_DEADLINE, within};
+use crate::wait::IO_DEADLINE;
 
 type Events = Pin<Box<dyn Stream<Item = Result<Event, String>> + Send>>;
 
@@ -79,6 +79,22 @@ impl Follower {
 
     /// `GET path` with the headers whose value is `Some`.
     pub async fn connect_with(port: u16, path: &str, headers: &[(&str, Option<&str>)]) -> Self {
+        Self::open(port, path, headers, true)
+            .await
+            .unwrap_or_else(|e| panic!("{e}"))
+    }
+
+    /// `GET path` with the headers whose value is `Some`; a refused or
+    /// broken connection, or no answer within [`IO_DEADLINE`], is an
+    /// error rather than a panic (for followers that reconnect while the
+    /// server restarts). Without `keep_raw`, the raw bytes are not kept
+    /// (a long-running follower would hold every byte it was sent).
+    pub async fn open(
+        port: u16,
+        path: &str,
+        headers: &[(&str, Option<&str>)],
+        keep_raw: bool,
+    ) -> Result<Self, String> {
         let client: Client<_, Empty<Bytes>> = Client::builder(TokioExecutor::new())
             .pool_max_idle_per_host(0)
             .build_http();
@@ -89,30 +105,31 @@ impl Follower {
             }
         }
         let req = req.body(Empty::new()).expect("a request");
-        let resp = within(&format!("the answer to GET {path}"), IO_DEADLINE, async {
-            client.request(req).await
-        })
-        .await
-        .unwrap_or_else(|e| panic!("GET {path}: {e}"));
+        let resp = tokio::time::timeout(IO_DEADLINE, client.request(req))
+            .await
+            .map_err(|_| format!("GET {path}: no answer within {IO_DEADLINE:?}"))?
+            .map_err(|e| format!("GET {path}: {e}"))?;
         let status = resp.status().as_u16();
         let headers = resp.headers().clone();
         let raw = Arc::new(Mutex::new(Vec::new()));
         let tee = raw.clone();
         let body = resp.into_body().into_data_stream().map(move |chunk| {
             let chunk = chunk.map_err(|e| e.to_string())?;
-            tee.lock().unwrap().extend_from_slice(&chunk);
+            if keep_raw {
+                tee.lock().unwrap().extend_from_slice(&chunk);
+            }
             Ok::<_, String>(chunk)
         });
         let events = body
             .eventsource()
             .map(|r| r.map_err(|e| e.to_string()))
             .boxed();
-        Self {
+        Ok(Self {
             status,
             headers,
             events,
             raw,
-        }
+        })
     }
 
     pub fn header(&self, name: &str) -> Option<&str> {

@@ -13,7 +13,28 @@ pub const IO_DEADLINE: Duration = Duration::from_secs(10);
 
 /// Polls `check` until it returns `Some`, sleeping a little longer each
 /// round (5 ms up to 50 ms). Panics after `deadline` naming `what`.
-pub async fn until<T, F, Fut>(what: &str, deadline: Duration, mut check: F) -> T
+pub async fn until<T, F, Fut>(what: &str, deadline: Duration, check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    // A hang guard, not a speed check: the deadline is generous.
+    until_or_none(deadline, check)
+        .await
+        .unwrap_or_else(|| panic!("timed out after {deadline:?} waiting for {what}"))
+}
+
+/// Runs `fut` to completion, panicking after `deadline` naming `what`.
+pub async fn within<T>(what: &str, deadline: Duration, fut: impl Future<Output = T>) -> T {
+    match tokio::time::timeout(deadline, fut).await {
+        Ok(v) => v,
+        Err(_) => panic!("timed out after {deadline:?} waiting for {what}"),
+    }
+}
+
+/// Polls `check` as [`until`] does, but answers `None` after `deadline`
+/// instead of panicking: for a suite that reports what did not happen.
+pub async fn until_or_none<T, F, Fut>(deadline: Duration, mut check: F) -> Option<T>
 where
     F: FnMut() -> Fut,
     Fut: Future<Output = Option<T>>,
@@ -22,21 +43,12 @@ where
     let mut pause = Duration::from_millis(5);
     loop {
         if let Some(v) = check().await {
-            return v;
+            return Some(v);
         }
-        // A hang guard, not a speed check: the deadline is generous.
         if start.elapsed() >= deadline {
-            panic!("timed out after {deadline:?} waiting for {what}");
+            return None;
         }
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(50));
-    }
-}
-
-/// Runs `fut` to completion, panicking after `deadline` naming `what`.
-pub async fn within<T>(what: &str, deadline: Duration, fut: impl Future<Output = T>) -> T {
-    match tokio::time::timeout(deadline, fut).await {
-        Ok(v) => v,
-        Err(_) => panic!("timed out after {deadline:?} waiting for {what}"),
     }
 }

@@ -23,6 +23,7 @@ mod container;
 mod daemon_args;
 mod disk_full;
 mod docs_complete;
+mod faults;
 mod file_modes;
 mod leader_file;
 mod metrics;
