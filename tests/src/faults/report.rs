@@ -54,6 +54,7 @@ impl Report {
         all("orphan", &self.stopped.orphans);
         all("stale mount", &self.stopped.stale_mounts);
         all("stop", &self.stopped.bad_exits);
+        all("leader file", &self.stopped.misnamed);
         all("store invariant", &self.violations);
         if !self.caught_up {
             out.push("the followers did not catch up with the end of the load".to_owned());

@@ -174,6 +174,8 @@ pub struct Tree {
     pub orphans: Vec<String>,
     /// Mounts found not serving once the tree had recovered.
     pub stale_mounts: Vec<String>,
+    /// `kv-leader.info` not naming the standby that took over.
+    pub misnamed: Vec<String>,
     dir: PathBuf,
 }
 
@@ -191,6 +193,7 @@ impl Tree {
             takeovers: Vec::new(),
             orphans: Vec::new(),
             stale_mounts: Vec::new(),
+            misnamed: Vec::new(),
             dir: dir.to_owned(),
         };
         if standby {
@@ -271,6 +274,14 @@ impl Tree {
             }
             let mut next = next;
             next.wait_all_ready().await;
+            let named = std::fs::read_to_string(next.info_file()).unwrap_or_default();
+            if named.trim() != next.api_url() {
+                self.misnamed.push(format!(
+                    "kv-leader.info says {:?} after {} took over",
+                    named.trim(),
+                    next.api_url()
+                ));
+            }
             self.leader = next;
             self.at = 1 - self.at;
             self.standby = Some(self.spawn_standby().await);
@@ -304,11 +315,12 @@ impl Tree {
         }
     }
 
-    /// Stops every supervisor in order (SIGTERM), then looks for what is
-    /// left of the tree and what is still mounted.
+    /// Stops every supervisor (SIGTERM), the standby first so that it does
+    /// not take over, then looks for what is left of the tree and what is
+    /// still mounted.
     pub async fn stop(mut self) -> Stopped {
         let mut bad_exits = Vec::new();
-        for mut mc in [Some(self.leader), self.standby.take()]
+        for mut mc in [self.standby.take(), Some(self.leader)]
             .into_iter()
             .flatten()
         {
@@ -333,6 +345,7 @@ impl Tree {
         );
         Stopped {
             bad_exits,
+            misnamed: self.misnamed,
             orphans: self.orphans,
             stale_mounts: self.stale_mounts,
             takeovers: self.takeovers,
@@ -345,6 +358,8 @@ impl Tree {
 pub struct Stopped {
     /// Supervisors that did not exit 0 when asked to stop.
     pub bad_exits: Vec<String>,
+    /// Takeovers after which `kv-leader.info` did not name the new leader.
+    pub misnamed: Vec<String>,
     /// Processes of a killed or stopped tree still alive after it.
     pub orphans: Vec<String>,
     /// Mounts not serving after a recovery, or left after the stop.

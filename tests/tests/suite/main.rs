@@ -33,6 +33,7 @@ mod mountd_faults;
 mod mountd_mounts;
 mod mountd_tree;
 mod relayed;
+mod security;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;
