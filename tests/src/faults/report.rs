@@ -159,7 +159,7 @@ impl std::fmt::Display for Report {
             writeln!(
                 f,
                 "takeover (old tree gone → standby /health 200): median {:.1} ms, max {:.1} ms over {}",
-                t[t.len() / 2],
+                (t[(t.len() - 1) / 2] + t[t.len() / 2]) / 2.0,
                 t[t.len() - 1],
                 t.len()
             )?;
