@@ -126,6 +126,10 @@ fn scalar(v: &Value) -> String {
 }
 
 #[cfg(test)]
+#[path = "nested_fuzz_test.rs"]
+mod fuzz_test;
+
+#[cfg(test)]
 mod tests {
     use serde_json::json;
 
