@@ -115,6 +115,10 @@ pub fn mount_path(files_path: &Path, name: &str) -> Option<PathBuf> {
 }
 
 #[cfg(test)]
+#[path = "config_fuzz_test.rs"]
+mod fuzz_test;
+
+#[cfg(test)]
 mod tests {
     use super::*;
 
