@@ -435,6 +435,10 @@ impl Entry {
 mod tests;
 
 #[cfg(test)]
+#[path = "registry_fuzz_test.rs"]
+mod fuzz_test;
+
+#[cfg(test)]
 mod clean_tests {
     use super::*;
 

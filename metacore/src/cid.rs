@@ -62,6 +62,14 @@ pub enum CidError {
     Version(u64),
     #[error("the CID's digest is {actual} bytes, its header says {declared}")]
     DigestLength { declared: u64, actual: usize },
+    /// Its last letter carries bits past the last byte: the same bytes
+    /// have another, canonical spelling.
+    #[error("the CID's last base32 letter has unused bits set (a CID has one spelling)")]
+    TrailingBits,
+    /// A varint of its header is written longer than it needs (the
+    /// multiformats varint is minimal).
+    #[error("the CID's header holds a varint longer than it needs to be")]
+    Varint,
 }
 
 impl Cid {
@@ -91,7 +99,8 @@ impl Cid {
     }
 
     /// Builds the CID of a digest: `0x01 ‖ varint(codec) ‖ varint(mh) ‖
-    /// varint(len) ‖ digest`, written `b` + base32 lower case.
+    /// varint(len) ‖ digest`, written `b` + base32 lower case. The codes
+    /// are below 2^63, the most a CID's 9-byte varint holds.
     pub fn from_digest(codec: u64, mh_code: u64, digest: &[u8]) -> Self {
         let mut bytes = Vec::with_capacity(digest.len() + 12);
         bytes.push(1);
@@ -245,6 +254,11 @@ fn base32_lower_decode(s: &str) -> Result<Vec<u8>, CidError> {
             acc &= (1 << bits) - 1;
         }
     }
+    // Unpadded base32 ends with zero bits; other bits there would make a
+    // second spelling of the same bytes.
+    if acc != 0 {
+        return Err(CidError::TrailingBits);
+    }
     Ok(out)
 }
 
@@ -273,6 +287,10 @@ fn read_uvarint(buf: &mut &[u8]) -> Result<u64, CidError> {
         *buf = rest;
         value |= u64::from(b & 0x7f) << (7 * i);
         if b & 0x80 == 0 {
+            // A last byte of 0 after others is padding: not minimal.
+            if i > 0 && b == 0 {
+                return Err(CidError::Varint);
+            }
             return Ok(value);
         }
     }
@@ -332,6 +350,32 @@ mod tests {
         );
         assert!(Cid::parse("b").is_err());
         assert!(Cid::parse("bafy/../x").is_err());
+    }
+
+    /// Found by the property tests: `...ab` decoded to the bytes of
+    /// `...aa` (the last letter's unused bits dropped), so one CID had two
+    /// spellings, two `cid:` keys.
+    #[test]
+    fn a_cid_has_one_spelling() {
+        let canonical = "bagaacaagaaaaaaaaaa";
+        let c = Cid::parse(canonical).unwrap();
+        assert_eq!(Cid::from_digest(c.codec(), c.mh_code(), &c.digest()), c);
+        assert_eq!(
+            Cid::parse("bagaacaagaaaaaaaaab"),
+            Err(CidError::TrailingBits)
+        );
+        // Codec 0x55 written in two bytes (0xd5 0x00) instead of one.
+        let padded = [1u8, 0xd5, 0x00, 0x12, 0x00];
+        let minimal = Cid::from_digest(0x55, 0x12, &[]);
+        assert!(Cid::parse(minimal.as_str()).is_ok());
+        let text = format!("b{}", base32_lower_encode(&padded));
+        assert_eq!(Cid::parse(&text), Err(CidError::Varint));
+        assert_eq!(
+            read_uvarint(&mut &[0x80u8, 0x00][..]),
+            Err(CidError::Varint)
+        );
+        assert_eq!(read_uvarint(&mut &[0x00u8][..]), Ok(0));
+        assert_eq!(read_uvarint(&mut &[0x80u8, 0x01][..]), Ok(128));
     }
 
     #[test]

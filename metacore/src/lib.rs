@@ -47,6 +47,9 @@ pub mod sync;
 pub mod telemetry;
 pub mod urls;
 
+#[cfg(test)]
+mod fuzz_test;
+
 pub use cid::Cid;
 pub use config::Config;
 pub use error::{ApiError, ErrorCode};

@@ -100,20 +100,23 @@ pub fn sanitize_name(name: &str) -> Option<String> {
             out.push('_');
         }
     }
-    let mut out = out
-        .trim_start_matches(['.', '_'])
-        .trim_end_matches('_')
-        .to_owned();
+    // Cut first, then trim the trailing `_`: a cut must not leave one.
+    let mut out = out.trim_start_matches(['.', '_']).to_owned();
     out.truncate(64);
+    let out = out.trim_end_matches('_');
     out.bytes()
         .any(|b| b.is_ascii_alphanumeric())
-        .then_some(out)
+        .then(|| out.to_owned())
 }
 
 /// Where a mount named `name` goes: `FILES_PATH/corn/<sanitized name>`.
 pub fn mount_path(files_path: &Path, name: &str) -> Option<PathBuf> {
     Some(files_path.join(MOUNTS_DIR).join(sanitize_name(name)?))
 }
+
+#[cfg(test)]
+#[path = "config_fuzz_test.rs"]
+mod fuzz_test;
 
 #[cfg(test)]
 mod tests {
@@ -242,6 +245,10 @@ mod tests {
         assert_eq!(sanitize_name("///"), None);
         assert_eq!(sanitize_name("-.-"), None);
         assert_eq!(sanitize_name(&"x".repeat(100)).unwrap().len(), 64);
+        // Found by the property tests: a cut at 64 bytes left a trailing
+        // `_` that the name's own rule trims.
+        let cut = format!("{} b", "a".repeat(63));
+        assert_eq!(sanitize_name(&cut), Some("a".repeat(63)));
         assert_eq!(
             mount_path(Path::new("/files"), "nas share").unwrap(),
             Path::new("/files/corn/nas_share")

@@ -14,6 +14,9 @@ pub(crate) mod index;
 pub(crate) mod matchers;
 pub(crate) mod tokens;
 
+#[cfg(test)]
+mod fuzz_test;
+
 use metacore::api::storaged::{RecordFields, SearchFilter, SearchPage, SearchQuery};
 use metacore::record::Fields;
 use rusqlite::Connection;

@@ -9,7 +9,7 @@ use std::path::{Component, Path, PathBuf};
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use metacore::error::ApiError;
-use metacore::record::Fields;
+use metacore::record::{Fields, MAX_FIELD_LEN};
 use metacore::rid::Rid;
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -23,6 +23,12 @@ use crate::nested::flatten;
 pub const SCHEMA_VERSION: u64 = 2;
 /// Largest `metadata/<rid>.json` entry read (a file above it fails).
 pub const MAX_RECORD_BYTES: u64 = 64 * 1024 * 1024;
+/// Deepest `metadata/<rid>.json` read: a level per segment of the longest
+/// field name (segments of a byte or more between slashes; the root
+/// object holds the first, the last is a string). serde_json's own bound, 128 levels, refused the export of a
+/// record with a field of 128 segments or more; this one fits a blocking
+/// thread's stack several times over, even unoptimized.
+pub(super) const MAX_RECORD_DEPTH: usize = MAX_FIELD_LEN.div_ceil(2);
 /// Largest `manifest.json` read.
 pub(super) const MAX_MANIFEST_BYTES: u64 = 1024 * 1024;
 /// Where plugin output lives in the archive.
@@ -175,11 +181,52 @@ pub fn confined(rel: &str) -> Option<PathBuf> {
 /// not a JSON object.
 pub(super) fn read_record(entry: &mut impl Read, declared: u64) -> Result<Fields, String> {
     let bytes = read_checked(entry, declared, MAX_RECORD_BYTES).map_err(|e| e.to_string())?;
-    let doc: Value = serde_json::from_slice(&bytes).map_err(|e| format!("not JSON: {e}"))?;
+    let depth = json_depth(&bytes);
+    if depth > MAX_RECORD_DEPTH {
+        return Err(format!(
+            "nested {depth} levels deep; a record's fields nest {MAX_RECORD_DEPTH} at most"
+        ));
+    }
+    let mut de = serde_json::Deserializer::from_slice(&bytes);
+    // Bounded by the depth checked above.
+    de.disable_recursion_limit();
+    let doc = Value::deserialize(&mut de)
+        .and_then(|doc| de.end().map(|()| doc))
+        .map_err(|e| format!("not JSON: {e}"))?;
     if !doc.is_object() {
         return Err("not a JSON object".into());
     }
     Ok(flatten(&doc))
+}
+
+/// How deep the arrays and objects of a JSON text nest, counted without
+/// recursion, strings skipped. On a text that is not JSON it counts what
+/// the parser would meet before its first error, so it bounds the
+/// parser's recursion either way.
+fn json_depth(bytes: &[u8]) -> usize {
+    let (mut depth, mut deepest) = (0usize, 0usize);
+    let (mut in_string, mut escaped) = (false, false);
+    for &b in bytes {
+        if in_string {
+            match b {
+                _ if escaped => escaped = false,
+                b'\\' => escaped = true,
+                b'"' => in_string = false,
+                _ => {}
+            }
+            continue;
+        }
+        match b {
+            b'"' => in_string = true,
+            b'[' | b'{' => {
+                depth += 1;
+                deepest = deepest.max(depth);
+            }
+            b']' | b'}' => depth = depth.saturating_sub(1),
+            _ => {}
+        }
+    }
+    deepest
 }
 
 /// Why a plugin output entry is not written. The messages name no path of
@@ -375,6 +422,29 @@ mod tests {
             .map(|e| e.unwrap().file_name())
             .collect();
         assert_eq!(left, ["kept.txt"], "no part file, no new file");
+    }
+
+    /// Found by the property tests: serde_json stopped at 128 levels, so
+    /// the export of a record with a field of 128 segments or more could
+    /// not be imported. A record as deep as a field name may be reads
+    /// back; a deeper text is refused unparsed, without a stack overflow.
+    #[test]
+    fn a_record_as_deep_as_a_name_may_be_is_read_back() {
+        let mut fields = Fields::new();
+        fields.insert(vec!["a"; 512].join("/"), "deep".into());
+        fields.insert("title".into(), "x".into());
+        let text = serde_json::to_vec(&crate::nested::nest(&fields)).unwrap();
+        assert_eq!(json_depth(&text), MAX_RECORD_DEPTH);
+        let len = text.len() as u64;
+        assert_eq!(read_record(&mut &text[..], len).unwrap(), fields);
+
+        let deeper = format!(r#"{{"a":{}1{}}}"#, "[".repeat(100_000), "]".repeat(100_000));
+        let len = deeper.len() as u64;
+        let e = read_record(&mut deeper.as_bytes(), len).unwrap_err();
+        assert!(e.contains("nested 100001 levels deep"), "{e}");
+        assert_eq!(json_depth(br#"{"a":"[[[{\"[","b":[{}]}"#), 3);
+        let e = read_record(&mut &b"{} x"[..], 4).unwrap_err();
+        assert!(e.starts_with("not JSON"), "trailing bytes: {e}");
     }
 
     #[test]

@@ -377,6 +377,9 @@ pub async fn import_from(
 }
 
 #[cfg(test)]
+mod fuzz_test;
+
+#[cfg(test)]
 mod tests {
     use std::io::{self, Read};
 

@@ -1,0 +1,226 @@
+//! Property tests of the search request as a client sends it (free text
+//! and filters of any text): its FTS5 query is always one SQLite runs,
+//! and the index never leaves out a record the matchers pass, so a search
+//! by the index answers what a scan answers. Records and queries are
+//! drawn from one small vocabulary (cases, sigmas, a dotted capital I,
+//! CIDs, key-sets, comma lists, long values) so that they meet, and from
+//! any text. `cargo test -p storaged fuzz`.
+
+use std::collections::BTreeSet;
+
+use metacore::api::storaged::{SearchFilter, SearchQuery};
+use metacore::record::Fields;
+use metacore::rid::Rid;
+use proptest::prelude::*;
+use rusqlite::Connection;
+
+use super::index::CREATE_TABLE;
+use super::tokens::{MAX_INDEXED_CHARS, document};
+use super::{fts_query, matchers};
+
+/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
+fn cases(n: u32) -> ProptestConfig {
+    let default = ProptestConfig::default();
+    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
+        default.cases
+    } else {
+        n
+    };
+    ProptestConfig { cases, ..default }
+}
+
+const NAMES: &[&str] = &[
+    "title",
+    "Title",
+    "fileName",
+    "filePath",
+    "showtitle",
+    "genres",
+    "genres/Action",
+    "genres/drama",
+    "GENRES/war",
+    "tmdbid",
+    "year",
+    "poster",
+    "ΑΣ",
+    "ΑΣ/b",
+];
+
+const WORDS: &[&str] = &[
+    "Night River",
+    "night",
+    "RIVER",
+    "1405",
+    "140",
+    "true",
+    "false",
+    " FALSE ",
+    "0",
+    "yes",
+    "Drama, Science Fiction ,Thriller",
+    "science fiction",
+    "fict",
+    "bafkreigh2akiscaildcqabsyg3dfr6chu3fgpregiymsck7e7aqa4s52zy",
+    "BAFKREIGH2AKISCAILDCQABSYG3DFR6CHU3FGPREGIYMSCK7E7AQA4S52ZY",
+    "İstanbul",
+    "istanbul",
+    "ΟΔΟΣ",
+    "οδος",
+    "ΑΣ",
+    "Action",
+    "action",
+    "war",
+    "a",
+    "ab",
+    "",
+];
+
+fn word() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(WORDS).prop_map(str::to_owned),
+        1 => any::<String>(),
+        // Past what is indexed of a value: only its head is.
+        1 => (prop::sample::select(WORDS), 0..3usize).prop_map(|(w, n)| {
+            format!("{}{w}", "x ".repeat(MAX_INDEXED_CHARS / 2 + n))
+        }),
+    ]
+}
+
+fn name() -> impl Strategy<Value = String> {
+    prop_oneof![
+        4 => prop::sample::select(NAMES).prop_map(str::to_owned),
+        1 => any::<String>().prop_filter("no NUL in a stored name", |s| !s.contains('\0')),
+    ]
+}
+
+/// A record as stored: a RID and its fields (no NUL in them).
+fn record() -> impl Strategy<Value = (Rid, Fields)> {
+    (
+        any::<u128>().prop_map(Rid::from_u128),
+        prop::collection::btree_map(name(), word(), 0..6),
+    )
+        .prop_map(|(rid, mut f)| {
+            f.retain(|_, v| !v.contains('\0'));
+            (rid, f)
+        })
+}
+
+fn filter() -> impl Strategy<Value = SearchFilter> {
+    (
+        prop_oneof![4 => prop::sample::select(NAMES).prop_map(str::to_owned), 1 => any::<String>()],
+        prop::collection::vec(word(), 0..3),
+        any::<bool>(),
+    )
+        .prop_map(|(property, values, exact)| SearchFilter {
+            property,
+            values,
+            exact,
+        })
+}
+
+/// Free text: words of the vocabulary, a piece of a RID, or any text.
+fn query(rids: Vec<String>) -> impl Strategy<Value = String> {
+    let rid_piece = (
+        prop::sample::select(rids),
+        any::<prop::sample::Index>(),
+        0..12usize,
+        any::<bool>(),
+    )
+        .prop_map(|(rid, at, len, lower)| {
+            let from = at.index(rid.len());
+            let piece = &rid[from..(from + len).min(rid.len())];
+            if lower {
+                piece.to_lowercase()
+            } else {
+                piece.to_owned()
+            }
+        });
+    prop_oneof![
+        3 => prop::collection::vec(word(), 0..3).prop_map(|w| w.join(" ")),
+        1 => rid_piece,
+        1 => any::<String>(),
+    ]
+}
+
+/// Records and a search over them.
+fn case() -> impl Strategy<Value = (Vec<(Rid, Fields)>, SearchQuery)> {
+    prop::collection::vec(record(), 1..6).prop_flat_map(|records| {
+        let rids: Vec<String> = records.iter().map(|(r, _)| r.to_string()).collect();
+        (
+            Just(records),
+            query(rids),
+            prop::collection::vec(filter(), 0..3),
+        )
+            .prop_map(|(records, query, filters)| {
+                (
+                    records,
+                    SearchQuery {
+                        query,
+                        filters,
+                        limit: 100,
+                    },
+                )
+            })
+    })
+}
+
+/// The rows of `records` (numbered from 1) that the index offers for `q`:
+/// every row when the search is a scan.
+fn candidates(records: &[(Rid, Fields)], q: &SearchQuery) -> Result<BTreeSet<i64>, TestCaseError> {
+    let conn = Connection::open_in_memory().expect("an in-memory database");
+    conn.execute_batch(CREATE_TABLE).expect("the index table");
+    for (row, (rid, fields)) in (1..).zip(records) {
+        conn.execute(
+            "INSERT INTO search_fts(rowid, doc) VALUES (?1, ?2)",
+            rusqlite::params![row, document(&rid.to_string(), fields)],
+        )
+        .expect("a row is indexed");
+    }
+    let Some(expr) = fts_query(q) else {
+        return Ok((1..=records.len() as i64).collect());
+    };
+    let mut stmt = conn
+        .prepare("SELECT rowid FROM search_fts WHERE search_fts MATCH ?1")
+        .expect("the query prepares");
+    let rows = stmt
+        .query_map([&expr], |r| r.get::<_, i64>(0))
+        .and_then(|rows| rows.collect::<Result<BTreeSet<i64>, _>>());
+    match rows {
+        Ok(rows) => Ok(rows),
+        Err(e) => Err(TestCaseError::fail(format!("FTS5 refused {expr:?}: {e}"))),
+    }
+}
+
+proptest! {
+    #![proptest_config(cases(256))]
+
+    #[test]
+    fn the_index_offers_every_record_the_matchers_pass((records, q) in case()) {
+        let offered = candidates(&records, &q)?;
+        for (row, (rid, fields)) in (1..).zip(&records) {
+            if matchers::matches(&rid.to_string(), fields, &q.query, &q.filters) {
+                prop_assert!(offered.contains(&row), "{} passes but is not offered for {:?}", rid, q);
+            }
+        }
+    }
+
+    #[test]
+    fn any_search_is_a_query_sqlite_runs(
+        query in any::<String>(),
+        filters in prop::collection::vec(
+            (any::<String>(), prop::collection::vec(any::<String>(), 0..3), any::<bool>()),
+            0..3,
+        ),
+        r in record(),
+    ) {
+        let filters = filters
+            .into_iter()
+            .map(|(property, values, exact)| SearchFilter { property, values, exact })
+            .collect();
+        let q = SearchQuery { query, filters, limit: 10 };
+        let offered = candidates(std::slice::from_ref(&r), &q)?;
+        if matchers::matches(&r.0.to_string(), &r.1, &q.query, &q.filters) {
+            prop_assert!(offered.contains(&1));
+        }
+    }
+}
