@@ -305,3 +305,7 @@ pub fn check_path(files_path: &Path, raw: &str) -> Result<String, ApiError> {
 #[cfg(test)]
 #[path = "watchers_test.rs"]
 mod tests;
+
+#[cfg(test)]
+#[path = "watchers_fuzz_test.rs"]
+mod fuzz_test;

@@ -81,7 +81,7 @@ fn word() -> impl Strategy<Value = String> {
         1 => any::<String>(),
         // Past what is indexed of a value: only its head is.
         1 => (prop::sample::select(WORDS), 0..3usize).prop_map(|(w, n)| {
-            format!("{}{w}", "x ".repeat(MAX_INDEXED_CHARS / 2 + n))
+            format!("{} {w}", "x".repeat(MAX_INDEXED_CHARS + n))
         }),
     ]
 }
@@ -105,10 +105,19 @@ fn record() -> impl Strategy<Value = (Rid, Fields)> {
         })
 }
 
-fn filter() -> impl Strategy<Value = SearchFilter> {
+/// A filter on a name the records hold, for a value they hold (or a
+/// piece of one), or of the vocabulary or any text.
+fn filter(names: Vec<String>, pieces: Vec<String>) -> impl Strategy<Value = SearchFilter> {
     (
-        prop_oneof![4 => prop::sample::select(NAMES).prop_map(str::to_owned), 1 => any::<String>()],
-        prop::collection::vec(word(), 0..3),
+        prop_oneof![
+            3 => prop::sample::select(names),
+            1 => prop::sample::select(NAMES).prop_map(str::to_owned),
+            1 => any::<String>(),
+        ],
+        prop::collection::vec(
+            prop_oneof![3 => prop::sample::select(pieces), 1 => word()],
+            0..3,
+        ),
         any::<bool>(),
     )
         .prop_map(|(property, values, exact)| SearchFilter {
@@ -118,8 +127,9 @@ fn filter() -> impl Strategy<Value = SearchFilter> {
         })
 }
 
-/// Free text: words of the vocabulary, a piece of a RID, or any text.
-fn query(rids: Vec<String>) -> impl Strategy<Value = String> {
+/// Free text: words the records hold, words of the vocabulary, a piece
+/// of a RID, or any text.
+fn query(rids: Vec<String>, pieces: Vec<String>) -> impl Strategy<Value = String> {
     let rid_piece = (
         prop::sample::select(rids),
         any::<prop::sample::Index>(),
@@ -135,21 +145,47 @@ fn query(rids: Vec<String>) -> impl Strategy<Value = String> {
                 piece.to_owned()
             }
         });
+    let held = prop::collection::vec(prop::sample::select(pieces), 1..3);
     prop_oneof![
-        3 => prop::collection::vec(word(), 0..3).prop_map(|w| w.join(" ")),
+        3 => held.prop_map(|w| w.join(" ")),
+        2 => prop::collection::vec(word(), 0..3).prop_map(|w| w.join(" ")),
         1 => rid_piece,
         1 => any::<String>(),
     ]
+}
+
+/// The words and comma pieces of the records' values, and the values
+/// whole: what a search that finds them asks for.
+fn pieces_of(records: &[(Rid, Fields)]) -> Vec<String> {
+    let mut out = BTreeSet::from(["night".to_owned()]);
+    for v in records.iter().flat_map(|(_, f)| f.values()) {
+        out.insert(v.clone());
+        out.extend(v.split_whitespace().map(str::to_owned));
+        out.extend(v.split(',').map(|p| p.trim().to_owned()));
+    }
+    out.into_iter().collect()
 }
 
 /// Records and a search over them.
 fn case() -> impl Strategy<Value = (Vec<(Rid, Fields)>, SearchQuery)> {
     prop::collection::vec(record(), 1..6).prop_flat_map(|records| {
         let rids: Vec<String> = records.iter().map(|(r, _)| r.to_string()).collect();
+        let mut names: Vec<String> = records
+            .iter()
+            .flat_map(|(_, f)| {
+                f.keys()
+                    .map(|k| k.split('/').next().unwrap_or(k).to_owned())
+            })
+            .collect();
+        names.push("title".into());
+        let pieces = pieces_of(&records);
         (
             Just(records),
-            query(rids),
-            prop::collection::vec(filter(), 0..3),
+            query(rids, pieces.clone()),
+            prop_oneof![
+                2 => Just(Vec::new()),
+                1 => prop::collection::vec(filter(names, pieces), 1..3),
+            ],
         )
             .prop_map(|(records, query, filters)| {
                 (
@@ -201,6 +237,32 @@ proptest! {
             if matchers::matches(&rid.to_string(), fields, &q.query, &q.filters) {
                 prop_assert!(offered.contains(&row), "{} passes but is not offered for {:?}", rid, q);
             }
+        }
+    }
+
+    #[test]
+    fn a_value_past_the_indexed_head_is_still_found(
+        (rid, mut fields) in record(),
+        name in prop::sample::select(NAMES),
+        head in 60..300usize,
+        tail in prop::sample::select(WORDS),
+        how in 0..3u8,
+    ) {
+        fields.insert(name.to_owned(), format!("{} {tail}", "x".repeat(head)));
+        let filter = |exact| SearchFilter {
+            property: name.to_owned(),
+            values: vec![tail.to_owned()],
+            exact,
+        };
+        let (query, filters) = match how {
+            0 => (tail.to_owned(), Vec::new()),
+            1 => (String::new(), vec![filter(false)]),
+            _ => (String::new(), vec![filter(true)]),
+        };
+        let q = SearchQuery { query, filters, limit: 10 };
+        let offered = candidates(&[(rid, fields.clone())], &q)?;
+        if matchers::matches(&rid.to_string(), &fields, &q.query, &q.filters) {
+            prop_assert!(offered.contains(&1), "{:?} is not offered for {:?}", fields, q);
         }
     }
 
