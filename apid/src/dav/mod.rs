@@ -4,8 +4,9 @@
 //! Before a request reaches `dav-server` it is checked here:
 //! - the path and a COPY or MOVE `Destination`, decoded: a `..`
 //!   segment, an encoded `/` or a NUL is a 400, whatever the encoding; a
-//!   `Destination` that is not a `/webdav/` path of this server (another
-//!   host, or not literally below `/webdav/`) is a 502 (RFC 4918
+//!   `Destination` that is neither an absolute URI nor an absolute path
+//!   is a 400 too; one that is not a `/webdav/` path of this server
+//!   (another host, or not literally below `/webdav/`) is a 502 (RFC 4918
 //!   §9.8.5), so dav-server, which reads it more loosely, never acts on a
 //!   destination apid did not check ([`target`]);
 //! - writes (PUT, PATCH, DELETE, MKCOL, PROPPATCH, LOCK, and MOVE's
@@ -65,7 +66,7 @@ use crate::conn::Conn;
 use crate::paths::DAV_PREFIX;
 use crate::state::{AppState, State};
 use area::{Area, area};
-use target::{Ours, allowed, checked, destination, needs};
+use target::{Ours, Refused, allowed, checked, destination, needs};
 use volume::Purpose;
 
 /// The longest body of a method other than PUT and PATCH (PROPFIND,
@@ -208,8 +209,22 @@ fn destination_of(st: &AppState, req: &Request) -> Result<Option<PathBuf>, Box<R
         .get(header::HOST)
         .and_then(|h| h.to_str().ok());
     let ours = Ours::new(host, st.config.base_url.as_deref());
-    let Some(below) = v.to_str().ok().and_then(|v| destination(v, &ours)) else {
-        return Err(Box::new(not_here()));
+    let below = match v.to_str().map_err(|_| Refused::Malformed) {
+        Ok(v) => destination(v, &ours),
+        Err(e) => Err(e),
+    };
+    let below = match below {
+        Ok(below) => below,
+        Err(Refused::NotHere) => return Err(Box::new(not_here())),
+        Err(Refused::Malformed) => {
+            return Err(Box::new(
+                ApiError::bad_request(
+                    "the Destination is neither an absolute URI nor an absolute path \
+                     (RFC 4918 §10.3)",
+                )
+                .into_response(),
+            ));
+        }
     };
     match checked(below) {
         Ok(d) if allowed(Area::Writable, &d) => Ok(Some(d)),

@@ -72,24 +72,57 @@ fn normal(scheme: &str, authority: &str) -> String {
         .unwrap_or(host)
 }
 
+/// Why apid does not act on a `Destination`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(super) enum Refused {
+    /// Not a `Simple-ref` of RFC 4918 §10.3, neither an absolute URI nor an
+    /// absolute path (empty, a relative reference such as `../x` or
+    /// `plugin/x`, a network-path reference `//host/x`, or bytes that are
+    /// not visible ASCII): the client's mistake, a 400.
+    Malformed,
+    /// Another server, or a path of this one outside `/webdav/`: a 502,
+    /// as RFC 4918 §9.8.5 answers a COPY or MOVE there.
+    NotHere,
+}
+
 /// The path part of a `Destination` header below `/webdav`, if it names
 /// a `/webdav/` path of this server: a path alone, or an absolute URI
 /// whose authority is one of [`Ours`] (another one is another server,
 /// RFC 4918 §9.8.5).
-pub(super) fn destination<'a>(value: &'a str, ours: &Ours) -> Option<&'a str> {
-    let path = match value.split_once("://") {
-        Some((scheme, rest)) => {
+pub(super) fn destination<'a>(value: &'a str, ours: &Ours) -> Result<&'a str, Refused> {
+    let path = match scheme_of(value) {
+        Some(scheme) => {
+            let rest = &value[scheme.len() + 1..];
+            // `urn:...`, `mailto:...`: no authority, no server of ours.
+            let rest = rest.strip_prefix("//").ok_or(Refused::NotHere)?;
             let cut = rest.find(['/', '?', '#']).unwrap_or(rest.len());
             if !ours.has(scheme, &rest[..cut]) {
-                return None;
+                return Err(Refused::NotHere);
             }
             &rest[cut..]
         }
-        None => value,
+        None if value.starts_with('/') && !value.starts_with("//") => value,
+        None => return Err(Refused::Malformed),
     };
     let path = path.split(['?', '#']).next().unwrap_or("");
-    let below = path.strip_prefix(DAV_PREFIX)?;
-    (below.is_empty() || below.starts_with('/')).then_some(below)
+    let below = path.strip_prefix(DAV_PREFIX).ok_or(Refused::NotHere)?;
+    if below.is_empty() || below.starts_with('/') {
+        Ok(below)
+    } else {
+        Err(Refused::NotHere)
+    }
+}
+
+/// The scheme of an absolute URI (RFC 3986 §3.1: a letter, then letters,
+/// digits, `+`, `-` or `.`, up to the first `:`), if `value` starts with
+/// one.
+fn scheme_of(value: &str) -> Option<&str> {
+    let (scheme, _) = value.split_once(':')?;
+    let mut chars = scheme.chars();
+    let first = chars.next()?;
+    (first.is_ascii_alphabetic()
+        && chars.all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.')))
+    .then_some(scheme)
 }
 
 /// What a method needs of the request path to be allowed.
@@ -136,36 +169,76 @@ mod tests {
 
     #[test]
     fn destinations_are_read_below_the_prefix_of_this_server() {
+        use Refused::NotHere;
         let ours = Ours::new(Some("h:1"), None);
         assert_eq!(
             destination("http://h:1/webdav/plugin/a?x=1", &ours),
-            Some("/plugin/a")
+            Ok("/plugin/a")
         );
-        assert_eq!(destination("/webdav/plugin/a", &ours), Some("/plugin/a"));
-        assert_eq!(destination("http://H:1/webdav", &ours), Some(""));
-        assert_eq!(destination("http://h:1/webdavx/a", &ours), None);
-        assert_eq!(destination("http://h:1/other/a", &ours), None);
+        assert_eq!(destination("/webdav/plugin/a", &ours), Ok("/plugin/a"));
+        assert_eq!(destination("http://H:1/webdav", &ours), Ok(""));
+        assert_eq!(destination("http://h:1/webdavx/a", &ours), Err(NotHere));
+        assert_eq!(destination("http://h:1/other/a", &ours), Err(NotHere));
+        assert_eq!(destination("http://h:1", &ours), Err(NotHere));
         // Another host, or another port, is another server.
-        assert_eq!(destination("http://elsewhere/webdav/plugin/a", &ours), None);
-        assert_eq!(destination("http://h:2/webdav/plugin/a", &ours), None);
-        assert_eq!(destination("http://h/webdav/plugin/a", &ours), None);
+        let elsewhere = "http://elsewhere/webdav/plugin/a";
+        assert_eq!(destination(elsewhere, &ours), Err(NotHere));
+        assert_eq!(
+            destination("http://h:2/webdav/plugin/a", &ours),
+            Err(NotHere)
+        );
+        assert_eq!(destination("http://h/webdav/plugin/a", &ours), Err(NotHere));
         // Default ports, user parts and BASE_URL's name.
         let ours = Ours::new(Some("h"), Some("https://media.example/base"));
-        assert_eq!(destination("http://h:80/webdav/a", &ours), Some("/a"));
-        assert_eq!(destination("http://u@h/webdav/a", &ours), Some("/a"));
+        assert_eq!(destination("http://h:80/webdav/a", &ours), Ok("/a"));
+        assert_eq!(destination("http://u@h/webdav/a", &ours), Ok("/a"));
         assert_eq!(
             destination("https://media.example:443/webdav/a", &ours),
-            Some("/a")
+            Ok("/a")
         );
         assert_eq!(
             destination("http://media.example/webdav/a", &ours),
-            Some("/a")
+            Ok("/a")
         );
-        assert_eq!(destination("https://other.example/webdav/a", &ours), None);
+        let other = "https://other.example/webdav/a";
+        assert_eq!(destination(other, &ours), Err(NotHere));
         // No Host at all: only a path names this server.
         let none = Ours::default();
-        assert_eq!(destination("http://h/webdav/a", &none), None);
-        assert_eq!(destination("/webdav/a", &none), Some("/a"));
+        assert_eq!(destination("http://h/webdav/a", &none), Err(NotHere));
+        assert_eq!(destination("/webdav/a", &none), Ok("/a"));
+    }
+
+    #[test]
+    fn a_destination_that_is_no_absolute_uri_or_path_is_malformed() {
+        use Refused::{Malformed, NotHere};
+        let ours = Ours::new(Some("h"), None);
+        for bad in [
+            "",
+            " ",
+            "../outside.txt",
+            "plugin/a",
+            "webdav/plugin/a",
+            "//h/webdav/a",
+            "1http://h/webdav/a",
+        ] {
+            assert_eq!(destination(bad, &ours), Err(Malformed), "{bad:?}");
+        }
+        // Well formed, but not here: another namespace of this server,
+        // another scheme, a URI without an authority.
+        for elsewhere in [
+            "/etc/passwd",
+            "/x/../webdav/a",
+            "file:///webdav/a",
+            "urn:webdav:a",
+            "mailto:a@h",
+        ] {
+            assert_eq!(destination(elsewhere, &ours), Err(NotHere), "{elsewhere:?}");
+        }
+        // A `://` inside a path does not make it a URI.
+        assert_eq!(
+            destination("/webdav/plugin/a://b", &ours),
+            Ok("/plugin/a://b")
+        );
     }
 
     #[test]

@@ -82,7 +82,8 @@ pub(super) fn deflated() -> SimpleFileOptions {
 
 /// Adds the regular files under `root` as `cache/plugin-output/<rel>`,
 /// in name order. Symbolic links are skipped (and `root` itself when it is
-/// one), so nothing outside `root` is read.
+/// one), so nothing outside `root` is read; so are names [`confined`]
+/// refuses, so that no entry names a place outside its folder.
 pub(super) fn add_plugin_dir<W: Write + Seek>(
     zip: &mut ZipWriter<W>,
     root: &Path,
@@ -108,6 +109,14 @@ pub(super) fn add_plugin_dir<W: Write + Seek>(
                 tracing::warn!(path = %rel.display(), "plugin output name is not UTF-8; left out of the snapshot");
                 continue;
             };
+            // Only names an import takes back: a `\` is a separator to
+            // many ZIP readers (the format allows only `/`), so an entry
+            // `cache/plugin-output/..\..\x` would unpack outside its
+            // folder there.
+            if confined(name).is_none() {
+                tracing::warn!(path = %rel.display(), "plugin output name holds a backslash; left out of the snapshot");
+                continue;
+            }
             if kind.is_dir() {
                 subdirs.push(rel.clone());
             } else if kind.is_file() {
@@ -445,6 +454,25 @@ mod tests {
         assert_eq!(json_depth(br#"{"a":"[[[{\"[","b":[{}]}"#), 3);
         let e = read_record(&mut &b"{} x"[..], 4).unwrap_err();
         assert!(e.starts_with("not JSON"), "trailing bytes: {e}");
+    }
+
+    /// A `\\` in a name is a folder separator to many ZIP readers: such
+    /// a file is left out, not written as an entry that unpacks outside.
+    #[test]
+    fn plugin_names_an_import_refuses_are_not_exported() {
+        let dir = tempfile::tempdir().unwrap();
+        let root = dir.path();
+        std::fs::create_dir_all(root.join("d\\e")).unwrap();
+        for name in ["a.txt", "..\\..\\x.txt", "d\\e/f.txt"] {
+            std::fs::write(root.join(name), b"x").unwrap();
+        }
+        let mut zip = ZipWriter::new(io::Cursor::new(Vec::new()));
+        add_plugin_dir(&mut zip, root).unwrap();
+        let mut archive = zip::ZipArchive::new(zip.finish().unwrap()).unwrap();
+        let names: Vec<String> = (0..archive.len())
+            .map(|i| archive.by_index(i).unwrap().name().unwrap().into_owned())
+            .collect();
+        assert_eq!(names, ["cache/plugin-output/a.txt"]);
     }
 
     #[test]
