@@ -32,6 +32,7 @@ mod mountd_confined;
 mod mountd_faults;
 mod mountd_mounts;
 mod mountd_tree;
+mod path_traversal;
 mod relayed;
 mod security;
 mod storaged_bad_input;
