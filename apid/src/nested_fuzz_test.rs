@@ -4,21 +4,11 @@
 //! panic. `cargo test -p apid fuzz`.
 
 use metacore::record::{Fields, check_shape};
+use metacore::testing::cases;
 use proptest::prelude::*;
 use serde_json::Value;
 
 use super::*;
-
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
 
 /// A segment: array indexes, names, or any text (later kept only when
 /// the whole name is well shaped, as a write requires).

@@ -6,22 +6,12 @@
 
 use std::path::Component;
 
+use metacore::testing::cases;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use serde_json::json;
 
 use super::*;
-
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
 
 fn registry(dir: &Path) -> Registry {
     Registry {

@@ -224,7 +224,7 @@ impl FromStr for Cid {
 
 crate::serde_as_text!(Cid);
 
-const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
+pub(crate) const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
 
 fn b32_value(c: u8) -> Option<u8> {
     match c {
@@ -262,7 +262,7 @@ fn base32_lower_decode(s: &str) -> Result<Vec<u8>, CidError> {
     Ok(out)
 }
 
-fn base32_lower_encode(bytes: &[u8]) -> String {
+pub(crate) fn base32_lower_encode(bytes: &[u8]) -> String {
     let mut out = String::with_capacity(bytes.len().div_ceil(5) * 8);
     let (mut acc, mut bits) = (0u32, 0u32);
     for &b in bytes {

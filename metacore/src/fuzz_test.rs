@@ -13,17 +13,6 @@ mod ids;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-pub(crate) fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
-
 /// A character likely to matter to one of the parsers, or any character.
 pub(crate) fn spicy_char() -> impl Strategy<Value = char> {
     prop_oneof![

@@ -45,6 +45,8 @@ pub mod socket;
 pub mod stream;
 pub mod sync;
 pub mod telemetry;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 pub mod urls;
 
 #[cfg(test)]

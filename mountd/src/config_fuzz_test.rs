@@ -8,21 +8,11 @@
 use std::path::Component;
 
 use metacore::api::mountd::MountConfig;
+use metacore::testing::cases;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::*;
-
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
 
 fn text() -> impl Strategy<Value = String> {
     prop_oneof![Just(String::new()), "[a-z0-9:/._-]{1,12}", any::<String>()]

@@ -11,9 +11,9 @@ use rusqlite::{Connection, OpenFlags};
 /// Every row of the store, sorted by key (byte order, as SQLite sorts).
 pub type Rows = BTreeMap<String, String>;
 
-/// Reads every row of `db` through a read-only connection, in one
-/// statement, so the rows are one committed state.
-pub fn dump(db: &Path) -> Rows {
+/// A read-only connection to `db` that waits up to 10 s for a lock
+/// (beside a running storaged, or after it died).
+pub fn open_read_only(db: &Path) -> Connection {
     let conn = Connection::open_with_flags(
         db,
         OpenFlags::SQLITE_OPEN_READ_ONLY | OpenFlags::SQLITE_OPEN_NO_MUTEX,
@@ -21,6 +21,13 @@ pub fn dump(db: &Path) -> Rows {
     .unwrap_or_else(|e| panic!("open {} read-only: {e}", db.display()));
     conn.busy_timeout(std::time::Duration::from_secs(10))
         .expect("set a busy timeout");
+    conn
+}
+
+/// Reads every row of `db` through a read-only connection, in one
+/// statement, so the rows are one committed state.
+pub fn dump(db: &Path) -> Rows {
+    let conn = open_read_only(db);
     let mut stmt = conn
         .prepare("SELECT k, v FROM kv ORDER BY k")
         .expect("prepare the dump");

@@ -280,6 +280,17 @@ pub fn children_of(pid: u32) -> Vec<u32> {
         .collect()
 }
 
+/// `pid` and the pids of every process below it.
+pub fn descendants(pid: u32) -> Vec<u32> {
+    let mut out = vec![pid];
+    let mut i = 0;
+    while i < out.len() {
+        out.extend(children_of(out[i]));
+        i += 1;
+    }
+    out
+}
+
 /// The pids of live (not zombie) processes that have `path` open: who
 /// holds a database file, for instance.
 pub fn holders_of(path: &Path) -> Vec<u32> {

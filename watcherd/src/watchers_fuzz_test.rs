@@ -8,21 +8,11 @@
 use std::path::Component;
 
 use metacore::api::watcherd::WatcherConfig;
+use metacore::testing::cases;
 use proptest::prelude::*;
 use proptest::sample::Index;
 
 use super::*;
-
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
 
 /// A `META_CORE_PATH` and a `FILES_PATH` with a few folders, a file, and
 /// a link to a folder outside it.

@@ -5,7 +5,7 @@ use std::path::{Component, Path};
 
 use proptest::prelude::*;
 
-use super::{cases, mutation};
+use super::mutation;
 use crate::checked::{
     CheckedEntry, CheckedField, FieldName, FilePath, MAX_ENTRY_BYTES, MAX_PATH_LEN, RelPath,
     SetMember,
@@ -13,6 +13,7 @@ use crate::checked::{
 use crate::cid::Cid;
 use crate::record::{CIDS_PREFIX, MAX_FIELD_LEN, check_shape, is_deprecated};
 use crate::stream::{EntryFields, StreamName};
+use crate::testing::cases;
 
 /// The rule of a field name's shape, said again apart from the code.
 fn well_shaped(name: &str) -> bool {

@@ -3,8 +3,9 @@
 
 use proptest::prelude::*;
 
-use super::{cases, mutation};
+use super::mutation;
 use crate::clock::parse_rfc3339_ms;
+use crate::testing::cases;
 
 /// The calendar date of a day since 1970-01-01 (Howard Hinnant's
 /// `civil_from_days`, the inverse of what the parser counts with).

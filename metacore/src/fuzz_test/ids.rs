@@ -3,11 +3,12 @@
 
 use proptest::prelude::*;
 
-use super::{cases, mutation};
-use crate::cid::Cid;
+use super::mutation;
+use crate::cid::{B32, Cid, base32_lower_encode};
 use crate::record::Target;
 use crate::rid::{RID_LEN, Rid};
 use crate::stream::StreamId;
+use crate::testing::cases;
 
 /// The codes a CID's header can hold: a varint of at most 9 bytes.
 fn code() -> impl Strategy<Value = u64> {
@@ -39,24 +40,16 @@ fn varint(out: &mut Vec<u8>, mut v: u64, pad: u8) {
 /// `b` and the base32 of `bytes`, the last letter's unused bits set to
 /// `trailing` (masked to as many as there are).
 fn spelled(bytes: &[u8], trailing: u8) -> String {
-    const B32: &[u8; 32] = b"abcdefghijklmnopqrstuvwxyz234567";
-    let mut out = String::from("b");
-    let (mut acc, mut bits) = (0u32, 0u32);
-    for &b in bytes {
-        acc = (acc << 8) | u32::from(b);
-        bits += 8;
-        while bits >= 5 {
-            bits -= 5;
-            out.push(B32[((acc >> bits) & 31) as usize] as char);
-        }
-        acc &= (1 << bits) - 1;
+    let mut text = base32_lower_encode(bytes).into_bytes();
+    let unused = (5 - bytes.len() * 8 % 5) % 5;
+    if let Some(last) = text.last_mut() {
+        let value = B32
+            .iter()
+            .position(|c| *c == *last)
+            .expect("a base32 letter");
+        *last = B32[value | (usize::from(trailing) & ((1 << unused) - 1))];
     }
-    if bits > 0 {
-        let unused = 5 - bits;
-        let v = (acc << unused) | (u32::from(trailing) & ((1 << unused) - 1));
-        out.push(B32[v as usize] as char);
-    }
-    out
+    format!("b{}", String::from_utf8(text).expect("ASCII"))
 }
 
 /// A CID spelled byte by byte: its version, codes and length, each

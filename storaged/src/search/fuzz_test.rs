@@ -11,23 +11,13 @@ use std::collections::BTreeSet;
 use metacore::api::storaged::{SearchFilter, SearchQuery};
 use metacore::record::Fields;
 use metacore::rid::Rid;
+use metacore::testing::cases;
 use proptest::prelude::*;
 use rusqlite::Connection;
 
 use super::index::CREATE_TABLE;
 use super::tokens::{MAX_INDEXED_CHARS, document};
 use super::{fts_query, matchers};
-
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
 
 const NAMES: &[&str] = &[
     "title",

@@ -4,18 +4,11 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use rusqlite::{Connection, OpenFlags};
+use rusqlite::Connection;
 
 use super::follow::{Followed, id_number};
 use super::load::{FIELDS_PER_RECORD, Tally, record_fields};
-
-fn open(db: &Path) -> Connection {
-    let conn = Connection::open_with_flags(db, OpenFlags::SQLITE_OPEN_READ_ONLY)
-        .unwrap_or_else(|e| panic!("open {} read-only: {e}", db.display()));
-    conn.busy_timeout(std::time::Duration::from_secs(10))
-        .expect("set a busy timeout");
-    conn
-}
+use crate::snapshot::open_read_only;
 
 /// The `(k, v)` rows whose key starts with `prefix`, in key order.
 fn rows(conn: &Connection, prefix: &str) -> Vec<(String, String)> {
@@ -49,7 +42,7 @@ pub struct Writes {
 
 /// Every acknowledged record whole, every uncertain one whole or absent.
 pub fn writes(db: &Path, tallies: &[Tally]) -> Writes {
-    let conn = open(db);
+    let conn = open_read_only(db);
     let mut out = Writes::default();
     let fields_of = |rid: &str| -> BTreeMap<String, String> {
         let prefix = format!("file:{rid}/");
@@ -108,7 +101,7 @@ pub struct Entry {
 pub fn entries_after(db: &Path, stream: &str, after: &str) -> Vec<Entry> {
     let after = id_number(after).expect("a stream ID");
     let prefix = format!("ev:{stream}/");
-    rows(&open(db), &prefix)
+    rows(&open_read_only(db), &prefix)
         .into_iter()
         .filter_map(|(k, v)| {
             let id = id_number(&k[prefix.len()..])?;

@@ -44,7 +44,6 @@ pub struct Followed {
 /// Followers of one stream, each resuming on its own.
 #[derive(Debug)]
 pub struct Followers {
-    path: &'static str,
     logs: Vec<Arc<Mutex<Followed>>>,
     tasks: Vec<JoinHandle<()>>,
     stop: watch::Sender<bool>,
@@ -72,16 +71,11 @@ impl Followers {
             logs.push(log);
         }
         Self {
-            path,
             logs,
             tasks,
             stop,
             notice,
         }
-    }
-
-    pub fn path(&self) -> &'static str {
-        self.path
     }
 
     /// From now on, each follower notes whether it received a `meta`
@@ -96,14 +90,6 @@ impl Followers {
             .iter()
             .map(|l| l.lock().unwrap().clone())
             .collect()
-    }
-
-    /// Events received, by all of them together.
-    pub fn delivered(&self) -> u64 {
-        self.logs
-            .iter()
-            .map(|l| l.lock().unwrap().ids.len() as u64)
-            .sum()
     }
 
     /// Stops every follower; what each received.

@@ -15,7 +15,7 @@ use metacore::layout::Daemon;
 use rustix::process::{Pid, Signal, kill_process};
 
 use crate::mountd::{is_mounted, mounts_under};
-use crate::supervisor::{Launch, MetaCore, alive, children_of, holders_of};
+use crate::supervisor::{Launch, MetaCore, alive, descendants, holders_of};
 use crate::wait::{DAEMON_DEADLINE, until_or_none};
 
 /// What the suite kills.
@@ -34,17 +34,6 @@ impl std::fmt::Display for Target {
             Target::Supervisor => f.write_str("meta-core"),
         }
     }
-}
-
-/// The pid of `pid` and of every process below it.
-pub fn descendants(pid: u32) -> Vec<u32> {
-    let mut out = vec![pid];
-    let mut i = 0;
-    while i < out.len() {
-        out.extend(children_of(out[i]));
-        i += 1;
-    }
-    out
 }
 
 /// Whether `pid` is `ancestor` or runs below it.

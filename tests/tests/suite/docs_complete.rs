@@ -66,10 +66,14 @@ fn variables_read() -> BTreeSet<String> {
     ] {
         let mut files = Vec::new();
         sources(&e2e::workspace_root().join(krate).join("src"), &mut files);
-        // Unit tests (`*_test.rs`, `fuzz_test/`) are not shipped: what
-        // they read (`PROPTEST_CASES`) is not meta-core's configuration.
+        // Unit tests (`*_test.rs`, `fuzz_test/`) and their helpers
+        // (`metacore::testing`, behind a dev-only feature) are not
+        // shipped: what they read (`PROPTEST_CASES`) is not meta-core's
+        // configuration.
         let shipped = |f: &PathBuf| {
-            !f.to_string_lossy().ends_with("_test.rs")
+            let name = f.to_string_lossy();
+            !name.ends_with("_test.rs")
+                && !name.ends_with("metacore/src/testing.rs")
                 && !f.components().any(|c| c.as_os_str() == "fuzz_test")
         };
         for file in files.into_iter().filter(shipped) {

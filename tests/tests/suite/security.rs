@@ -12,7 +12,7 @@ use std::path::{Path, PathBuf};
 
 use e2e::daemon::test_dir;
 use e2e::fixtures::random_rid;
-use e2e::supervisor::{Launch, MetaCore, children_of};
+use e2e::supervisor::{Launch, MetaCore, descendants};
 use rustix::thread::{Gid, Uid, set_thread_groups, set_thread_res_gid, set_thread_res_uid};
 use serde_json::json;
 
@@ -69,17 +69,6 @@ fn files_under(dir: &Path) -> Vec<PathBuf> {
     out
 }
 
-/// The tree's processes: the supervisor, its daemons, and rclone.
-fn tree_pids(mc: &MetaCore) -> Vec<u32> {
-    let mut pids = vec![mc.process.pid()];
-    let mut i = 0;
-    while i < pids.len() {
-        pids.extend(children_of(pids[i]));
-        i += 1;
-    }
-    pids
-}
-
 async fn a_busy_tree(dir: &Path, log: &str) -> MetaCore {
     let mut mc = Launch::in_dir(dir, "run")
         .env("RUST_LOG", log)
@@ -130,7 +119,7 @@ async fn another_user_reaches_no_socket_no_private_file_and_no_daemons_environme
             .into_iter()
             .filter(|p| !sockets.contains(p)),
     );
-    let pids = tree_pids(&mc);
+    let pids = descendants(mc.process.pid());
     #[cfg(not(no_fuse))]
     assert!(
         pids.len() >= 6,
@@ -170,7 +159,7 @@ async fn no_secret_is_in_any_log_at_the_most_verbose_level() {
     // rclone's remote-control password, from its environment.
     #[cfg(not(no_fuse))]
     let rc_pass = {
-        let rclone = tree_pids(&mc)
+        let rclone = descendants(mc.process.pid())
             .into_iter()
             .find(|p| {
                 std::fs::read_to_string(format!("/proc/{p}/comm"))

@@ -14,6 +14,7 @@ use metacore::api::storaged::{ImportConflict, ImportMode};
 use metacore::error::ErrorCode;
 use metacore::record::Fields;
 use metacore::rid::Rid;
+use metacore::testing::cases;
 use proptest::prelude::*;
 use proptest::sample::Index;
 use tokio::sync::mpsc;
@@ -24,17 +25,6 @@ use super::report::{ImportOptions, PluginReport};
 use super::unpack::read_zip;
 use crate::nested::nest;
 use crate::routes::snapshot::archive::{MAX_RECORD_DEPTH, METADATA_PREFIX, PLUGIN_PREFIX};
-
-/// `n` cases, or `PROPTEST_CASES` when it is set (a long run).
-fn cases(n: u32) -> ProptestConfig {
-    let default = ProptestConfig::default();
-    let cases = if std::env::var_os("PROPTEST_CASES").is_some() {
-        default.cases
-    } else {
-        n
-    };
-    ProptestConfig { cases, ..default }
-}
 
 /// A snapshot as an export writes it.
 #[derive(Debug, Clone)]
