@@ -209,10 +209,10 @@ fn destination_of(st: &AppState, req: &Request) -> Result<Option<PathBuf>, Box<R
         .get(header::HOST)
         .and_then(|h| h.to_str().ok());
     let ours = Ours::new(host, st.config.base_url.as_deref());
-    let below = match v.to_str().map_err(|_| Refused::Malformed) {
-        Ok(v) => destination(v, &ours),
-        Err(e) => Err(e),
-    };
+    let below = v
+        .to_str()
+        .map_err(|_| Refused::Malformed)
+        .and_then(|v| destination(v, &ours));
     let below = match below {
         Ok(below) => below,
         Err(Refused::NotHere) => return Err(Box::new(not_here())),
