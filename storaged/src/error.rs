@@ -56,6 +56,13 @@ pub enum GroupFailure {
     /// The volume filled up at this step.
     #[error("the database's volume is full (at {0})")]
     DiskFull(Step),
+    /// Refused before it ran: a fault of the database's files
+    /// (`engine::faults`), whose reason each write is told.
+    #[error("refused: {0}")]
+    Refused(String),
+    /// SQLite found the database damaged at this step.
+    #[error("cannot {0}, the database is damaged: {1}")]
+    Damaged(Step, String),
     /// SQLite failed at this step for another reason.
     #[error("cannot {0}: {1}")]
     Failed(Step, String),
@@ -98,6 +105,9 @@ impl GroupFailure {
     pub(crate) fn at(step: Step, error: impl Into<StoreError>) -> Self {
         match error.into() {
             StoreError::DiskFull => GroupFailure::DiskFull(step),
+            StoreError::Sqlite(e) if crate::engine::faults::is_damage(&e) => {
+                GroupFailure::Damaged(step, e.to_string())
+            }
             other => GroupFailure::Failed(step, other.to_string()),
         }
     }
@@ -144,8 +154,18 @@ impl StoreError {
                 ErrorCode::InsufficientStorage,
                 "the database's volume is full: nothing was written; free space and retry",
             ),
+            StoreError::Commit(GroupFailure::Refused(why)) => {
+                ApiError::new(ErrorCode::StorageUnavailable, why.clone())
+            }
+            StoreError::Commit(GroupFailure::Damaged(_, what)) => ApiError::new(
+                ErrorCode::StorageUnavailable,
+                crate::engine::faults::Fault::Damaged(what.clone()).reason(),
+            ),
             StoreError::Commit(_) => {
                 ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry")
+            }
+            StoreError::Sqlite(e) if crate::engine::faults::is_damage(e) => {
+                ApiError::internal("the database is damaged (see storaged's log)")
             }
             _ => ApiError::internal("storage error (see storaged's log)"),
         }
@@ -155,7 +175,11 @@ impl StoreError {
 impl From<StoreError> for ApiError {
     fn from(e: StoreError) -> Self {
         let api = e.to_api();
-        if api.code == ErrorCode::InsufficientStorage {
+        // A full volume and a fault of the files are logged once where
+        // they begin (`engine::space`, `engine::faults`), not per write.
+        if api.code == ErrorCode::InsufficientStorage
+            || matches!(e, StoreError::Commit(GroupFailure::Refused(_)))
+        {
             tracing::debug!(error = %e, "store operation failed");
         } else if !matches!(e, StoreError::Rejected(_)) {
             tracing::error!(error = %e, "store operation failed");

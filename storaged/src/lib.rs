@@ -61,6 +61,16 @@ pub enum RunError {
     Bind(#[source] metacore::socket::server::BindError),
     #[error("the socket server failed")]
     Serve(#[source] std::io::Error),
+    /// A fault of the database's files that a restart clears
+    /// (`engine::faults`); the final checkpoint copied the old WAL.
+    #[error("restarting to reopen the database's files: {0}")]
+    Reopen(String),
+    /// The same, but the final checkpoint did not copy the whole WAL:
+    /// what it held since the last checkpoint may be lost.
+    #[error(
+        "restarting to reopen the database's files, and the final checkpoint failed (see above): {0}"
+    )]
+    ReopenUncheckpointed(String),
 }
 
 /// Opens the store and serves it until `shutdown` fires.
@@ -77,15 +87,36 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         .map_err(RunError::Bind)?;
     tracing::info!(db = %layout.db.display(), socket = %socket.display(), "storaged ready");
     metacore::daemon::notify_ready();
+    // Stop serving on the signal, or when a fault of the files needs a
+    // restart (`engine::faults`).
+    let (stop, serving) = metacore::shutdown::channel();
     let state = Arc::new(api::AppState {
         store,
         backups: backup::Backups::new(layout.db.clone(), layout.run_dir.clone()),
-        shutdown: shutdown.clone(),
+        shutdown: serving.clone(),
     });
+    let watched = state.clone();
+    tokio::spawn(async move {
+        tokio::select! {
+            () = shutdown.wait() => {}
+            _ = watched.store.restart_needed() => {}
+        }
+        stop.fire();
+        std::future::pending::<()>().await;
+    });
+    let checked = state.clone();
+    tokio::spawn(async move { checked.store.check_pages().await });
     let served =
-        metacore::socket::server::serve(listener, &socket, api::router(state.clone()), shutdown)
+        metacore::socket::server::serve(listener, &socket, api::router(state.clone()), serving)
             .await;
     tracing::info!("socket closed; committing queued writes");
-    state.store.close().await;
+    let checkpointed = state.store.close().await;
+    if let Some(fault) = state.store.fault().filter(|f| f.needs_restart()) {
+        return Err(if checkpointed {
+            RunError::Reopen(fault.reason())
+        } else {
+            RunError::ReopenUncheckpointed(fault.reason())
+        });
+    }
     served.map_err(RunError::Serve)
 }

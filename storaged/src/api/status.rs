@@ -10,6 +10,9 @@ use crate::engine::schema::SCHEMA_VERSION;
 
 pub(super) async fn health(st: State) -> Json<Health> {
     let daemon = metacore::layout::Daemon::Storaged;
+    if let Some(fault) = st.store.fault() {
+        return Json(Health::degraded(daemon, fault.reason()));
+    }
     if st.store.volume_full() {
         return Json(Health::degraded(
             daemon,

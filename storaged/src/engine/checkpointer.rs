@@ -9,7 +9,8 @@
 //! frame. So when the WAL holds more than [`WAL_BOUND_FRAMES`], the
 //! checkpointer raises [`GapFlag`], and the writer, between two groups,
 //! copies the few frames left itself (`writer::close_wal_gap`). The writer
-//! also does the final TRUNCATE checkpoint when it stops.
+//! also does the final TRUNCATE checkpoint when it stops. Each tick also
+//! looks at the database's files ([`Faults::check_files`]).
 
 use std::path::Path;
 use std::sync::Arc;
@@ -20,6 +21,7 @@ use std::time::Duration;
 
 use rusqlite::Connection;
 
+use crate::engine::faults::Faults;
 use crate::engine::space::Space;
 use crate::error::{Result, StoreError};
 
@@ -55,7 +57,11 @@ pub(crate) struct Checkpointer {
 }
 
 impl Checkpointer {
-    pub(crate) fn start(db: &Path, gap: GapFlag, space: Arc<Space>) -> Result<Self> {
+    pub(crate) fn start(
+        db: &Path,
+        gap: GapFlag,
+        (space, faults): (Arc<Space>, Arc<Faults>),
+    ) -> Result<Self> {
         let conn = Connection::open(db)?;
         conn.busy_timeout(Duration::from_secs(5))?;
         let (stop, rx) = mpsc::channel::<()>();
@@ -67,6 +73,7 @@ impl Checkpointer {
                 // would otherwise log every tick).
                 let mut failing: Option<String> = None;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
+                    faults.check_files();
                     space.measure();
                     space.keep_reserve();
                     match space.checkpoint(&conn) {

@@ -15,6 +15,7 @@ use metacore::rid::Rid;
 use rusqlite::Connection;
 
 use crate::engine::derive::{Derive, Touched};
+use crate::engine::faults::{Fault, Faults};
 use crate::engine::space::Space;
 use crate::engine::tx::{Tx, add_to_root_count};
 use crate::error::{GroupFailure, Step, StoreError};
@@ -50,6 +51,7 @@ fn exec(conn: &Connection, sql: &str) -> rusqlite::Result<()> {
 pub(crate) struct Context<'c> {
     pub derive: Option<&'c dyn Derive>,
     pub space: &'c Space,
+    pub faults: &'c Faults,
     pub heads: &'c HeadsPublisher,
     pub counters: &'c Counters,
 }
@@ -251,7 +253,13 @@ impl<'c> Group<'c> {
                     // `space` says so once when it begins.
                     self.cx.space.note_full();
                     tracing::debug!(writes = size, reason = %why, "a write group refused: the volume is full");
+                } else if matches!(why, GroupFailure::Refused(_)) {
+                    // `faults` said why once, when it was raised.
+                    tracing::debug!(writes = size, reason = %why, "a write group refused");
                 } else {
+                    if let GroupFailure::Damaged(_, what) = why {
+                        self.cx.faults.raise(Fault::Damaged(what.clone()));
+                    }
                     tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
                 }
             }

@@ -11,6 +11,7 @@ use std::sync::{Arc, Mutex};
 use rusqlite::{Connection, OpenFlags};
 use tokio::sync::Semaphore;
 
+use crate::engine::faults::Faults;
 use crate::engine::schema::common_pragmas;
 use crate::error::{Result, StoreError};
 use metacore::sync::Locked;
@@ -26,16 +27,24 @@ pub(crate) struct Readers {
     size: u32,
     path: PathBuf,
     cache_mb: u32,
+    /// A new connection is not opened once the WAL is lost (it would
+    /// start another), and damage a read finds is raised here.
+    faults: Arc<Faults>,
 }
 
 impl Readers {
-    pub(crate) fn open(path: &Path, size: u32, cache_mb: u32) -> Result<Self> {
+    pub(crate) fn open(
+        path: &Path,
+        (size, cache_mb): (u32, u32),
+        faults: Arc<Faults>,
+    ) -> Result<Self> {
         let pool = Self {
             idle: Mutex::new(Vec::with_capacity(size as usize)),
             permits: Semaphore::new(size as usize),
             size,
             path: path.to_owned(),
             cache_mb,
+            faults,
         };
         if size > 0 {
             let first = pool.connect()?;
@@ -63,8 +72,19 @@ impl Readers {
         let idle = self.idle.locked().pop();
         match idle {
             Some(conn) => Ok(conn),
+            None if self.faults.raised().is_some_and(|f| f.needs_restart()) => Err(
+                StoreError::Unavailable("storaged is restarting to reopen its files"),
+            ),
             None => self.connect(),
         }
+    }
+
+    /// Raises the damage `r` reports, and hands it on.
+    fn noted<T>(&self, r: Result<T>) -> Result<T> {
+        if let Err(StoreError::Sqlite(e)) = &r {
+            self.faults.note_error(e);
+        }
+        r
     }
 
     fn put_back(&self, conn: Connection) {
@@ -94,7 +114,7 @@ impl Readers {
             conn: Some(conn),
         };
         match lease.conn.as_ref() {
-            Some(conn) => f(conn),
+            Some(conn) => self.noted(f(conn)),
             None => Err(StoreError::Unavailable("the reader pool lost a connection")),
         }
     }
@@ -115,7 +135,7 @@ impl Readers {
             let conn = pool.take()?;
             let r = f(&conn);
             pool.put_back(conn);
-            r
+            pool.noted(r)
         })
         .await;
         match out {

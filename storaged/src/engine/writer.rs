@@ -22,6 +22,7 @@ use tokio::sync::{mpsc, oneshot};
 use crate::engine::batch::{self, BatchLimits, Next};
 use crate::engine::checkpointer::GapFlag;
 use crate::engine::derive::Derive;
+use crate::engine::faults::Faults;
 use crate::engine::group::{Ack, Context, Counters, Group, Job};
 use crate::engine::space::Space;
 use crate::engine::tx::Tx;
@@ -59,7 +60,8 @@ pub(crate) struct Writer {
     /// Jobs to the writer thread. Bounded so a flood of writes waits
     /// instead of growing memory.
     queue: mpsc::Sender<Msg>,
-    thread: std::sync::Mutex<Option<JoinHandle<()>>>,
+    /// Says whether the last TRUNCATE checkpoint copied the whole WAL.
+    thread: std::sync::Mutex<Option<JoinHandle<bool>>>,
     /// The writer thread, to unpark it when a write is queued.
     waker: std::thread::Thread,
     counters: Arc<Counters>,
@@ -80,7 +82,7 @@ impl Writer {
     /// Starts the writer thread on `conn`.
     pub(crate) fn start(
         conn: Connection,
-        (gap, space): (GapFlag, Arc<Space>),
+        (gap, space, faults): (GapFlag, Arc<Space>, Arc<Faults>),
         derive: Option<Arc<dyn Derive>>,
         streams: StreamState,
         heads: HeadsPublisher,
@@ -100,6 +102,7 @@ impl Writer {
                     conn,
                     gap,
                     space,
+                    faults,
                     derive,
                     streams,
                     rx,
@@ -196,13 +199,17 @@ impl Writer {
         results
     }
 
-    /// Lets queued writes finish, checkpoints and joins the thread.
-    pub(crate) async fn close(&self) {
+    /// Lets queued writes finish, checkpoints and joins the thread: true
+    /// when the last checkpoint copied the whole WAL into the database
+    /// (false too when closed already).
+    pub(crate) async fn close(&self) -> bool {
         let _ = self.queue.send(Msg::Stop).await;
         let handle = self.thread.locked().take();
-        if let Some(h) = handle {
-            let _ = tokio::task::spawn_blocking(move || h.join()).await;
-        }
+        let Some(h) = handle else { return false };
+        matches!(
+            tokio::task::spawn_blocking(move || h.join()).await,
+            Ok(Ok(true))
+        )
     }
 
     /// The failure points of this writer (for tests).
@@ -236,6 +243,7 @@ struct WriterThread {
     conn: Connection,
     gap: GapFlag,
     space: Arc<Space>,
+    faults: Arc<Faults>,
     /// What each group derives from the records it changed (nothing: a
     /// benchmark's store).
     derive: Option<Arc<dyn Derive>>,
@@ -249,11 +257,12 @@ struct WriterThread {
 }
 
 impl WriterThread {
-    fn run(self) {
+    fn run(self) -> bool {
         let WriterThread {
             conn,
             gap,
             space,
+            faults,
             derive,
             mut streams,
             mut rx,
@@ -266,6 +275,7 @@ impl WriterThread {
         let cx = Context {
             derive: derive.as_deref(),
             space: &space,
+            faults: &faults,
             heads: &heads,
             counters: &counters,
         };
@@ -284,6 +294,9 @@ impl WriterThread {
             if refuse {
                 group.fail(GroupFailure::Stuck);
             }
+            if let Some(fault) = faults.raised() {
+                group.fail(GroupFailure::Refused(fault.reason()));
+            }
             #[cfg(test)]
             if fail.before_commit.load(Ordering::Relaxed) {
                 group.fail(GroupFailure::FailPoint("before_commit"));
@@ -294,9 +307,31 @@ impl WriterThread {
                 break;
             }
         }
-        match conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |_| Ok(())) {
-            Ok(()) => tracing::info!("writer stopped; WAL checkpointed"),
-            Err(e) => tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed"),
+        let truncated = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
+            Ok((
+                r.get::<_, i64>(0)? != 0,
+                r.get::<_, i64>(1)?,
+                r.get::<_, i64>(2)?,
+            ))
+        });
+        match truncated {
+            Ok((false, log, copied)) if copied >= log => {
+                tracing::info!("writer stopped; WAL checkpointed");
+                true
+            }
+            Ok((busy, log, copied)) => {
+                tracing::warn!(
+                    busy,
+                    wal_frames = log,
+                    copied,
+                    "writer stopped; the WAL was not wholly checkpointed"
+                );
+                false
+            }
+            Err(e) => {
+                tracing::warn!(error = %e, "writer stopped; WAL checkpoint failed");
+                false
+            }
         }
     }
 }

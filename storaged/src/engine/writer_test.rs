@@ -12,6 +12,7 @@ use tokio::sync::watch;
 
 use super::*;
 use crate::engine::checkpointer::GapFlag;
+use crate::engine::faults::Faults;
 use crate::engine::schema;
 use crate::streams::{HeadsPublisher, StreamState};
 
@@ -26,6 +27,15 @@ fn open_deriving(
     dir: &tempfile::TempDir,
     derive: Option<Arc<dyn Derive>>,
 ) -> (Arc<Writer>, std::path::PathBuf, Arc<Space>) {
+    let (writer, path, space, _) = open_watched(dir, derive);
+    (writer, path, space)
+}
+
+/// [`open_deriving`], and the faults of its files.
+fn open_watched(
+    dir: &tempfile::TempDir,
+    derive: Option<Arc<dyn Derive>>,
+) -> (Arc<Writer>, std::path::PathBuf, Arc<Space>, Arc<Faults>) {
     let path = dir.path().join("w.db");
     let conn = Connection::open(&path).unwrap();
     schema::prepare_writer(&conn, 8).unwrap();
@@ -37,11 +47,12 @@ fn open_deriving(
         ..Default::default()
     };
     let space = Arc::new(Space::new(&path, 0));
+    let faults = Arc::new(Faults::new(&path));
     (
         Arc::new(
             Writer::start(
                 conn,
-                (GapFlag::default(), space.clone()),
+                (GapFlag::default(), space.clone(), faults.clone()),
                 derive,
                 state,
                 HeadsPublisher(tx),
@@ -51,6 +62,7 @@ fn open_deriving(
         ),
         path,
         space,
+        faults,
     )
 }
 
@@ -341,4 +353,21 @@ async fn a_derivation_that_finds_the_volume_full_refuses_the_group_with_a_507() 
     writer.close().await;
     let rows = rows(&path);
     assert!(rows.contains(&(key, "y".to_owned())), "{rows:?}");
+}
+
+#[tokio::test]
+async fn a_raised_fault_refuses_every_write_with_its_reason_and_applies_nothing() {
+    let dir = tempfile::tempdir().unwrap();
+    let (w, path, _, faults) = open_watched(&dir, None);
+    let put = |k: &'static str| w.write(move |tx| tx.put_raw(k, "1"));
+    put("before").await.unwrap();
+    faults.raise(crate::engine::faults::Fault::WalLost);
+    let refused = put("after").await.unwrap_err();
+    let api = refused.to_api();
+    assert_eq!(api.code, metacore::error::ErrorCode::StorageUnavailable);
+    assert!(api.message.contains("WAL file was removed"), "{api:?}");
+    assert!(w.close().await, "the last checkpoint copied the WAL");
+    let keys: Vec<String> = rows(&path).into_iter().map(|(k, _)| k).collect();
+    assert!(keys.contains(&"before".to_string()), "{keys:?}");
+    assert!(!keys.contains(&"after".to_string()), "{keys:?}");
 }

@@ -27,6 +27,7 @@ use tokio::sync::watch;
 use crate::derived::SearchAndSchema;
 use crate::engine::checkpointer::{Checkpointer, GapFlag};
 use crate::engine::derive::Derive;
+use crate::engine::faults::{Fault, Faults};
 use crate::engine::lock::DbLock;
 use crate::engine::readers::Readers;
 use crate::engine::schema;
@@ -62,6 +63,8 @@ pub struct Store {
     indexed: bool,
     /// Room on the database's volume (see `engine::space`).
     space: Arc<Space>,
+    /// Faults of the database's files (see `engine::faults`).
+    faults: Arc<Faults>,
     /// The turn of the schema rescan under way: one at a time, a second is
     /// a 409 ([`crate::schema::rescans`]).
     rescans: crate::schema::rescans::Rescans,
@@ -80,6 +83,7 @@ impl Store {
             })?;
         }
         let conn = open_writer(opts)?;
+        let faults = Arc::new(Faults::new(&opts.db_path));
         if schema::build_counters(&conn)? {
             tracing::info!("built idx:count/roots from the root index");
         }
@@ -95,20 +99,21 @@ impl Store {
         let (tx, heads) = watch::channel(state.heads());
         let readers = Arc::new(Readers::open(
             &opts.db_path,
-            opts.readers,
-            opts.reader_cache_mb,
+            (opts.readers, opts.reader_cache_mb),
+            faults.clone(),
         )?);
         let gap = GapFlag::default();
         let space = Arc::new(Space::new(&opts.db_path, u64::from(opts.reserve_mb) << 20));
         let writer = Writer::start(
             conn,
-            (gap.clone(), space.clone()),
+            (gap.clone(), space.clone(), faults.clone()),
             derive,
             state,
             HeadsPublisher(tx),
             opts.batch,
         )?;
-        let checkpointer = Checkpointer::start(&opts.db_path, gap, space.clone())?;
+        let checkpointer =
+            Checkpointer::start(&opts.db_path, gap, (space.clone(), faults.clone()))?;
         Ok(Self {
             writer,
             readers,
@@ -121,18 +126,49 @@ impl Store {
             exclude: opts.exclude_prefixes.clone().into(),
             indexed: opts.search_index,
             space,
+            faults,
             rescans: crate::schema::rescans::Rescans::new(),
         })
     }
 
-    /// Finishes queued writes, checkpoints the WAL and stops the writer.
-    pub async fn close(&self) {
+    /// Finishes queued writes, checkpoints the WAL and stops the writer:
+    /// true when that last checkpoint copied the whole WAL into the
+    /// database (false too when closed already).
+    pub async fn close(&self) -> bool {
         // Stop checkpointing first: the writer's last act is a TRUNCATE one.
         let Some(checkpointer) = self.checkpointer.locked().take() else {
-            return; // closed already
+            return false; // closed already
         };
         drop(checkpointer);
-        self.writer.close().await;
+        self.writer.close().await
+    }
+
+    /// The fault of the database's files raised, if any (see
+    /// `engine::faults`): writes are refused while it is.
+    pub(crate) fn fault(&self) -> Option<Fault> {
+        self.faults.raised()
+    }
+
+    /// Resolves once storaged must restart to reopen its files.
+    pub(crate) async fn restart_needed(&self) -> Fault {
+        self.faults.restart_needed().await
+    }
+
+    /// Looks for damage in the whole database (`PRAGMA quick_check`) on a
+    /// reader connection, beside the writer; raises the fault if it finds
+    /// any. Run once after readiness: it reads every page.
+    pub(crate) async fn check_pages(&self) {
+        let faults = self.faults.clone();
+        let checked = self
+            .readers
+            .read(move |c| {
+                faults.quick_check(c);
+                Ok(())
+            })
+            .await;
+        if let Err(e) = checked {
+            tracing::warn!(error = %e, "quick_check could not run");
+        }
     }
 
     /// Whether the last write failed for want of space on the database's
@@ -235,19 +271,51 @@ fn open_writer(opts: &Options) -> Result<Connection> {
                 .unwrap_or_default(),
         )));
     }
+    let explain = |e: StoreError| explain_open_error(&opts.db_path, e);
     let conn = Connection::open_with_flags(
         &opts.db_path,
         OpenFlags::SQLITE_OPEN_READ_WRITE
             | OpenFlags::SQLITE_OPEN_CREATE
             | OpenFlags::SQLITE_OPEN_NO_MUTEX,
-    )?;
+    )
+    .map_err(|e| explain(e.into()))?;
+    // SQLite opens a file it may not write read-only, and says so only at
+    // the first write.
+    if conn.is_readonly(rusqlite::MAIN_DB)? {
+        return Err(StoreError::SchemaGate(format!(
+            "{} cannot be written by storaged (a read-only file or volume): make it \
+             writable; nothing was changed",
+            opts.db_path.display()
+        )));
+    }
     conn.set_prepared_statement_cache_capacity(64);
-    schema::prepare_writer(&conn, opts.cache_mb)?;
+    schema::prepare_writer(&conn, opts.cache_mb).map_err(explain)?;
     schema::gate(&conn).map_err(|e| match e {
         StoreError::SchemaGate(why) => {
             StoreError::SchemaGate(format!("{}: {why}", opts.db_path.display()))
         }
-        other => other,
+        other => explain(other),
     })?;
     Ok(conn)
+}
+
+/// What an operator is told when the database cannot be opened for
+/// writing: damage, or a file or directory storaged may not write.
+fn explain_open_error(db: &std::path::Path, e: StoreError) -> StoreError {
+    use rusqlite::ErrorCode as C;
+    let StoreError::Sqlite(sqlite) = &e else {
+        return e;
+    };
+    let what_to_do = match sqlite.sqlite_error_code() {
+        Some(C::DatabaseCorrupt | C::NotADatabase) => {
+            "it is damaged or not a SQLite database: restore it from a backup \
+             (docs/operations.md); the file was left as it is"
+        }
+        Some(C::CannotOpen | C::ReadOnly | C::PermissionDenied) => {
+            "storaged may not create or write it, or the files beside it (-wal, -shm): \
+             is its directory or volume read-only? nothing was changed"
+        }
+        _ => return e,
+    };
+    StoreError::SchemaGate(format!("{}: {sqlite}: {what_to_do}", db.display()))
 }

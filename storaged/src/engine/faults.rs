@@ -1,0 +1,321 @@
+//! Faults of the database's files that storaged notices on its own, and
+//! what it does about each (the volume filling up is [`super::space`]'s).
+//!
+//! - **The WAL (or its index, `-shm`) removed or replaced** under a running
+//!   storaged, by an operator "cleaning up" or a careless script. SQLite
+//!   goes on writing into the unlinked file, and every commit since the
+//!   last checkpoint would vanish at the next start. The checkpointer sees
+//!   it within a tick ([`Faults::check_files`]): from then on writes are
+//!   refused (503, nothing applied), the writer's last TRUNCATE checkpoint
+//!   copies what the old WAL holds into the database file, and storaged
+//!   exits to be restarted on a fresh WAL, having lost nothing.
+//! - **The database file replaced** (another file moved over its path):
+//!   the same, so that the restart opens what is now at the path.
+//! - **The database file removed**: writes are refused and `/health` says
+//!   why, but storaged neither exits nor recreates it (that would be a
+//!   silent wipe): it still holds the only copy open, and an online
+//!   backup (`meta-core backup <file>`) saves it.
+//! - **A damaged database** (a page of garbage): SQLite reports
+//!   `SQLITE_CORRUPT` where it reads the page; a `PRAGMA quick_check` run
+//!   after readiness, beside the writer, finds it wherever it is. Writes
+//!   are refused from then on (they could spread the damage), reads go on,
+//!   and `/health` says to restore from a backup. The file is left as is.
+//!
+//! Each of these is a [`Fault`]; the first one raised stays until the
+//! restart that clears it.
+
+use std::os::unix::fs::MetadataExt;
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use metacore::sync::Locked;
+use rusqlite::Connection;
+use tokio::sync::watch;
+
+/// What is wrong with the database's files.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) enum Fault {
+    /// The WAL or its index was removed or replaced: restart after the
+    /// final checkpoint.
+    WalLost,
+    /// Another file is at the database's path: restart to open it.
+    DbReplaced,
+    /// The database file was removed: refuse writes, keep running.
+    DbRemoved,
+    /// SQLite found damage: refuse writes, keep serving reads.
+    Damaged(String),
+}
+
+impl Fault {
+    /// Whether storaged must exit (after its final checkpoint) to be
+    /// restarted on the files now at its paths.
+    pub(crate) fn needs_restart(&self) -> bool {
+        matches!(self, Fault::WalLost | Fault::DbReplaced)
+    }
+
+    /// What `/health` and a refused write say (no path: clients see it).
+    pub(crate) fn reason(&self) -> String {
+        match self {
+            Fault::WalLost => {
+                "the database's WAL file was removed under storaged: writes are refused \
+                 while what it held is copied into the database, and storaged restarts"
+                    .into()
+            }
+            Fault::DbReplaced => {
+                "another file was put at the database's path: writes are refused and \
+                 storaged restarts to open it"
+                    .into()
+            }
+            Fault::DbRemoved => {
+                "the database file was removed under storaged: writes are refused; \
+                 storaged still holds it open: save it with `meta-core backup <file>` \
+                 before restarting"
+                    .into()
+            }
+            Fault::Damaged(what) => format!(
+                "the database is damaged ({what}): writes are refused, reads go on; \
+                 restore it from a backup (docs/operations.md)"
+            ),
+        }
+    }
+}
+
+/// A file's identity: its device and inode.
+type FileId = (u64, u64);
+
+fn id_of(path: &Path) -> Option<FileId> {
+    std::fs::symlink_metadata(path)
+        .ok()
+        .map(|m| (m.dev(), m.ino()))
+}
+
+/// The database's files as storaged opened them, and the fault raised.
+#[derive(Debug)]
+pub(crate) struct Faults {
+    db: PathBuf,
+    /// `-wal` and `-shm` beside it.
+    sidecars: [PathBuf; 2],
+    /// What was at each path (db, wal, shm) when first seen.
+    ids: Mutex<[Option<FileId>; 3]>,
+    raised: watch::Sender<Option<Fault>>,
+}
+
+impl Faults {
+    /// For the database at `db`, whose files are open now.
+    pub(crate) fn new(db: &Path) -> Self {
+        let beside = |suffix: &str| {
+            let mut p = db.as_os_str().to_owned();
+            p.push(suffix);
+            PathBuf::from(p)
+        };
+        let faults = Self {
+            db: db.to_owned(),
+            sidecars: [beside("-wal"), beside("-shm")],
+            ids: Mutex::new([None; 3]),
+            raised: watch::channel(None).0,
+        };
+        faults.check_files();
+        faults
+    }
+
+    /// The fault raised, if any.
+    pub(crate) fn raised(&self) -> Option<Fault> {
+        self.raised.borrow().clone()
+    }
+
+    /// Raises `fault` unless one is raised already (the first one stays).
+    pub(crate) fn raise(&self, fault: Fault) {
+        self.raised.send_if_modified(|now| {
+            if now.is_some() {
+                return false;
+            }
+            tracing::error!(fault = ?fault, "{}", fault.reason());
+            *now = Some(fault);
+            true
+        });
+    }
+
+    /// Resolves once a fault that needs a restart is raised.
+    pub(crate) async fn restart_needed(&self) -> Fault {
+        let mut rx = self.raised.subscribe();
+        let seen = rx
+            .wait_for(|f| f.as_ref().is_some_and(Fault::needs_restart))
+            .await
+            .ok()
+            .and_then(|f| f.clone());
+        match seen {
+            Some(f) => f,
+            // The sender lives as long as `self`.
+            None => std::future::pending().await,
+        }
+    }
+
+    /// Compares what is at the database's paths with what was there when
+    /// first seen (the checkpointer calls this every tick). A sidecar not
+    /// there yet is recorded when it appears.
+    pub(crate) fn check_files(&self) {
+        if self.raised().is_some() {
+            return;
+        }
+        let now = [
+            id_of(&self.db),
+            id_of(&self.sidecars[0]),
+            id_of(&self.sidecars[1]),
+        ];
+        let mut ids = self.ids.locked();
+        let mut fault = None;
+        for (i, (seen, now)) in ids.iter_mut().zip(now).enumerate() {
+            match (*seen, now) {
+                (None, now) => *seen = now,
+                (Some(a), Some(b)) if a == b => {}
+                (Some(_), gone_or_other) => {
+                    fault.get_or_insert(match (i, gone_or_other) {
+                        (0, None) => Fault::DbRemoved,
+                        (0, Some(_)) => Fault::DbReplaced,
+                        _ => Fault::WalLost,
+                    });
+                }
+            }
+        }
+        drop(ids);
+        if let Some(f) = fault {
+            self.raise(f);
+        }
+    }
+
+    /// Raises [`Fault::Damaged`] when `e` is SQLite reporting damage.
+    pub(crate) fn note_error(&self, e: &rusqlite::Error) {
+        if is_damage(e) {
+            self.raise(Fault::Damaged(e.to_string()));
+        }
+    }
+
+    /// Runs `PRAGMA quick_check` on `conn` (a reader's) and raises
+    /// [`Fault::Damaged`] with its first finding.
+    pub(crate) fn quick_check(&self, conn: &Connection) {
+        let started = std::time::Instant::now();
+        let first: rusqlite::Result<String> =
+            conn.query_row("PRAGMA quick_check(1)", [], |r| r.get(0));
+        match first {
+            Ok(ok) if ok == "ok" => {
+                tracing::info!(took = ?started.elapsed(), "quick_check found no damage");
+            }
+            Ok(finding) => self.raise(Fault::Damaged(finding)),
+            Err(e) if is_damage(&e) => self.raise(Fault::Damaged(e.to_string())),
+            Err(e) => tracing::warn!(error = %e, "quick_check could not run"),
+        }
+    }
+}
+
+/// SQLite's "database disk image is malformed" and "file is not a
+/// database".
+pub(crate) fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_removed_wal_a_replaced_database_and_a_removed_one_are_told_apart() {
+        for (touch, want) in [
+            ("-wal", Fault::WalLost),
+            ("-shm", Fault::WalLost),
+            ("", Fault::DbReplaced),
+        ] {
+            let dir = tempfile::tempdir().unwrap();
+            let db = dir.path().join("db.sqlite");
+            for suffix in ["", "-wal", "-shm"] {
+                std::fs::write(format!("{}{suffix}", db.display()), b"x").unwrap();
+            }
+            let faults = Faults::new(&db);
+            faults.check_files();
+            assert_eq!(faults.raised(), None, "nothing changed");
+            // Replaced: a new inode at the path (the old one kept alive).
+            let path = format!("{}{touch}", db.display());
+            let keep = std::fs::File::open(&path).unwrap();
+            std::fs::remove_file(&path).unwrap();
+            if touch.is_empty() {
+                std::fs::write(&path, b"other").unwrap();
+            }
+            faults.check_files();
+            assert_eq!(faults.raised(), Some(want.clone()), "{touch:?}");
+            assert!(want.needs_restart());
+            drop(keep);
+        }
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db.sqlite");
+        std::fs::write(&db, b"x").unwrap();
+        let faults = Faults::new(&db);
+        // A WAL that appears later is recorded, not a fault.
+        std::fs::write(format!("{}-wal", db.display()), b"x").unwrap();
+        faults.check_files();
+        assert_eq!(faults.raised(), None);
+        std::fs::remove_file(&db).unwrap();
+        faults.check_files();
+        assert_eq!(faults.raised(), Some(Fault::DbRemoved));
+        assert!(!Fault::DbRemoved.needs_restart());
+        // The first fault stays.
+        faults.raise(Fault::Damaged("x".into()));
+        assert_eq!(faults.raised(), Some(Fault::DbRemoved));
+    }
+
+    #[test]
+    fn quick_check_finds_a_page_of_garbage_that_no_query_has_read() {
+        let dir = tempfile::tempdir().unwrap();
+        let db = dir.path().join("db.sqlite");
+        let c = Connection::open(&db).unwrap();
+        c.execute_batch("CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID")
+            .unwrap();
+        for i in 0..2000 {
+            c.execute(
+                "INSERT INTO kv VALUES (?1, ?2)",
+                (format!("k{i:05}"), "v".repeat(200)),
+            )
+            .unwrap();
+        }
+        let leaf: i64 = c
+            .query_row(
+                "SELECT pageno FROM dbstat WHERE name = 'kv' AND pagetype = 'leaf' \
+                 ORDER BY path LIMIT 1 OFFSET 50",
+                [],
+                |r| r.get(0),
+            )
+            .unwrap();
+        let size: i64 = c.query_row("PRAGMA page_size", [], |r| r.get(0)).unwrap();
+        drop(c);
+        let healthy = Faults::new(&db);
+        healthy.quick_check(&Connection::open(&db).unwrap());
+        assert_eq!(healthy.raised(), None);
+
+        let mut bytes = std::fs::read(&db).unwrap();
+        let at = ((leaf - 1) * size) as usize;
+        bytes[at..at + size as usize].fill(0xa5);
+        std::fs::write(&db, &bytes).unwrap();
+        let faults = Faults::new(&db);
+        faults.quick_check(&Connection::open(&db).unwrap());
+        match faults.raised() {
+            Some(Fault::Damaged(what)) => assert!(!what.is_empty()),
+            other => panic!("{other:?}"),
+        }
+        assert!(!faults.raised().unwrap().needs_restart());
+    }
+
+    #[test]
+    fn every_reason_says_writes_are_refused_and_names_no_path() {
+        for f in [
+            Fault::WalLost,
+            Fault::DbReplaced,
+            Fault::DbRemoved,
+            Fault::Damaged("database disk image is malformed".into()),
+        ] {
+            let why = f.reason();
+            assert!(!why.contains(".sqlite") && !why.contains("/tmp"), "{why}");
+            assert!(why.contains("writes are refused"), "{why}");
+        }
+    }
+}
