@@ -35,6 +35,7 @@ mod mountd_tree;
 mod path_traversal;
 mod relayed;
 mod security;
+mod storage_faults;
 mod storaged_bad_input;
 mod storaged_crash;
 mod storaged_events;

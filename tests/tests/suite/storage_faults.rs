@@ -1,0 +1,436 @@
+//! The fault suite's storage faults (issue 26), on the whole tree: the WAL
+//! removed under a running storaged, the database's directory turning
+//! read-only, a page of garbage in a copy of the database, a database from
+//! a newer schema. Each is a clear refusal (a 503 for writes meanwhile,
+//! the reason in storaged's log or `/health`), never a silent wipe (the
+//! file's bytes are checked), and writes resume once the fault is gone.
+//! The volume filling up is `disk_full.rs`.
+
+use std::path::{Path, PathBuf};
+use std::sync::{Arc, Mutex};
+
+use e2e::fixtures::random_rid;
+use e2e::supervisor::{Launch, MetaCore};
+use e2e::wait::{DAEMON_DEADLINE, until};
+use metacore::api::supervisor::DaemonState;
+use metacore::layout::Daemon;
+use serde_json::json;
+use sha2::{Digest, Sha256};
+
+/// A started tree, every daemon ready.
+async fn tree(dir: &Path) -> MetaCore {
+    let mut mc = Launch::in_dir(dir, "run").spawn();
+    mc.wait_all_ready().await;
+    mc
+}
+
+/// Stops the tree and waits for it to exit.
+async fn stop(mut mc: MetaCore) {
+    mc.process.sigterm();
+    mc.process.wait_exit().await;
+}
+
+/// `n` records written through the tree, each with its own `n` field.
+async fn write_records(mc: &MetaCore, n: usize) -> Vec<String> {
+    let mut rids = Vec::new();
+    for i in 0..n {
+        let rid = random_rid();
+        let r = mc
+            .send_json(
+                "PATCH",
+                &format!("/meta/{rid}"),
+                &json!({ "n": i.to_string() }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        rids.push(rid.to_string());
+    }
+    rids
+}
+
+/// Every record of `rids` reads back with its `n`.
+async fn assert_all_present(mc: &MetaCore, rids: &[(String, usize)]) {
+    for (rid, n) in rids {
+        let r = mc.get(&format!("/meta/{rid}")).await;
+        assert_eq!(r.status, 200, "acknowledged {rid} is missing: {}", r.text());
+        assert_eq!(
+            r.json()["metadata"]["n"],
+            json!(n.to_string()),
+            "{rid}: {}",
+            r.text()
+        );
+    }
+}
+
+fn sha256(path: &Path) -> Vec<u8> {
+    Sha256::digest(std::fs::read(path).expect("read the database")).to_vec()
+}
+
+/// What storaged's log says, as the supervisor captured it.
+fn storaged_log(mc: &MetaCore) -> String {
+    std::fs::read_to_string(mc.log_dir().join("storaged.log")).unwrap_or_default()
+}
+
+/// Waits until storaged's log says `needle`.
+async fn wait_for_log(mc: &MetaCore, needle: &str) -> String {
+    until(
+        &format!("storaged's log to say {needle:?}"),
+        DAEMON_DEADLINE,
+        || async {
+            let log = storaged_log(mc);
+            log.contains(needle).then_some(log)
+        },
+    )
+    .await
+}
+
+/// A write answered 503 `storage_unavailable` with `Retry-After` and a
+/// message that says `why`.
+async fn assert_write_refused(mc: &MetaCore, why: &str) {
+    let r = until("a write refused with a 503", DAEMON_DEADLINE, || async {
+        let r = mc
+            .send_json(
+                "PATCH",
+                &format!("/meta/{}", random_rid()),
+                &json!({"n": "-1"}),
+            )
+            .await;
+        (r.status == 503 && r.text().contains(why)).then_some(r)
+    })
+    .await;
+    r.assert_error(503, "storage_unavailable");
+    assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
+}
+
+/// Waits until a write goes through again (storaged back, ready).
+async fn wait_writes_resume(mc: &MetaCore) -> String {
+    until("a write to go through", DAEMON_DEADLINE, || async {
+        let rid = random_rid();
+        let r = mc
+            .send_json("PATCH", &format!("/meta/{rid}"), &json!({"n": "0"}))
+            .await;
+        (r.status == 200).then_some(rid.to_string())
+    })
+    .await
+}
+
+/// Makes a directory or a file immutable (even root may not create or
+/// remove files in the directory, or open the file for writing); undone
+/// when dropped.
+struct Immutable(PathBuf);
+
+impl Immutable {
+    fn set(path: &Path) -> Self {
+        let ok = std::process::Command::new("chattr")
+            .arg("+i")
+            .arg(path)
+            .status()
+            .is_ok_and(|s| s.success());
+        assert!(
+            ok,
+            "chattr +i {} (needs root, on ext4 or tmpfs)",
+            path.display()
+        );
+        Self(path.to_owned())
+    }
+}
+
+impl Drop for Immutable {
+    fn drop(&mut self) {
+        let _ = std::process::Command::new("chattr")
+            .arg("-i")
+            .arg(&self.0)
+            .status();
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_wal_removed_under_a_running_storaged_loses_no_acknowledged_write() {
+    let dir = e2e::daemon::test_dir();
+    let mc = Arc::new(tree(dir.path()).await);
+    let first = mc.daemon(Daemon::Storaged).await.pid;
+    // Eight writers, each recording what was acknowledged.
+    let acked = Arc::new(Mutex::new(Vec::<(String, usize)>::new()));
+    let stop_writing = Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let mut writers = Vec::new();
+    for w in 0..8usize {
+        let (mc, acked, stop) = (mc.clone(), acked.clone(), stop_writing.clone());
+        writers.push(tokio::spawn(async move {
+            let mut i = 0;
+            while !stop.load(std::sync::atomic::Ordering::Relaxed) {
+                let (rid, n) = (random_rid(), w * 1_000_000 + i);
+                i += 1;
+                let sent = mc
+                    .try_send(
+                        http::Method::PATCH,
+                        &format!("/meta/{rid}"),
+                        serde_json::to_vec(&json!({ "n": n.to_string() }))
+                            .unwrap()
+                            .into(),
+                        &[("content-type", "application/json")],
+                    )
+                    .await;
+                if sent.is_ok_and(|r| r.status == 200) {
+                    acked.lock().unwrap().push((rid.to_string(), n));
+                }
+            }
+        }));
+    }
+    let count = || acked.lock().unwrap().len();
+    until("200 writes acknowledged", DAEMON_DEADLINE, || async {
+        (count() >= 200).then_some(())
+    })
+    .await;
+    let db = mc.db();
+    for suffix in ["-wal", "-shm"] {
+        std::fs::remove_file(format!("{}{suffix}", db.display())).expect("remove the WAL");
+    }
+    wait_for_log(&mc, "WAL file was removed").await;
+    // What the old WAL held was copied into the database before the exit.
+    let log = wait_for_log(&mc, "restarting to reopen").await;
+    assert!(!log.contains("final checkpoint failed"), "{log}");
+    // storaged restarts on a fresh WAL and writes go through again.
+    let restarted = until("storaged restarted and ready", DAEMON_DEADLINE, || async {
+        let d = mc.daemon(Daemon::Storaged).await;
+        (d.pid != first && d.state == DaemonState::Running && d.ready).then_some(d)
+    })
+    .await;
+    assert!(restarted.restarts >= 1, "{restarted:?}");
+    let before = count();
+    until(
+        "writes acknowledged after the restart",
+        DAEMON_DEADLINE,
+        || async { (count() >= before + 100).then_some(()) },
+    )
+    .await;
+    stop_writing.store(true, std::sync::atomic::Ordering::Relaxed);
+    for w in writers {
+        w.await.unwrap();
+    }
+    let acked = acked.lock().unwrap().clone();
+    assert_all_present(&mc, &acked).await;
+    eprintln!(
+        "{} writes acknowledged around the removed WAL, all present",
+        acked.len()
+    );
+    let mc = Arc::into_inner(mc).expect("the writers are done");
+    stop(mc).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_read_only_database_directory_or_file_is_refused_until_it_is_writable_again() {
+    let dir = e2e::daemon::test_dir();
+    let mc = tree(dir.path()).await;
+    let mut all = Vec::new();
+    let mut write = async |mc: &MetaCore, count: usize| {
+        all.extend(write_records(mc, count).await.into_iter().zip(0..));
+    };
+    write(&mc, 10).await;
+    let db = mc.db();
+    let db_dir = db.parent().unwrap().to_path_buf();
+    // A read-only directory while running: the open files are written as
+    // before (SQLite needs no new file).
+    let frozen = Immutable::set(&db_dir);
+    write(&mc, 5).await;
+    drop(frozen);
+    stop(mc).await;
+
+    // Only the database file (as a restore of it alone leaves it) in a
+    // read-only directory: the WAL cannot be made, storaged refuses and
+    // says why, and changes nothing.
+    for suffix in ["-wal", "-shm"] {
+        let _ = std::fs::remove_file(format!("{}{suffix}", db.display()));
+    }
+    let before = sha256(&db);
+    let frozen = Immutable::set(&db_dir);
+    let mut mc = Launch::in_dir(dir.path(), "run").spawn();
+    let log = wait_for_log(
+        &mc,
+        "is its directory or volume read-only? nothing was changed",
+    )
+    .await;
+    assert!(log.contains("unable to open database file"), "{log}");
+    let d = mc.daemon(Daemon::Storaged).await;
+    assert!(d.state != DaemonState::Running || !d.ready, "{d:?}");
+    assert_eq!(sha256(&db), before, "the database was changed");
+    // Writable again: storaged starts on its next try.
+    drop(frozen);
+    mc.wait_all_ready().await;
+    wait_writes_resume(&mc).await;
+    write(&mc, 5).await;
+    stop(mc).await;
+
+    // A read-only database file (a volume mounted read-only): SQLite would
+    // open it for reading only; storaged refuses and says so.
+    let frozen = Immutable::set(&db);
+    let before = sha256(&db);
+    let mut mc = Launch::in_dir(dir.path(), "run").spawn();
+    wait_for_log(
+        &mc,
+        "cannot be written by storaged (a read-only file or volume)",
+    )
+    .await;
+    assert_eq!(sha256(&db), before, "the database was changed");
+    drop(frozen);
+    mc.wait_all_ready().await;
+    wait_writes_resume(&mc).await;
+    assert_all_present(&mc, &all).await;
+    stop(mc).await;
+}
+
+/// A stopped tree's database with `n` records (each with `pad` bytes of
+/// padding besides its `n`), copied into a second tree's place; the
+/// records and the copy's path.
+async fn copied_store(from: &Path, to: &Path, n: usize, pad: usize) -> (Vec<String>, PathBuf) {
+    std::fs::create_dir_all(from).unwrap();
+    std::fs::create_dir_all(to).unwrap();
+    let mc = tree(from).await;
+    let mut rids = Vec::new();
+    for i in 0..n {
+        let rid = random_rid().to_string();
+        let body = json!({ "n": i.to_string(), "pad": "p".repeat(pad) });
+        let r = mc.send_json("PATCH", &format!("/meta/{rid}"), &body).await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        rids.push(rid);
+    }
+    let db = mc.db();
+    stop(mc).await;
+    let copy = to.join("meta-core/db/meta-core.db");
+    std::fs::create_dir_all(copy.parent().unwrap()).unwrap();
+    std::fs::copy(&db, &copy).expect("copy the database");
+    (rids, copy)
+}
+
+/// Writes `page` (1-based) of `db` over with garbage; the garbage.
+fn damage_page(db: &Path, page: u64) -> Vec<u8> {
+    use std::io::{Seek, Write};
+    let size = e2e::snapshot::open_read_only(db)
+        .query_row("PRAGMA page_size", [], |r| r.get::<_, u64>(0))
+        .unwrap();
+    let mut f = std::fs::OpenOptions::new().write(true).open(db).unwrap();
+    f.seek(std::io::SeekFrom::Start((page - 1) * size)).unwrap();
+    let garbage: Vec<u8> = (0..size).map(|i| (i * 7919 % 251) as u8 ^ 0x5a).collect();
+    f.write_all(&garbage).unwrap();
+    f.sync_all().unwrap();
+    garbage
+}
+
+/// `len` bytes of `db` from the start of `page` (1-based).
+fn page_bytes(db: &Path, page: u64, len: usize) -> Vec<u8> {
+    let bytes = std::fs::read(db).unwrap();
+    let start = (page - 1) as usize * len;
+    bytes[start..start + len].to_vec()
+}
+
+/// The middle one of the leaf pages of the `kv` table, in key order: with
+/// records of some size, one that holds record fields, which opening the
+/// store does not read.
+fn middle_leaf(db: &Path) -> u64 {
+    let c = e2e::snapshot::open_read_only(db);
+    let mut q = c
+        .prepare("SELECT pageno FROM dbstat WHERE name = 'kv' AND pagetype = 'leaf' ORDER BY path")
+        .unwrap();
+    let leaves: Vec<u64> = q
+        .query_map([], |r| r.get(0))
+        .unwrap()
+        .map(Result::unwrap)
+        .collect();
+    assert!(leaves.len() > 10, "{} leaves", leaves.len());
+    leaves[leaves.len() / 2]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_damaged_copy_is_refused_and_left_as_it_is() {
+    let dir = e2e::daemon::test_dir();
+    let (rids, copy) = copied_store(&dir.path().join("a"), &dir.path().join("b"), 300, 1500).await;
+    let good = std::fs::read(&copy).unwrap();
+    let leaf = middle_leaf(&copy);
+
+    // Garbage over the header: not a database any more; storaged refuses
+    // to start, and says what to do.
+    damage_page(&copy, 1);
+    let damaged = sha256(&copy);
+    let mc = Launch::in_dir(&dir.path().join("b"), "run").spawn();
+    let log = wait_for_log(&mc, "damaged or not a SQLite database").await;
+    assert!(log.contains("restore it from a backup"), "{log}");
+    assert_eq!(sha256(&copy), damaged, "the damaged file was changed");
+    stop(mc).await;
+
+    // Garbage over a leaf in the middle (record fields, which opening the
+    // store does not read): storaged starts, its check after readiness
+    // finds the damage, `/health` and `meta-core status` say so, and
+    // writes are refused (those that came before the check may have
+    // committed); the damaged page is left as it is.
+    std::fs::write(&copy, &good).unwrap();
+    let garbage = damage_page(&copy, leaf);
+    // The log of this start alone.
+    std::fs::remove_dir_all(dir.path().join("b/meta-core/logs")).unwrap();
+    let mc = Launch::in_dir(&dir.path().join("b"), "run").spawn();
+    until("storaged to report the damage", DAEMON_DEADLINE, || async {
+        let log = storaged_log(&mc);
+        assert!(!log.contains("damaged or not a SQLite database"), "{log}");
+        // Not up yet: `None`, and asked again.
+        let status = mc.control.status().await.ok()?;
+        let storaged = status
+            .daemons
+            .into_iter()
+            .find(|d| d.name == Daemon::Storaged)?;
+        storaged
+            .degraded
+            .filter(|why| why.contains("the database is damaged"))
+    })
+    .await;
+    assert_write_refused(&mc, "the database is damaged").await;
+    stop(mc).await;
+    assert_eq!(
+        page_bytes(&copy, leaf, garbage.len()),
+        garbage,
+        "the damaged page was written over"
+    );
+
+    // Restored from the good copy: writes resume, every record is there.
+    std::fs::write(&copy, &good).unwrap();
+    let mc = tree(&dir.path().join("b")).await;
+    wait_writes_resume(&mc).await;
+    let all: Vec<(String, usize)> = rids.into_iter().enumerate().map(|(n, r)| (r, n)).collect();
+    assert_all_present(&mc, &all).await;
+    stop(mc).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_from_a_newer_schema_is_refused_and_left_as_it_is() {
+    let dir = e2e::daemon::test_dir();
+    let (rids, copy) = copied_store(&dir.path().join("a"), &dir.path().join("b"), 10, 0).await;
+    let set_version = |v: &str| {
+        let c = rusqlite::Connection::open(&copy).unwrap();
+        c.execute(
+            "UPDATE kv SET v = ?1 WHERE k = 'meta-core:schema-version'",
+            [v],
+        )
+        .unwrap();
+        c.execute_batch("PRAGMA wal_checkpoint(TRUNCATE)").unwrap();
+    };
+    let ours: String = e2e::snapshot::open_read_only(&copy)
+        .query_row(
+            "SELECT v FROM kv WHERE k = 'meta-core:schema-version'",
+            [],
+            |r| r.get(0),
+        )
+        .unwrap();
+    let newer = (ours.parse::<u64>().unwrap() + 1).to_string();
+    set_version(&newer);
+    let before = sha256(&copy);
+    let mc = Launch::in_dir(&dir.path().join("b"), "run").spawn();
+    let log = wait_for_log(&mc, "a newer meta-core wrote it").await;
+    assert!(log.contains("the file was left as it is"), "{log}");
+    stop(mc).await;
+    assert_eq!(sha256(&copy), before, "the newer store was changed");
+
+    // The version this build reads: it starts, and everything is there.
+    set_version(&ours);
+    let mc = tree(&dir.path().join("b")).await;
+    wait_writes_resume(&mc).await;
+    let all: Vec<(String, usize)> = rids.into_iter().enumerate().map(|(n, r)| (r, n)).collect();
+    assert_all_present(&mc, &all).await;
+    stop(mc).await;
+}
