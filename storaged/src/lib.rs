@@ -112,6 +112,10 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
     tracing::info!("socket closed; committing queued writes");
     let checkpointed = state.store.close().await;
     if let Some(fault) = state.store.fault().filter(|f| f.needs_restart()) {
+        if !checkpointed && fault == engine::faults::Fault::DbReplaced {
+            // Frames of the old file must not be replayed into the new one.
+            state.store.set_stale_wal_aside();
+        }
         return Err(if checkpointed {
             RunError::Reopen(fault.reason())
         } else {

@@ -73,7 +73,7 @@ impl Checkpointer {
                 // would otherwise log every tick).
                 let mut failing: Option<String> = None;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
-                    faults.check_files();
+                    faults.check_files(&conn);
                     space.measure();
                     space.keep_reserve();
                     match space.checkpoint(&conn) {

@@ -11,10 +11,13 @@
 //!   exits to be restarted on a fresh WAL, having lost nothing.
 //! - **The database file replaced** (another file moved over its path):
 //!   the same, so that the restart opens what is now at the path.
-//! - **The database file removed**: writes are refused and `/health` says
-//!   why, but storaged neither exits nor recreates it (that would be a
-//!   silent wipe): it still holds the only copy open, and an online
-//!   backup (`meta-core backup <file>`) saves it.
+//! - **The database file removed**: storaged still holds the only copy
+//!   open. Writes are refused, the checkpointer waits out the group in
+//!   flight, copies what its connection sees (every commit) into a new
+//!   file with SQLite's backup API and puts it back at the path (never over
+//!   a file that appeared there meanwhile), and storaged restarts on it.
+//!   If that fails, writes stay refused and storaged stays up: a restart
+//!   would begin an empty store, a silent wipe.
 //! - **A damaged database** (a page of garbage): SQLite reports
 //!   `SQLITE_CORRUPT` where it reads the page; a `PRAGMA quick_check` run
 //!   after readiness, beside the writer, finds it wherever it is. Writes
@@ -40,8 +43,12 @@ pub(crate) enum Fault {
     WalLost,
     /// Another file is at the database's path: restart to open it.
     DbReplaced,
-    /// The database file was removed: refuse writes, keep running.
+    /// The database file was removed: refuse writes, keep running (it
+    /// could not be put back).
     DbRemoved,
+    /// The database file was removed and a copy of it was put back at its
+    /// path: restart on it.
+    DbRestored,
     /// SQLite found damage: refuse writes, keep serving reads.
     Damaged(String),
 }
@@ -50,7 +57,7 @@ impl Fault {
     /// Whether storaged must exit (after its final checkpoint) to be
     /// restarted on the files now at its paths.
     pub(crate) fn needs_restart(&self) -> bool {
-        matches!(self, Fault::WalLost | Fault::DbReplaced)
+        matches!(self, Fault::WalLost | Fault::DbReplaced | Fault::DbRestored)
     }
 
     /// What `/health` and a refused write say (no path: clients see it).
@@ -67,9 +74,14 @@ impl Fault {
                     .into()
             }
             Fault::DbRemoved => {
-                "the database file was removed under storaged: writes are refused; \
-                 storaged still holds it open: save it with `meta-core backup <file>` \
-                 before restarting"
+                "the database file was removed under storaged and could not be put back \
+                 (see storaged's log): writes are refused; storaged holds the only copy \
+                 open, do not restart it before the cause is fixed"
+                    .into()
+            }
+            Fault::DbRestored => {
+                "the database file was removed under storaged: writes are refused, a copy \
+                 of every commit was put back in its place, and storaged restarts on it"
                     .into()
             }
             Fault::Damaged(what) => format!(
@@ -98,6 +110,8 @@ pub(crate) struct Faults {
     /// What was at each path (db, wal, shm) when first seen.
     ids: Mutex<[Option<FileId>; 3]>,
     raised: watch::Sender<Option<Fault>>,
+    /// Why putting a removed database back last failed (logged once).
+    put_back_error: Mutex<Option<String>>,
 }
 
 impl Faults {
@@ -113,8 +127,9 @@ impl Faults {
             sidecars: [beside("-wal"), beside("-shm")],
             ids: Mutex::new([None; 3]),
             raised: watch::channel(None).0,
+            put_back_error: Mutex::new(None),
         };
-        faults.check_files();
+        faults.compare_files();
         faults
     }
 
@@ -135,6 +150,12 @@ impl Faults {
         });
     }
 
+    /// Replaces the fault raised with `fault` (a step of the same one).
+    fn advance(&self, fault: Fault) {
+        tracing::warn!(fault = ?fault, "{}", fault.reason());
+        self.raised.send_replace(Some(fault));
+    }
+
     /// Resolves once a fault that needs a restart is raised.
     pub(crate) async fn restart_needed(&self) -> Fault {
         let mut rx = self.raised.subscribe();
@@ -151,9 +172,62 @@ impl Faults {
     }
 
     /// Compares what is at the database's paths with what was there when
-    /// first seen (the checkpointer calls this every tick). A sidecar not
-    /// there yet is recorded when it appears.
-    pub(crate) fn check_files(&self) {
+    /// first seen (the checkpointer calls this every tick, with its own
+    /// connection, through which a removed database is put back). A
+    /// sidecar not there yet is recorded when it appears.
+    pub(crate) fn check_files(&self, conn: &Connection) {
+        self.compare_files();
+        if self.raised() == Some(Fault::DbRemoved) {
+            match self.put_back(conn) {
+                Ok(()) => self.advance(Fault::DbRestored),
+                Err(e) => {
+                    let mut last = self.put_back_error.locked();
+                    if last.as_deref() != Some(e.as_str()) {
+                        tracing::error!(error = %e, "cannot put the removed database back; tried again every tick, logged again when this changes");
+                        *last = Some(e);
+                    }
+                }
+            }
+        }
+    }
+
+    /// Writes what `conn` sees of the removed database into a new file and
+    /// moves it to the database's path, unless something is there now.
+    fn put_back(&self, conn: &Connection) -> Result<(), String> {
+        // Writes are refused from before this; a group already past that
+        // check holds the write lock, so this waits for its COMMIT.
+        conn.execute_batch("BEGIN IMMEDIATE; COMMIT")
+            .map_err(|e| format!("wait for the write in flight: {e}"))?;
+        let mut restoring = self.db.as_os_str().to_owned();
+        restoring.push(".restoring");
+        let restoring = PathBuf::from(restoring);
+        let _ = std::fs::remove_file(&restoring);
+        {
+            let mut to = Connection::open(&restoring)
+                .map_err(|e| format!("create {}: {e}", restoring.display()))?;
+            rusqlite::backup::Backup::new(conn, &mut to)
+                .and_then(|b| b.run_to_completion(4096, std::time::Duration::ZERO, None))
+                .map_err(|e| format!("copy into {}: {e}", restoring.display()))?;
+        }
+        let synced = std::fs::File::open(&restoring).and_then(|f| f.sync_all());
+        synced.map_err(|e| format!("fsync {}: {e}", restoring.display()))?;
+        rustix::fs::renameat_with(
+            rustix::fs::CWD,
+            &restoring,
+            rustix::fs::CWD,
+            &self.db,
+            rustix::fs::RenameFlags::NOREPLACE,
+        )
+        .map_err(|e| format!("move {} into place: {e}", restoring.display()))?;
+        if let Some(dir) = self.db.parent() {
+            let _ = std::fs::File::open(dir).and_then(|d| d.sync_all());
+        }
+        tracing::info!(db = %self.db.display(), "put the removed database back");
+        Ok(())
+    }
+
+    /// [`Faults::check_files`] without putting anything back.
+    fn compare_files(&self) {
         if self.raised().is_some() {
             return;
         }
@@ -188,6 +262,11 @@ impl Faults {
         if is_damage(e) {
             self.raise(Fault::Damaged(e.to_string()));
         }
+    }
+
+    /// The WAL's path, to move a WAL that must not be replayed aside.
+    pub(crate) fn wal(&self) -> &Path {
+        &self.sidecars[0]
     }
 
     /// Runs `PRAGMA quick_check` on `conn` (a reader's) and raises
@@ -233,7 +312,7 @@ mod tests {
                 std::fs::write(format!("{}{suffix}", db.display()), b"x").unwrap();
             }
             let faults = Faults::new(&db);
-            faults.check_files();
+            faults.compare_files();
             assert_eq!(faults.raised(), None, "nothing changed");
             // Replaced: a new inode at the path (the old one kept alive).
             let path = format!("{}{touch}", db.display());
@@ -242,7 +321,7 @@ mod tests {
             if touch.is_empty() {
                 std::fs::write(&path, b"other").unwrap();
             }
-            faults.check_files();
+            faults.compare_files();
             assert_eq!(faults.raised(), Some(want.clone()), "{touch:?}");
             assert!(want.needs_restart());
             drop(keep);
@@ -253,10 +332,10 @@ mod tests {
         let faults = Faults::new(&db);
         // A WAL that appears later is recorded, not a fault.
         std::fs::write(format!("{}-wal", db.display()), b"x").unwrap();
-        faults.check_files();
+        faults.compare_files();
         assert_eq!(faults.raised(), None);
         std::fs::remove_file(&db).unwrap();
-        faults.check_files();
+        faults.compare_files();
         assert_eq!(faults.raised(), Some(Fault::DbRemoved));
         assert!(!Fault::DbRemoved.needs_restart());
         // The first fault stays.
@@ -311,6 +390,7 @@ mod tests {
             Fault::WalLost,
             Fault::DbReplaced,
             Fault::DbRemoved,
+            Fault::DbRestored,
             Fault::Damaged("database disk image is malformed".into()),
         ] {
             let why = f.reason();

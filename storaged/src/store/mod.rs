@@ -149,6 +149,22 @@ impl Store {
         self.faults.raised()
     }
 
+    /// Moves the WAL to `<wal>.stale-<unix ms>`, so that the next start
+    /// does not replay it into what is now at the database's path.
+    pub(crate) fn set_stale_wal_aside(&self) {
+        let wal = self.faults.wal();
+        let mut aside = wal.as_os_str().to_owned();
+        aside.push(format!(".stale-{}", unix_ms()));
+        match std::fs::rename(wal, &aside) {
+            Ok(()) => {
+                tracing::warn!(wal = %wal.display(), aside = ?aside, "moved the old file's WAL aside")
+            }
+            Err(e) => {
+                tracing::error!(wal = %wal.display(), error = %e, "cannot move the old file's WAL aside")
+            }
+        }
+    }
+
     /// Resolves once storaged must restart to reopen its files.
     pub(crate) async fn restart_needed(&self) -> Fault {
         self.faults.restart_needed().await

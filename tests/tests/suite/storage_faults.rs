@@ -146,6 +146,21 @@ impl Drop for Immutable {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wal_removed_under_a_running_storaged_loses_no_acknowledged_write() {
+    removed_under_writers(&["-wal", "-shm"], "WAL file was removed").await;
+}
+
+/// Before, nothing noticed: every write since the last checkpoint went
+/// into the unlinked file, and the next start found an empty store.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_removed_under_a_running_storaged_is_put_back_whole() {
+    let log = removed_under_writers(&[""], "a copy of every commit was put back").await;
+    assert!(log.contains("put the removed database back"), "{log}");
+}
+
+/// Removes the database's files with `suffixes` while eight writers write
+/// through apid; storaged must say `fault_log`, restart, and hold every
+/// acknowledged write. Its log, once restarted.
+async fn removed_under_writers(suffixes: &[&str], fault_log: &str) -> String {
     let dir = e2e::daemon::test_dir();
     let mc = Arc::new(tree(dir.path()).await);
     let first = mc.daemon(Daemon::Storaged).await.pid;
@@ -182,10 +197,10 @@ async fn a_wal_removed_under_a_running_storaged_loses_no_acknowledged_write() {
     })
     .await;
     let db = mc.db();
-    for suffix in ["-wal", "-shm"] {
-        std::fs::remove_file(format!("{}{suffix}", db.display())).expect("remove the WAL");
+    for suffix in suffixes {
+        std::fs::remove_file(format!("{}{suffix}", db.display())).expect("remove the file");
     }
-    wait_for_log(&mc, "WAL file was removed").await;
+    wait_for_log(&mc, fault_log).await;
     // What the old WAL held was copied into the database before the exit.
     let log = wait_for_log(&mc, "restarting to reopen").await;
     assert!(!log.contains("final checkpoint failed"), "{log}");
@@ -210,11 +225,12 @@ async fn a_wal_removed_under_a_running_storaged_loses_no_acknowledged_write() {
     let acked = acked.lock().unwrap().clone();
     assert_all_present(&mc, &acked).await;
     eprintln!(
-        "{} writes acknowledged around the removed WAL, all present",
+        "{} writes acknowledged around the removal of {suffixes:?}, all present",
         acked.len()
     );
     let mc = Arc::into_inner(mc).expect("the writers are done");
     stop(mc).await;
+    log
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
