@@ -4,6 +4,8 @@
 //!
 //! - a PID namespace (`unshare --pid`, as a container runtime makes): the
 //!   PID 1 test;
+//! - a free loop device and `mkfs.ext4`: the test of a volume that fails
+//!   (required with `META_CORE_REQUIRE_FUSE=1`, as CI sets);
 //! - `rclone`, and FUSE (`/dev/fuse` and `fusermount3`): the mountd tests.
 //!   `.ci/run` installs both and sets `META_CORE_REQUIRE_FUSE=1`, which
 //!   makes their absence a build failure rather than a skip;
@@ -45,6 +47,13 @@ fn main() {
         );
     }
     let pid_namespace = runs("unshare", &["--pid", "--fork", "--mount-proc", "true"]);
+    // A free loop device, and mkfs.ext4 to make the image it backs.
+    let loop_ext4 = runs("losetup", &["-f"]) && runs("mkfs.ext4", &["-V"]);
+    if required("META_CORE_REQUIRE_FUSE") && !loop_ext4 {
+        panic!(
+            "META_CORE_REQUIRE_FUSE=1 (CI), but losetup finds no free loop device or mkfs.ext4 is missing"
+        );
+    }
 
     // Each cfg, whether the machine has what it stands for, and what a
     // run without it skips.
@@ -68,6 +77,11 @@ fn main() {
             "no_container_lint",
             lint,
             "no hadolint or docker-compose here: the Dockerfile and compose checks are skipped",
+        ),
+        (
+            "no_loop_ext4",
+            loop_ext4,
+            "no loop device or mkfs.ext4 here: the failing-volume test is skipped",
         ),
         (
             "no_pid_namespace",

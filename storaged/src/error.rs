@@ -63,6 +63,9 @@ pub enum GroupFailure {
     /// SQLite found the database damaged at this step.
     #[error("cannot {0}, the database is damaged: {1}")]
     Damaged(Step, String),
+    /// The volume failed a read or a write at this step.
+    #[error("cannot {0}, the volume failed: {1}")]
+    Io(Step, String),
     /// SQLite failed at this step for another reason.
     #[error("cannot {0}: {1}")]
     Failed(Step, String),
@@ -107,6 +110,9 @@ impl GroupFailure {
             StoreError::DiskFull => GroupFailure::DiskFull(step),
             StoreError::Sqlite(e) if crate::engine::faults::is_damage(&e) => {
                 GroupFailure::Damaged(step, e.to_string())
+            }
+            StoreError::Sqlite(e) if crate::engine::faults::is_io_error(&e) => {
+                GroupFailure::Io(step, e.to_string())
             }
             other => GroupFailure::Failed(step, other.to_string()),
         }
@@ -160,6 +166,10 @@ impl StoreError {
             StoreError::Commit(GroupFailure::Damaged(_, what)) => ApiError::new(
                 ErrorCode::StorageUnavailable,
                 crate::engine::faults::Fault::Damaged(what.clone()).reason(),
+            ),
+            StoreError::Commit(GroupFailure::Io(_, what)) => ApiError::new(
+                ErrorCode::StorageUnavailable,
+                crate::engine::faults::Fault::VolumeFailed(what.clone()).reason(),
             ),
             StoreError::Commit(_) => {
                 ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry")

@@ -65,10 +65,11 @@ pub enum RunError {
     /// (`engine::faults`); the final checkpoint copied the old WAL.
     #[error("restarting to reopen the database's files: {0}")]
     Reopen(String),
-    /// The same, but the final checkpoint did not copy the whole WAL:
-    /// what it held since the last checkpoint may be lost.
+    /// The same, but the final checkpoint did not copy the whole WAL: the
+    /// next start recovers what the WAL on the disk holds.
     #[error(
-        "restarting to reopen the database's files, and the final checkpoint failed (see above): {0}"
+        "restarting to reopen the database's files; the final checkpoint failed (see above), \
+         the next start recovers what the WAL on the disk holds: {0}"
     )]
     ReopenUncheckpointed(String),
 }

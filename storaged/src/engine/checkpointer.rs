@@ -64,6 +64,7 @@ impl Checkpointer {
     ) -> Result<Self> {
         let conn = Connection::open(db)?;
         conn.busy_timeout(Duration::from_secs(5))?;
+        crate::engine::schema::keep_wal_on_close(&conn)?;
         let (stop, rx) = mpsc::channel::<()>();
         let thread = std::thread::Builder::new()
             .name("storaged-checkpointer".into())
@@ -73,9 +74,12 @@ impl Checkpointer {
                 // would otherwise log every tick).
                 let mut failing: Option<String> = None;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
-                    faults.check_files(&conn);
+                    faults.check_files();
                     space.measure();
                     space.keep_reserve();
+                    if faults.raised().is_some_and(|f| f.freezes_files()) {
+                        continue;
+                    }
                     match space.checkpoint(&conn) {
                         Ok((_, log, copied)) => {
                             if log >= WAL_BOUND_FRAMES {
@@ -87,6 +91,7 @@ impl Checkpointer {
                             tracing::trace!(wal_frames = log, copied, "checkpoint");
                         }
                         Err(e) => {
+                            faults.note_error(&e);
                             let why = e.to_string();
                             if failing.as_deref() != Some(why.as_str()) {
                                 tracing::warn!(error = %why, "checkpoint failed; retrying every {TICK:?}, logged again when this changes");

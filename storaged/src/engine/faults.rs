@@ -27,9 +27,10 @@
 //! Each of these is a [`Fault`]; the first one raised stays until the
 //! restart that clears it.
 
-use std::os::unix::fs::MetadataExt;
+use std::os::unix::fs::{MetadataExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
 use std::sync::Mutex;
+use std::sync::atomic::{AtomicBool, Ordering};
 
 use metacore::sync::Locked;
 use rusqlite::Connection;
@@ -51,13 +52,29 @@ pub(crate) enum Fault {
     DbRestored,
     /// SQLite found damage: refuse writes, keep serving reads.
     Damaged(String),
+    /// The volume failed a read or a write (`SQLITE_IOERR`, EIO): restart
+    /// and recover from what is on the disk. After a failed write the
+    /// kernel may have dropped the dirty pages and marked them clean, so
+    /// nothing that process still holds can be trusted (PostgreSQL's
+    /// answer to the same, since 2018, is the same).
+    VolumeFailed(String),
 }
 
 impl Fault {
     /// Whether storaged must exit (after its final checkpoint) to be
     /// restarted on the files now at its paths.
     pub(crate) fn needs_restart(&self) -> bool {
-        matches!(self, Fault::WalLost | Fault::DbReplaced | Fault::DbRestored)
+        matches!(
+            self,
+            Fault::WalLost | Fault::DbReplaced | Fault::DbRestored | Fault::VolumeFailed(_)
+        )
+    }
+
+    /// Whether nothing may write to the database's files any more: a
+    /// removed database is copied out of the file still open, and its WAL
+    /// must reach the next start as it is.
+    pub(crate) fn freezes_files(&self) -> bool {
+        matches!(self, Fault::DbRemoved | Fault::DbRestored)
     }
 
     /// What `/health` and a refused write say (no path: clients see it).
@@ -88,6 +105,10 @@ impl Fault {
                 "the database is damaged ({what}): writes are refused, reads go on; \
                  restore it from a backup (docs/operations.md)"
             ),
+            Fault::VolumeFailed(what) => format!(
+                "the database's volume failed a read or a write ({what}): writes are refused, \
+                 and storaged restarts to recover from what is on the disk"
+            ),
         }
     }
 }
@@ -112,6 +133,9 @@ pub(crate) struct Faults {
     raised: watch::Sender<Option<Fault>>,
     /// Why putting a removed database back last failed (logged once).
     put_back_error: Mutex<Option<String>>,
+    /// The writer is inside a group (between its BEGIN and its last
+    /// acknowledgement): see [`Faults::writes_settled`].
+    in_group: AtomicBool,
 }
 
 impl Faults {
@@ -128,6 +152,7 @@ impl Faults {
             ids: Mutex::new([None; 3]),
             raised: watch::channel(None).0,
             put_back_error: Mutex::new(None),
+            in_group: AtomicBool::new(false),
         };
         faults.compare_files();
         faults
@@ -148,6 +173,32 @@ impl Faults {
             *now = Some(fault);
             true
         });
+    }
+
+    /// The writer says a group begins; it checks [`Faults::raised`] after
+    /// this and before its COMMIT.
+    pub(crate) fn group_begins(&self) {
+        self.in_group.store(true, Ordering::SeqCst);
+    }
+
+    /// The writer says its group is over (committed or not).
+    pub(crate) fn group_ends(&self) {
+        self.in_group.store(false, Ordering::SeqCst);
+    }
+
+    /// After a fault is raised: waits (up to 10 s) until no group that may
+    /// have checked before the fault can still commit. A group is either
+    /// inside [`Faults::group_begins`] .. `group_ends` now, and waited for,
+    /// or begins after and sees the fault (both sides are SeqCst).
+    fn writes_settled(&self) -> Result<(), String> {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        while self.in_group.load(Ordering::SeqCst) {
+            if std::time::Instant::now() > deadline {
+                return Err("the write group in flight did not end within 10 s".into());
+            }
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        Ok(())
     }
 
     /// Replaces the fault raised with `fault` (a step of the same one).
@@ -172,13 +223,13 @@ impl Faults {
     }
 
     /// Compares what is at the database's paths with what was there when
-    /// first seen (the checkpointer calls this every tick, with its own
-    /// connection, through which a removed database is put back). A
-    /// sidecar not there yet is recorded when it appears.
-    pub(crate) fn check_files(&self, conn: &Connection) {
+    /// first seen (the checkpointer calls this every tick), and puts a
+    /// removed database back. A sidecar not there yet is recorded when it
+    /// appears.
+    pub(crate) fn check_files(&self) {
         self.compare_files();
         if self.raised() == Some(Fault::DbRemoved) {
-            match self.put_back(conn) {
+            match self.put_back() {
                 Ok(()) => self.advance(Fault::DbRestored),
                 Err(e) => {
                     let mut last = self.put_back_error.locked();
@@ -191,26 +242,33 @@ impl Faults {
         }
     }
 
-    /// Writes what `conn` sees of the removed database into a new file and
-    /// moves it to the database's path, unless something is there now.
-    fn put_back(&self, conn: &Connection) -> Result<(), String> {
+    /// Copies the removed database, from the file this process still holds
+    /// open, into a new file and moves it to the database's path, unless
+    /// something is there now. The WAL is left where it is: beside the
+    /// copy (page for page the file it belongs to), the next start replays
+    /// it, as it would have for the original.
+    fn put_back(&self) -> Result<(), String> {
         // Writes are refused from before this; a group already past that
-        // check holds the write lock, so this waits for its COMMIT.
-        conn.execute_batch("BEGIN IMMEDIATE; COMMIT")
-            .map_err(|e| format!("wait for the write in flight: {e}"))?;
+        // check is waited for.
+        self.writes_settled()?;
+        let Some(expected) = self.ids.locked()[0] else {
+            return Err("the database was never seen".into());
+        };
+        let mut from = open_removed(&self.db, expected)?;
         let mut restoring = self.db.as_os_str().to_owned();
         restoring.push(".restoring");
         let restoring = PathBuf::from(restoring);
         let _ = std::fs::remove_file(&restoring);
-        {
-            let mut to = Connection::open(&restoring)
-                .map_err(|e| format!("create {}: {e}", restoring.display()))?;
-            rusqlite::backup::Backup::new(conn, &mut to)
-                .and_then(|b| b.run_to_completion(4096, std::time::Duration::ZERO, None))
-                .map_err(|e| format!("copy into {}: {e}", restoring.display()))?;
-        }
-        let synced = std::fs::File::open(&restoring).and_then(|f| f.sync_all());
-        synced.map_err(|e| format!("fsync {}: {e}", restoring.display()))?;
+        let mut to = std::fs::OpenOptions::new()
+            .write(true)
+            .create_new(true)
+            .mode(0o600)
+            .open(&restoring)
+            .map_err(|e| format!("create {}: {e}", restoring.display()))?;
+        std::io::copy(&mut from, &mut to)
+            .and_then(|_| to.sync_all())
+            .map_err(|e| format!("copy into {}: {e}", restoring.display()))?;
+        drop(to);
         rustix::fs::renameat_with(
             rustix::fs::CWD,
             &restoring,
@@ -227,7 +285,7 @@ impl Faults {
     }
 
     /// [`Faults::check_files`] without putting anything back.
-    fn compare_files(&self) {
+    pub(crate) fn compare_files(&self) {
         if self.raised().is_some() {
             return;
         }
@@ -257,10 +315,16 @@ impl Faults {
         }
     }
 
-    /// Raises [`Fault::Damaged`] when `e` is SQLite reporting damage.
+    /// Raises [`Fault::Damaged`] or [`Fault::VolumeFailed`] when `e` is
+    /// SQLite reporting damage or an I/O error.
     pub(crate) fn note_error(&self, e: &rusqlite::Error) {
         if is_damage(e) {
             self.raise(Fault::Damaged(e.to_string()));
+        } else if is_io_error(e) {
+            // A file removed or replaced also fails I/O: that fault comes
+            // first, lest a restart begin an empty store at the path.
+            self.compare_files();
+            self.raise(Fault::VolumeFailed(e.to_string()));
         }
     }
 
@@ -284,6 +348,38 @@ impl Faults {
             Err(e) => tracing::warn!(error = %e, "quick_check could not run"),
         }
     }
+}
+
+/// The removed database `db` (once `expected`), through this process's
+/// descriptor of it: `/proc/self/fd/<n>` opens the file even unlinked.
+fn open_removed(db: &Path, expected: FileId) -> Result<std::fs::File, String> {
+    let deleted = format!("{} (deleted)", db.display());
+    let fds = std::fs::read_dir("/proc/self/fd").map_err(|e| format!("list /proc/self/fd: {e}"))?;
+    for fd in fds.flatten() {
+        let is_it = std::fs::read_link(fd.path())
+            .is_ok_and(|target| target.as_os_str() == deleted.as_str());
+        if !is_it {
+            continue;
+        }
+        let Ok(file) = std::fs::File::open(fd.path()) else {
+            continue;
+        };
+        if file
+            .metadata()
+            .is_ok_and(|m| (m.dev(), m.ino()) == expected)
+        {
+            return Ok(file);
+        }
+    }
+    Err(format!(
+        "no descriptor of the removed {} is open",
+        db.display()
+    ))
+}
+
+/// SQLite's "disk I/O error", in any of its extended forms.
+pub(crate) fn is_io_error(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
 }
 
 /// SQLite's "database disk image is malformed" and "file is not a
@@ -392,6 +488,7 @@ mod tests {
             Fault::DbRemoved,
             Fault::DbRestored,
             Fault::Damaged("database disk image is malformed".into()),
+            Fault::VolumeFailed("disk I/O error".into()),
         ] {
             let why = f.reason();
             assert!(!why.contains(".sqlite") && !why.contains("/tmp"), "{why}");

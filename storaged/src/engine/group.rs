@@ -257,8 +257,16 @@ impl<'c> Group<'c> {
                     // `faults` said why once, when it was raised.
                     tracing::debug!(writes = size, reason = %why, "a write group refused");
                 } else {
-                    if let GroupFailure::Damaged(_, what) = why {
-                        self.cx.faults.raise(Fault::Damaged(what.clone()));
+                    match why {
+                        GroupFailure::Damaged(_, what) => {
+                            self.cx.faults.raise(Fault::Damaged(what.clone()));
+                        }
+                        GroupFailure::Io(_, what) => {
+                            // A moved file fails I/O too (see `faults`).
+                            self.cx.faults.compare_files();
+                            self.cx.faults.raise(Fault::VolumeFailed(what.clone()));
+                        }
+                        _ => {}
                     }
                     tracing::error!(reason = %why, writes = size, "a write group failed; none of it was applied");
                 }

@@ -11,8 +11,21 @@ pub(crate) const SCHEMA_KEY: &str = "meta-core:schema-version";
 pub(crate) const COUNT_ROOTS_KEY: &str = "idx:count/roots";
 pub(crate) const COUNT_READY_KEY: &str = "idx:count/ready";
 
+/// A connection that closes last neither checkpoints nor removes the WAL:
+/// the writer's own TRUNCATE checkpoint ends a clean stop, and a WAL that
+/// belongs to a database put back after its removal (`faults`) must reach
+/// the next start as it is.
+pub(crate) fn keep_wal_on_close(conn: &Connection) -> Result<()> {
+    conn.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )?;
+    Ok(())
+}
+
 /// Pragmas shared by the writer and the readers.
 pub(crate) fn common_pragmas(conn: &Connection, cache_mb: u32) -> Result<()> {
+    keep_wal_on_close(conn)?;
     conn.pragma_update(None, "cache_size", -(i64::from(cache_mb) * 1024))?;
     conn.pragma_update(None, "temp_store", "MEMORY")?;
     conn.busy_timeout(std::time::Duration::from_secs(5))?;

@@ -286,6 +286,7 @@ impl WriterThread {
                 break;
             };
             let refuse = still_stuck(&conn, &space);
+            faults.group_begins();
             let mut group = Group::open(&conn, &mut streams, &cx);
             group.run(first);
             let stop = fill(&mut group, &mut rx, &limits, expected);
@@ -302,10 +303,15 @@ impl WriterThread {
                 group.fail(GroupFailure::FailPoint("before_commit"));
             }
             group.commit();
-            checkpoint_after_group(&conn, &gap, &space);
+            faults.group_ends();
+            checkpoint_after_group(&conn, &gap, &space, &faults);
             if stop {
                 break;
             }
+        }
+        if faults.raised().is_some_and(|f| f.freezes_files()) {
+            tracing::info!("writer stopped; the WAL is left as it is for the next start");
+            return true;
         }
         let truncated = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
             Ok((
@@ -370,11 +376,11 @@ fn fill(
 /// full (see `space`): a PASSIVE checkpoint on the writer's own connection.
 /// The checkpointer has already copied most frames, so this copies the few
 /// left, and the next transaction restarts the WAL from its beginning.
-fn checkpoint_after_group(conn: &Connection, gap: &GapFlag, space: &Space) {
+fn checkpoint_after_group(conn: &Connection, gap: &GapFlag, space: &Space, faults: &Faults) {
     // A statvfs per group (about a microsecond): the checkpointer's tick
     // would let a fast filling volume get 200 ms ahead.
     space.measure();
-    if !gap.is_raised() && !space.is_low() {
+    if (!gap.is_raised() && !space.is_low()) || faults.raised().is_some_and(|f| f.freezes_files()) {
         return;
     }
     match space.checkpoint(conn) {
@@ -382,7 +388,10 @@ fn checkpoint_after_group(conn: &Connection, gap: &GapFlag, space: &Space) {
         Ok((true, _, _)) => {}
         Ok((false, _, _)) => gap.lower(),
         Err(e) if crate::error::is_disk_full(&e) => {}
-        Err(e) => tracing::warn!(error = %e, "writer checkpoint failed"),
+        Err(e) => {
+            faults.note_error(&e);
+            tracing::warn!(error = %e, "writer checkpoint failed");
+        }
     }
 }
 

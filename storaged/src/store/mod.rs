@@ -327,6 +327,9 @@ fn explain_open_error(db: &std::path::Path, e: StoreError) -> StoreError {
             "it is damaged or not a SQLite database: restore it from a backup \
              (docs/operations.md); the file was left as it is"
         }
+        Some(C::SystemIoFailure) => {
+            "the volume failed a read or a write: is it mounted and healthy? nothing was changed"
+        }
         Some(C::CannotOpen | C::ReadOnly | C::PermissionDenied) => {
             "storaged may not create or write it, or the files beside it (-wal, -shm): \
              is its directory or volume read-only? nothing was changed"

@@ -71,30 +71,58 @@ fn storaged_log(mc: &MetaCore) -> String {
     std::fs::read_to_string(mc.log_dir().join("storaged.log")).unwrap_or_default()
 }
 
-/// Waits until storaged's log says `needle`.
+/// Waits until storaged's log says `needle`; the log. On a timeout, the
+/// panic shows the log.
 async fn wait_for_log(mc: &MetaCore, needle: &str) -> String {
-    until(
-        &format!("storaged's log to say {needle:?}"),
+    let found = e2e::wait::until_or_none(DAEMON_DEADLINE, || async {
+        let log = storaged_log(mc);
+        log.contains(needle).then_some(log)
+    })
+    .await;
+    found.unwrap_or_else(|| {
+        panic!(
+            "storaged's log did not say {needle:?} within {DAEMON_DEADLINE:?}:\n{}",
+            storaged_log(mc)
+        )
+    })
+}
+
+/// Starts a tree on a store that storaged must refuse: its log says
+/// `needle`, it fails five times in a row, and the tree stops with an
+/// error, as the design wants (the container platform restarts it, or a
+/// standby takes over). Storaged's log.
+async fn refused_at_start(dir: &Path, needle: &str) -> String {
+    let mut mc = Launch::in_dir(dir, "run").spawn();
+    let log = wait_for_log(&mc, needle).await;
+    let exit = e2e::wait::within(
+        "the tree to give up",
         DAEMON_DEADLINE,
-        || async {
-            let log = storaged_log(mc);
-            log.contains(needle).then_some(log)
-        },
+        mc.process.wait_exit(),
     )
-    .await
+    .await;
+    assert!(!exit.success(), "{exit:?}");
+    let stderr = mc.process.stderr();
+    assert!(
+        stderr.contains("storaged failed 5 times in a row"),
+        "{stderr}"
+    );
+    log
 }
 
 /// A write answered 503 `storage_unavailable` with `Retry-After` and a
 /// message that says `why`.
 async fn assert_write_refused(mc: &MetaCore, why: &str) {
     let r = until("a write refused with a 503", DAEMON_DEADLINE, || async {
+        // apid may not listen yet: asked again.
         let r = mc
-            .send_json(
-                "PATCH",
+            .try_send(
+                http::Method::PATCH,
                 &format!("/meta/{}", random_rid()),
-                &json!({"n": "-1"}),
+                serde_json::to_vec(&json!({"n": "-1"})).unwrap().into(),
+                &[("content-type", "application/json")],
             )
-            .await;
+            .await
+            .ok()?;
         (r.status == 503 && r.text().contains(why)).then_some(r)
     })
     .await;
@@ -259,19 +287,16 @@ async fn a_read_only_database_directory_or_file_is_refused_until_it_is_writable_
     }
     let before = sha256(&db);
     let frozen = Immutable::set(&db_dir);
-    let mut mc = Launch::in_dir(dir.path(), "run").spawn();
-    let log = wait_for_log(
-        &mc,
+    let log = refused_at_start(
+        dir.path(),
         "is its directory or volume read-only? nothing was changed",
     )
     .await;
     assert!(log.contains("unable to open database file"), "{log}");
-    let d = mc.daemon(Daemon::Storaged).await;
-    assert!(d.state != DaemonState::Running || !d.ready, "{d:?}");
     assert_eq!(sha256(&db), before, "the database was changed");
-    // Writable again: storaged starts on its next try.
+    // Writable again: the next start serves.
     drop(frozen);
-    mc.wait_all_ready().await;
+    let mc = tree(dir.path()).await;
     wait_writes_resume(&mc).await;
     write(&mc, 5).await;
     stop(mc).await;
@@ -280,18 +305,83 @@ async fn a_read_only_database_directory_or_file_is_refused_until_it_is_writable_
     // open it for reading only; storaged refuses and says so.
     let frozen = Immutable::set(&db);
     let before = sha256(&db);
-    let mut mc = Launch::in_dir(dir.path(), "run").spawn();
-    wait_for_log(
-        &mc,
+    refused_at_start(
+        dir.path(),
         "cannot be written by storaged (a read-only file or volume)",
     )
     .await;
     assert_eq!(sha256(&db), before, "the database was changed");
     drop(frozen);
-    mc.wait_all_ready().await;
+    let mc = tree(dir.path()).await;
     wait_writes_resume(&mc).await;
     assert_all_present(&mc, &all).await;
     stop(mc).await;
+}
+
+/// A volume that fails under a running tree (ext4 shut down, as a dying
+/// disk or a lost iSCSI path leaves it): storaged refuses writes with the
+/// reason and restarts rather than trust what it still holds; while the
+/// volume is gone it cannot open the store and says why; once the volume is
+/// mounted again it starts and every write acknowledged before the failure
+/// is there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+#[cfg_attr(
+    no_loop_ext4,
+    ignore = "no loop device or mkfs.ext4 here (tests/build.rs)"
+)]
+async fn a_failing_volume_refuses_writes_and_storaged_recovers_once_it_is_back() {
+    let dir = e2e::daemon::test_dir();
+    let volume = e2e::mount::LoopExt4::at(
+        &dir.path().join("volume.ext4"),
+        &dir.path().join("meta-core/db"),
+        64,
+    );
+    let mc = tree(dir.path()).await;
+    let first = mc.daemon(Daemon::Storaged).await.pid;
+    let rids: Vec<(String, usize)> = write_records(&mc, 50).await.into_iter().zip(0..).collect();
+    volume.fail();
+    // The first write that reaches the volume fails and says why; storaged
+    // exits and cannot open the store while the volume is gone.
+    let r = until(
+        "a write refused by the failed volume",
+        DAEMON_DEADLINE,
+        || async {
+            let r = mc
+                .send_json(
+                    "PATCH",
+                    &format!("/meta/{}", random_rid()),
+                    &json!({"n": "-1"}),
+                )
+                .await;
+            (r.status != 200).then_some(r)
+        },
+    )
+    .await;
+    r.assert_error(503, "storage_unavailable");
+    assert!(r.header("retry-after").is_some(), "{:?}", r.headers);
+    wait_for_log(&mc, "the database's volume failed a read or a write").await;
+    // While the volume is gone storaged cannot open the store, and the
+    // tree gives up (the platform restarts it).
+    let mut mc = mc;
+    let exit = e2e::wait::within(
+        "the tree to give up",
+        DAEMON_DEADLINE,
+        mc.process.wait_exit(),
+    )
+    .await;
+    assert!(!exit.success(), "{exit:?}");
+    let log = storaged_log(&mc);
+    assert!(log.contains("cannot open the store"), "{log}");
+    assert!(log.contains("Input/output error"), "{log}");
+    // Mounted again: the next start serves every acknowledged write.
+    volume.mount_again();
+    std::fs::remove_dir_all(dir.path().join("run")).unwrap();
+    let mc = tree(dir.path()).await;
+    assert_ne!(mc.daemon(Daemon::Storaged).await.pid, first);
+    wait_writes_resume(&mc).await;
+    assert_all_present(&mc, &rids).await;
+    stop(mc).await;
+    drop(volume);
 }
 
 /// A stopped tree's database with `n` records (each with `pad` bytes of
@@ -366,11 +456,9 @@ async fn a_damaged_copy_is_refused_and_left_as_it_is() {
     // to start, and says what to do.
     damage_page(&copy, 1);
     let damaged = sha256(&copy);
-    let mc = Launch::in_dir(&dir.path().join("b"), "run").spawn();
-    let log = wait_for_log(&mc, "damaged or not a SQLite database").await;
+    let log = refused_at_start(&dir.path().join("b"), "damaged or not a SQLite database").await;
     assert!(log.contains("restore it from a backup"), "{log}");
     assert_eq!(sha256(&copy), damaged, "the damaged file was changed");
-    stop(mc).await;
 
     // Garbage over a leaf in the middle (record fields, which opening the
     // store does not read): storaged starts, its check after readiness
@@ -436,10 +524,8 @@ async fn a_database_from_a_newer_schema_is_refused_and_left_as_it_is() {
     let newer = (ours.parse::<u64>().unwrap() + 1).to_string();
     set_version(&newer);
     let before = sha256(&copy);
-    let mc = Launch::in_dir(&dir.path().join("b"), "run").spawn();
-    let log = wait_for_log(&mc, "a newer meta-core wrote it").await;
+    let log = refused_at_start(&dir.path().join("b"), "a newer meta-core wrote it").await;
     assert!(log.contains("the file was left as it is"), "{log}");
-    stop(mc).await;
     assert_eq!(sha256(&copy), before, "the newer store was changed");
 
     // The version this build reads: it starts, and everything is there.
