@@ -94,6 +94,13 @@ async fn wait_for_log(mc: &MetaCore, needle: &str) -> String {
 async fn refused_at_start(dir: &Path, needle: &str) -> String {
     let mut mc = Launch::in_dir(dir, "run").spawn();
     let log = wait_for_log(&mc, needle).await;
+    wait_gives_up(&mut mc).await;
+    log
+}
+
+/// Waits for the tree to stop with an error because storaged failed five
+/// times in a row.
+async fn wait_gives_up(mc: &mut MetaCore) {
     let exit = e2e::wait::within(
         "the tree to give up",
         DAEMON_DEADLINE,
@@ -106,7 +113,6 @@ async fn refused_at_start(dir: &Path, needle: &str) -> String {
         stderr.contains("storaged failed 5 times in a row"),
         "{stderr}"
     );
-    log
 }
 
 /// A write answered 503 `storage_unavailable` with `Retry-After` and a
@@ -363,13 +369,7 @@ async fn a_failing_volume_refuses_writes_and_storaged_recovers_once_it_is_back()
     // While the volume is gone storaged cannot open the store, and the
     // tree gives up (the platform restarts it).
     let mut mc = mc;
-    let exit = e2e::wait::within(
-        "the tree to give up",
-        DAEMON_DEADLINE,
-        mc.process.wait_exit(),
-    )
-    .await;
-    assert!(!exit.success(), "{exit:?}");
+    wait_gives_up(&mut mc).await;
     let log = storaged_log(&mc);
     assert!(log.contains("cannot open the store"), "{log}");
     assert!(log.contains("Input/output error"), "{log}");
