@@ -56,8 +56,9 @@ pub enum GroupFailure {
     /// The volume filled up at this step.
     #[error("the database's volume is full (at {0})")]
     DiskFull(Step),
-    /// Refused before it ran: a fault of the database's files
-    /// (`engine::faults`), whose reason each write is told.
+    /// Refused for a fault of the database's files (`engine::faults`),
+    /// before it was queued or before its COMMIT; each write is told the
+    /// reason.
     #[error("refused: {0}")]
     Refused(String),
     /// SQLite found the database damaged at this step.
@@ -177,6 +178,9 @@ impl StoreError {
             StoreError::Sqlite(e) if crate::engine::faults::is_damage(e) => {
                 ApiError::internal("the database is damaged (see storaged's log)")
             }
+            StoreError::Sqlite(e) if crate::engine::faults::is_io_error(e) => {
+                ApiError::internal("the database's volume failed (see storaged's log)")
+            }
             _ => ApiError::internal("storage error (see storaged's log)"),
         }
     }
@@ -187,9 +191,14 @@ impl From<StoreError> for ApiError {
         let api = e.to_api();
         // A full volume and a fault of the files are logged once where
         // they begin (`engine::space`, `engine::faults`), not per write.
-        if api.code == ErrorCode::InsufficientStorage
-            || matches!(e, StoreError::Commit(GroupFailure::Refused(_)))
-        {
+        let fault_told = match &e {
+            StoreError::Commit(GroupFailure::Refused(_)) => true,
+            StoreError::Sqlite(s) => {
+                crate::engine::faults::is_damage(s) || crate::engine::faults::is_io_error(s)
+            }
+            _ => false,
+        };
+        if api.code == ErrorCode::InsufficientStorage || fault_told {
             tracing::debug!(error = %e, "store operation failed");
         } else if !matches!(e, StoreError::Rejected(_)) {
             tracing::error!(error = %e, "store operation failed");

@@ -61,17 +61,10 @@ pub enum RunError {
     Bind(#[source] metacore::socket::server::BindError),
     #[error("the socket server failed")]
     Serve(#[source] std::io::Error),
-    /// A fault of the database's files that a restart clears
-    /// (`engine::faults`); the final checkpoint copied the old WAL.
-    #[error("restarting to reopen the database's files: {0}")]
-    Reopen(String),
-    /// The same, but the final checkpoint did not copy the whole WAL: the
-    /// next start recovers what the WAL on the disk holds.
-    #[error(
-        "restarting to reopen the database's files; the final checkpoint failed (see above), \
-         the next start recovers what the WAL on the disk holds: {0}"
-    )]
-    ReopenUncheckpointed(String),
+    /// A fault of the database's files (`engine::faults`): the next start
+    /// recovers from what is on the disk.
+    #[error("stopped for a fault of the database's files, to be restarted: {0}")]
+    Fault(String),
 }
 
 /// Opens the store and serves it until `shutdown` fires.
@@ -103,7 +96,6 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
             _ = watched.store.restart_needed() => {}
         }
         stop.fire();
-        std::future::pending::<()>().await;
     });
     let checked = state.clone();
     tokio::spawn(async move { checked.store.check_pages().await });
@@ -111,17 +103,9 @@ pub async fn run(config: Config, shutdown: Shutdown) -> Result<(), RunError> {
         metacore::socket::server::serve(listener, &socket, api::router(state.clone()), serving)
             .await;
     tracing::info!("socket closed; committing queued writes");
-    let checkpointed = state.store.close().await;
-    if let Some(fault) = state.store.fault().filter(|f| f.needs_restart()) {
-        if !checkpointed && fault == engine::faults::Fault::DbReplaced {
-            // Frames of the old file must not be replayed into the new one.
-            state.store.set_stale_wal_aside();
-        }
-        return Err(if checkpointed {
-            RunError::Reopen(fault.reason())
-        } else {
-            RunError::ReopenUncheckpointed(fault.reason())
-        });
+    state.store.close().await;
+    if let Some(fault) = state.store.fault().filter(|f| f.freezes_files()) {
+        return Err(RunError::Fault(fault.reason()));
     }
     served.map_err(RunError::Serve)
 }

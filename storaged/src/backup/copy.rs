@@ -82,6 +82,13 @@ fn snapshot_into(db: &Path, to: &Path, stop: &dyn Fn() -> Option<Stop>) -> Resul
     .map_err(sql("open the database to read it"))?;
     src.busy_timeout(std::time::Duration::from_secs(5))
         .map_err(sql("set up the reading connection"))?;
+    // Were it the last to close, it must not checkpoint or remove the WAL
+    // (see `engine::schema::keep_wal_on_close`).
+    src.set_db_config(
+        rusqlite::config::DbConfig::SQLITE_DBCONFIG_NO_CKPT_ON_CLOSE,
+        true,
+    )
+    .map_err(sql("set up the reading connection"))?;
     src.pragma_update(None, "query_only", true)
         .map_err(sql("set up the reading connection"))?;
     let mut dst = Connection::open_with_flags(

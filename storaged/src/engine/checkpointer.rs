@@ -77,7 +77,7 @@ impl Checkpointer {
                     faults.check_files();
                     space.measure();
                     space.keep_reserve();
-                    if faults.raised().is_some_and(|f| f.freezes_files()) {
+                    if faults.frozen() {
                         continue;
                     }
                     match space.checkpoint(&conn) {

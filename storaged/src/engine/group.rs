@@ -259,10 +259,11 @@ impl<'c> Group<'c> {
                 } else {
                     match why {
                         GroupFailure::Damaged(_, what) => {
+                            self.cx.faults.compare_files();
                             self.cx.faults.raise(Fault::Damaged(what.clone()));
                         }
                         GroupFailure::Io(_, what) => {
-                            // A moved file fails I/O too (see `faults`).
+                            // A changed file fails I/O too (see `faults`).
                             self.cx.faults.compare_files();
                             self.cx.faults.raise(Fault::VolumeFailed(what.clone()));
                         }

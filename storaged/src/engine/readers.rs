@@ -27,8 +27,8 @@ pub(crate) struct Readers {
     size: u32,
     path: PathBuf,
     cache_mb: u32,
-    /// A new connection is not opened once the WAL is lost (it would
-    /// start another), and damage a read finds is raised here.
+    /// No new connection is opened once the files changed or failed, and
+    /// damage or an I/O error a read finds is raised here.
     faults: Arc<Faults>,
 }
 
@@ -72,8 +72,10 @@ impl Readers {
         let idle = self.idle.locked().pop();
         match idle {
             Some(conn) => Ok(conn),
-            None if self.faults.raised().is_some_and(|f| f.needs_restart()) => Err(
-                StoreError::Unavailable("storaged is restarting to reopen its files"),
+            // It would open whatever is at the path now, beside this
+            // process's WAL and index.
+            None if self.faults.frozen() || !self.faults.db_is_ours() => Err(
+                StoreError::Unavailable("the database's files changed or failed (see /health)"),
             ),
             None => self.connect(),
         }

@@ -65,6 +65,8 @@ pub(crate) struct Writer {
     /// The writer thread, to unpark it when a write is queued.
     waker: std::thread::Thread,
     counters: Arc<Counters>,
+    /// A raised fault refuses writes before they are queued.
+    faults: Arc<Faults>,
     #[cfg(test)]
     fail: Arc<FailPoints>,
 }
@@ -91,6 +93,7 @@ impl Writer {
         let (queue, rx) = mpsc::channel(QUEUE_DEPTH);
         let counters = Arc::new(Counters::default());
         let c = counters.clone();
+        let raised = faults.clone();
         #[cfg(test)]
         let fail = Arc::new(FailPoints::default());
         #[cfg(test)]
@@ -125,6 +128,7 @@ impl Writer {
             thread: std::sync::Mutex::new(Some(thread)),
             waker,
             counters,
+            faults: raised,
             #[cfg(test)]
             fail,
         })
@@ -152,8 +156,11 @@ impl Writer {
     }
 
     /// Queues a job and wakes the writer if it lingers for more writes
-    /// (see `batch`).
+    /// (see `batch`); refused while a fault of the files is raised.
     async fn enqueue(&self, job: Job) -> Result<()> {
+        if let Some(fault) = self.faults.raised() {
+            return Err(StoreError::Commit(GroupFailure::Refused(fault.reason())));
+        }
         self.queue
             .send(Msg::Job(job))
             .await
@@ -285,8 +292,20 @@ impl WriterThread {
             let Some(Msg::Job(first)) = rx.blocking_recv() else {
                 break;
             };
-            let refuse = still_stuck(&conn, &space);
             faults.group_begins();
+            if faults.raised().is_some() {
+                // Queued before the fault (`Writer::write` refuses after
+                // it): not run, so nothing touches the files; their
+                // callers hear the write was aborted.
+                drop(first);
+                let stop = drop_queued(&mut rx);
+                faults.group_ends();
+                if stop {
+                    break;
+                }
+                continue;
+            }
+            let refuse = still_stuck(&conn, &space);
             let mut group = Group::open(&conn, &mut streams, &cx);
             group.run(first);
             let stop = fill(&mut group, &mut rx, &limits, expected);
@@ -303,14 +322,14 @@ impl WriterThread {
                 group.fail(GroupFailure::FailPoint("before_commit"));
             }
             group.commit();
-            faults.group_ends();
             checkpoint_after_group(&conn, &gap, &space, &faults);
+            faults.group_ends();
             if stop {
                 break;
             }
         }
-        if faults.raised().is_some_and(|f| f.freezes_files()) {
-            tracing::info!("writer stopped; the WAL is left as it is for the next start");
+        if faults.frozen() {
+            tracing::info!("writer stopped; the files are left as they are for the next start");
             return true;
         }
         let truncated = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
@@ -380,7 +399,7 @@ fn checkpoint_after_group(conn: &Connection, gap: &GapFlag, space: &Space, fault
     // A statvfs per group (about a microsecond): the checkpointer's tick
     // would let a fast filling volume get 200 ms ahead.
     space.measure();
-    if (!gap.is_raised() && !space.is_low()) || faults.raised().is_some_and(|f| f.freezes_files()) {
+    if (!gap.is_raised() && !space.is_low()) || faults.frozen() {
         return;
     }
     match space.checkpoint(conn) {
@@ -393,6 +412,17 @@ fn checkpoint_after_group(conn: &Connection, gap: &GapFlag, space: &Space, fault
             tracing::warn!(error = %e, "writer checkpoint failed");
         }
     }
+}
+
+/// Drops every queued job (their callers hear the write was aborted); true
+/// when a stop was queued.
+fn drop_queued(rx: &mut mpsc::Receiver<Msg>) -> bool {
+    while let Ok(msg) = rx.try_recv() {
+        if let Msg::Stop = msg {
+            return true;
+        }
+    }
+    false
 }
 
 /// Before a group, while a checkpoint could not copy the WAL for want of

@@ -361,11 +361,11 @@ async fn a_raised_fault_refuses_every_write_with_its_reason_and_applies_nothing(
     let (w, path, _, faults) = open_watched(&dir, None);
     let put = |k: &'static str| w.write(move |tx| tx.put_raw(k, "1"));
     put("before").await.unwrap();
-    faults.raise(crate::engine::faults::Fault::WalLost);
+    faults.raise(crate::engine::faults::Fault::Damaged("a test's".into()));
     let refused = put("after").await.unwrap_err();
     let api = refused.to_api();
     assert_eq!(api.code, metacore::error::ErrorCode::StorageUnavailable);
-    assert!(api.message.contains("WAL file was removed"), "{api:?}");
+    assert!(api.message.contains("the database is damaged"), "{api:?}");
     assert!(w.close().await, "the last checkpoint copied the WAL");
     let keys: Vec<String> = rows(&path).into_iter().map(|(k, _)| k).collect();
     assert!(keys.contains(&"before".to_string()), "{keys:?}");

@@ -140,6 +140,10 @@ impl Store {
             return false; // closed already
         };
         drop(checkpointer);
+        // A file changed since the last tick is put back now: the TRUNCATE
+        // must not empty a WAL into a database that is no longer there.
+        let faults = self.faults.clone();
+        let _ = tokio::task::spawn_blocking(move || faults.check_files()).await;
         self.writer.close().await
     }
 
@@ -149,19 +153,15 @@ impl Store {
         self.faults.raised()
     }
 
-    /// Moves the WAL to `<wal>.stale-<unix ms>`, so that the next start
-    /// does not replay it into what is now at the database's path.
-    pub(crate) fn set_stale_wal_aside(&self) {
-        let wal = self.faults.wal();
-        let mut aside = wal.as_os_str().to_owned();
-        aside.push(format!(".stale-{}", unix_ms()));
-        match std::fs::rename(wal, &aside) {
-            Ok(()) => {
-                tracing::warn!(wal = %wal.display(), aside = ?aside, "moved the old file's WAL aside")
+    /// Why a new connection to the database's path must not be opened
+    /// now (a fault froze the files, or another file is at the path).
+    pub(crate) fn files_refused(&self) -> Option<String> {
+        match self.faults.raised() {
+            Some(f) if f.freezes_files() => Some(f.reason()),
+            _ if !self.faults.db_is_ours() => {
+                Some("the database file changed under storaged (see /health)".into())
             }
-            Err(e) => {
-                tracing::error!(wal = %wal.display(), error = %e, "cannot move the old file's WAL aside")
-            }
+            _ => None,
         }
     }
 
@@ -285,6 +285,19 @@ fn open_writer(opts: &Options) -> Result<Connection> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
+        )));
+    }
+    // A WAL with commits beside no database: creating one would begin an
+    // empty store and SQLite would drop the WAL, the last of the data.
+    let mut wal = opts.db_path.clone().into_os_string();
+    wal.push("-wal");
+    if !opts.db_path.exists() && std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
+        return Err(StoreError::SchemaGate(format!(
+            "{} is missing but its WAL {} holds commits: put the database file back (or \
+             restore a backup); to begin an empty store instead, remove the WAL. Nothing was \
+             changed",
+            opts.db_path.display(),
+            std::path::Path::new(&wal).display()
         )));
     }
     let explain = |e: StoreError| explain_open_error(&opts.db_path, e);

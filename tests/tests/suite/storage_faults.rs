@@ -178,23 +178,122 @@ impl Drop for Immutable {
     }
 }
 
+/// Before, nothing noticed: every write since the last checkpoint went
+/// into the unlinked WAL and vanished at the next start.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_wal_removed_under_a_running_storaged_loses_no_acknowledged_write() {
-    removed_under_writers(&["-wal", "-shm"], "WAL file was removed").await;
+    let run = changed_under_writers(
+        |db| {
+            for suffix in ["-wal", "-shm"] {
+                std::fs::remove_file(format!("{}{suffix}", db.display())).unwrap();
+            }
+        },
+        "its WAL was removed",
+    )
+    .await;
+    assert!(run.log.contains("the WAL was put back"), "{}", run.log);
+    assert_all_present(&run.mc, &run.acked).await;
+    run.done().await;
 }
 
-/// Before, nothing noticed: every write since the last checkpoint went
-/// into the unlinked file, and the next start found an empty store.
+/// Before, nothing noticed: storaged wrote into the unlinked file, and the
+/// next start made an empty store at the path.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_removed_under_a_running_storaged_is_put_back_whole() {
-    let log = removed_under_writers(&[""], "a copy of every commit was put back").await;
-    assert!(log.contains("put the removed database back"), "{log}");
+    let run = changed_under_writers(
+        |db| std::fs::remove_file(db).unwrap(),
+        "the database file was removed",
+    )
+    .await;
+    assert!(
+        run.log.contains("the database file was put back"),
+        "{}",
+        run.log
+    );
+    assert_all_present(&run.mc, &run.acked).await;
+    run.done().await;
 }
 
-/// Removes the database's files with `suffixes` while eight writers write
-/// through apid; storaged must say `fault_log`, restart, and hold every
-/// acknowledged write. Its log, once restarted.
-async fn removed_under_writers(suffixes: &[&str], fault_log: &str) -> String {
+/// Another database moved over ours (a restore done the wrong way): the
+/// tree opens it, and ours is kept beside it with its WAL, holding every
+/// write acknowledged before the restart; none is lost.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_replaced_under_a_running_storaged_is_opened_and_ours_is_kept() {
+    let dir = e2e::daemon::test_dir();
+    let (theirs, other) =
+        copied_store(&dir.path().join("other"), &dir.path().join("staged"), 5, 0).await;
+    let run = changed_under_writers(
+        move |db| std::fs::rename(&other, db).unwrap(),
+        "the database file was replaced",
+    )
+    .await;
+    assert!(
+        run.log.contains("another database was put in its place"),
+        "{}",
+        run.log
+    );
+    // The tree serves theirs now.
+    let served: Vec<(String, usize)> = theirs.into_iter().zip(0..).collect();
+    assert_all_present(&run.mc, &served).await;
+    // Ours, beside it: every acknowledged write is in it or was written
+    // after the restart.
+    let db_dir = run.mc.db().parent().unwrap().to_path_buf();
+    let kept = std::fs::read_dir(&db_dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| {
+            let name = p.to_string_lossy();
+            name.contains(".replaced-") && !name.ends_with("-wal") && !name.ends_with("-shm")
+        })
+        .expect("ours kept beside theirs");
+    let rows = e2e::snapshot::dump(&kept);
+    let mut in_kept = 0;
+    for (rid, n) in &run.acked {
+        let key = format!("file:{rid}/n");
+        if rows.iter().any(|(k, v)| *k == key && *v == n.to_string()) {
+            in_kept += 1;
+            continue;
+        }
+        let r = run.mc.get(&format!("/meta/{rid}")).await;
+        assert_eq!(
+            r.status,
+            200,
+            "acknowledged {rid} is in neither: {}",
+            r.text()
+        );
+    }
+    assert!(
+        in_kept >= 200,
+        "{in_kept} of {} in the kept file",
+        run.acked.len()
+    );
+    eprintln!(
+        "{in_kept} of {} acknowledged writes in the kept file",
+        run.acked.len()
+    );
+    run.done().await;
+}
+
+/// A tree under eight writers whose database's files `change` changed:
+/// what it acknowledged, storaged's log once restarted, the tree.
+struct Changed {
+    _dir: tempfile::TempDir,
+    mc: MetaCore,
+    acked: Vec<(String, usize)>,
+    log: String,
+}
+
+impl Changed {
+    async fn done(self) {
+        eprintln!("{} writes acknowledged around the change", self.acked.len());
+        stop(self.mc).await;
+    }
+}
+
+/// Changes the database's files with `change` while eight writers write
+/// through apid; storaged must say `fault_log`, put back what it held,
+/// restart, and take writes again.
+async fn changed_under_writers(change: impl FnOnce(&Path), fault_log: &str) -> Changed {
     let dir = e2e::daemon::test_dir();
     let mc = Arc::new(tree(dir.path()).await);
     let first = mc.daemon(Daemon::Storaged).await.pid;
@@ -230,15 +329,10 @@ async fn removed_under_writers(suffixes: &[&str], fault_log: &str) -> String {
         (count() >= 200).then_some(())
     })
     .await;
-    let db = mc.db();
-    for suffix in suffixes {
-        std::fs::remove_file(format!("{}{suffix}", db.display())).expect("remove the file");
-    }
+    change(&mc.db());
     wait_for_log(&mc, fault_log).await;
-    // What the old WAL held was copied into the database before the exit.
-    let log = wait_for_log(&mc, "restarting to reopen").await;
-    assert!(!log.contains("final checkpoint failed"), "{log}");
-    // storaged restarts on a fresh WAL and writes go through again.
+    let log = wait_for_log(&mc, "stopped for a fault of the database's files").await;
+    // storaged restarts on what was put back and writes go through again.
     let restarted = until("storaged restarted and ready", DAEMON_DEADLINE, || async {
         let d = mc.daemon(Daemon::Storaged).await;
         (d.pid != first && d.state == DaemonState::Running && d.ready).then_some(d)
@@ -257,14 +351,13 @@ async fn removed_under_writers(suffixes: &[&str], fault_log: &str) -> String {
         w.await.unwrap();
     }
     let acked = acked.lock().unwrap().clone();
-    assert_all_present(&mc, &acked).await;
-    eprintln!(
-        "{} writes acknowledged around the removal of {suffixes:?}, all present",
-        acked.len()
-    );
     let mc = Arc::into_inner(mc).expect("the writers are done");
-    stop(mc).await;
-    log
+    Changed {
+        _dir: dir,
+        mc,
+        acked,
+        log,
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
