@@ -62,7 +62,11 @@ impl Checkpointer {
         gap: GapFlag,
         (space, faults): (Arc<Space>, Arc<Faults>),
     ) -> Result<Self> {
-        let conn = Connection::open(db)?;
+        // Never created here: the writer made the file or refused to.
+        let conn = Connection::open_with_flags(
+            db,
+            rusqlite::OpenFlags::SQLITE_OPEN_READ_WRITE | rusqlite::OpenFlags::SQLITE_OPEN_NO_MUTEX,
+        )?;
         conn.busy_timeout(Duration::from_secs(5))?;
         crate::engine::schema::keep_wal_on_close(&conn)?;
         let (stop, rx) = mpsc::channel::<()>();
@@ -74,12 +78,12 @@ impl Checkpointer {
                 // would otherwise log every tick).
                 let mut failing: Option<String> = None;
                 while let Err(mpsc::RecvTimeoutError::Timeout) = rx.recv_timeout(TICK) {
-                    faults.check_files();
-                    space.measure();
-                    space.keep_reserve();
+                    faults.check_files(false);
                     if faults.frozen() {
                         continue;
                     }
+                    space.measure();
+                    space.keep_reserve();
                     match space.checkpoint(&conn) {
                         Ok((_, log, copied)) => {
                             if log >= WAL_BOUND_FRAMES {

@@ -74,7 +74,7 @@ impl Readers {
             Some(conn) => Ok(conn),
             // It would open whatever is at the path now, beside this
             // process's WAL and index.
-            None if self.faults.frozen() || !self.faults.db_is_ours() => Err(
+            None if self.faults.frozen() || !self.faults.files_are_ours() => Err(
                 StoreError::Unavailable("the database's files changed or failed (see /health)"),
             ),
             None => self.connect(),

@@ -177,7 +177,17 @@ impl Writer {
     {
         let (job, wait) = Self::job(op);
         self.enqueue(job).await?;
-        wait.await.map_err(|_| aborted())?
+        wait.await.map_err(|_| self.not_run())?
+    }
+
+    /// What a caller hears when its job was dropped unrun: the fault's
+    /// reason when one is raised (the writer drops what was queued before
+    /// it), else that it was aborted.
+    fn not_run(&self) -> StoreError {
+        match self.faults.raised() {
+            Some(fault) => StoreError::Commit(GroupFailure::Refused(fault.reason())),
+            None => aborted(),
+        }
     }
 
     /// Runs every op as a write of its own (its own savepoint: one failing
@@ -199,7 +209,7 @@ impl Writer {
         let mut results = Vec::with_capacity(waits.len());
         for wait in waits {
             results.push(match wait {
-                Ok(wait) => wait.await.unwrap_or_else(|_| Err(aborted())),
+                Ok(wait) => wait.await.unwrap_or_else(|_| Err(self.not_run())),
                 Err(e) => Err(e),
             });
         }
@@ -328,9 +338,13 @@ impl WriterThread {
                 break;
             }
         }
+        // A file changed since the last tick is put back now, not emptied
+        // into by the TRUNCATE (and once more after it, for one changed
+        // while it ran: the database then holds everything).
+        faults.check_files(true);
         if faults.frozen() {
             tracing::info!("writer stopped; the files are left as they are for the next start");
-            return true;
+            return false;
         }
         let truncated = conn.query_row("PRAGMA wal_checkpoint(TRUNCATE)", [], |r| {
             Ok((
@@ -339,6 +353,7 @@ impl WriterThread {
                 r.get::<_, i64>(2)?,
             ))
         });
+        faults.check_files(true);
         match truncated {
             Ok((false, log, copied)) if copied >= log => {
                 tracing::info!("writer stopped; WAL checkpointed");

@@ -131,19 +131,16 @@ impl Store {
         })
     }
 
-    /// Finishes queued writes, checkpoints the WAL and stops the writer:
+    /// Finishes queued writes, checkpoints the WAL and stops the writer
+    /// (which looks at the files once more first: see `engine::faults`):
     /// true when that last checkpoint copied the whole WAL into the
-    /// database (false too when closed already).
+    /// database (false when the files are frozen, or closed already).
     pub async fn close(&self) -> bool {
         // Stop checkpointing first: the writer's last act is a TRUNCATE one.
         let Some(checkpointer) = self.checkpointer.locked().take() else {
             return false; // closed already
         };
         drop(checkpointer);
-        // A file changed since the last tick is put back now: the TRUNCATE
-        // must not empty a WAL into a database that is no longer there.
-        let faults = self.faults.clone();
-        let _ = tokio::task::spawn_blocking(move || faults.check_files()).await;
         self.writer.close().await
     }
 
@@ -158,7 +155,7 @@ impl Store {
     pub(crate) fn files_refused(&self) -> Option<String> {
         match self.faults.raised() {
             Some(f) if f.freezes_files() => Some(f.reason()),
-            _ if !self.faults.db_is_ours() => {
+            _ if !self.faults.files_are_ours() => {
                 Some("the database file changed under storaged (see /health)".into())
             }
             _ => None,
@@ -285,6 +282,17 @@ fn open_writer(opts: &Options) -> Result<Connection> {
                 .file_name()
                 .map(|n| n.to_string_lossy().into_owned())
                 .unwrap_or_default(),
+        )));
+    }
+    let marker = crate::engine::faults::marker(&opts.db_path);
+    if let Ok(what) = std::fs::read_to_string(&marker) {
+        return Err(StoreError::SchemaGate(format!(
+            "the database's files changed under a storaged that stopped before it could put \
+             them back ({}): what it held since its last checkpoint may be only in the files \
+             kept beside the database (suffixes .replaced-, .foreign-); look there, then remove \
+             {} to start on what is at the paths now. Nothing was changed",
+            what.trim(),
+            marker.display()
         )));
     }
     // A WAL with commits beside no database: creating one would begin an

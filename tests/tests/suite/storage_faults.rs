@@ -228,7 +228,8 @@ async fn a_database_replaced_under_a_running_storaged_is_opened_and_ours_is_kept
     )
     .await;
     assert!(
-        run.log.contains("another database was put in its place"),
+        run.log
+            .contains("another meta-core database was put in its place"),
         "{}",
         run.log
     );
@@ -628,4 +629,65 @@ async fn a_database_from_a_newer_schema_is_refused_and_left_as_it_is() {
     let all: Vec<(String, usize)> = rids.into_iter().enumerate().map(|(n, r)| (r, n)).collect();
     assert_all_present(&mc, &all).await;
     stop(mc).await;
+}
+
+/// Starts storaged alone on `launch`, expecting a refusal that says
+/// `needle`; its stderr.
+async fn storaged_refuses(launch: e2e::Launch, needle: &str) -> String {
+    let mut s = launch.spawn();
+    let exit = e2e::wait::within("storaged to refuse", DAEMON_DEADLINE, s.wait_exit()).await;
+    assert!(!exit.success(), "{exit:?}");
+    let stderr = s.stderr();
+    assert!(stderr.contains(needle), "{stderr}");
+    stderr
+}
+
+/// A start never begins an empty store where data may be: beside a WAL
+/// that holds commits but no database (before, SQLite made an empty one
+/// and dropped the WAL), or beside the marker a storaged leaves when it
+/// stops before it could put changed files back.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_start_never_begins_an_empty_store_where_data_may_be() {
+    let dir = e2e::daemon::test_dir();
+    let mut s = e2e::Launch::in_dir(dir.path()).start().await;
+    let a = e2e::Apid::start(&s).await;
+    let mut rids = Vec::new();
+    for i in 0..20 {
+        let rid = random_rid().to_string();
+        let r = a
+            .send_json(
+                "PATCH",
+                &format!("/meta/{rid}"),
+                &json!({ "n": i.to_string() }),
+            )
+            .await;
+        assert_eq!(r.status, 200, "{}", r.text());
+        rids.push(rid);
+    }
+    drop(a);
+    s.kill9();
+    let db = s.db_path();
+    let wal = PathBuf::from(format!("{}-wal", db.display()));
+    assert!(
+        std::fs::metadata(&wal).unwrap().len() > 0,
+        "the WAL holds commits"
+    );
+    let saved = dir.path().join("saved.db");
+    std::fs::copy(&db, &saved).unwrap();
+    std::fs::remove_file(&db).unwrap();
+    storaged_refuses(s.launch(), "is missing but its WAL").await;
+    assert!(!db.exists(), "no empty store was made");
+
+    std::fs::copy(&saved, &db).unwrap();
+    let marker = PathBuf::from(format!("{}.files-changed", db.display()));
+    std::fs::write(&marker, "the database file was removed\n").unwrap();
+    storaged_refuses(s.launch(), "changed under a storaged that stopped").await;
+    std::fs::remove_file(&marker).unwrap();
+    let s = s.launch().start().await;
+    let a = e2e::Apid::start(&s).await;
+    for (n, rid) in rids.iter().enumerate() {
+        let r = a.get(&format!("/meta/{rid}")).await;
+        assert_eq!(r.status, 200, "{rid}: {}", r.text());
+        assert_eq!(r.json()["metadata"]["n"], json!(n.to_string()));
+    }
 }

@@ -11,10 +11,15 @@
 //!   on, nothing checkpoints, and once the write group in flight is over
 //!   the files this process still holds open are put back at their paths
 //!   through `/proc/self/fd` ([`put_back`]); then storaged exits, and the
-//!   next start recovers them as they were. A database put in the place of
-//!   ours is kept: ours goes beside it, with its WAL, so that nothing
-//!   acknowledged is gone. If putting back fails, storaged stays up with
-//!   writes refused (a restart would begin an empty store) and tries again.
+//!   next start recovers them as they were. Another meta-core store put in
+//!   the place of ours is kept: ours goes beside it, with its WAL, so that
+//!   nothing acknowledged is gone. If putting back fails, storaged stays up
+//!   with writes refused (a restart would begin an empty store) and tries
+//!   again; `<db>.files-changed`, written when the change is seen and
+//!   removed once all is back, makes a start refuse to open the store if
+//!   storaged stopped before. A copy written over the database in place
+//!   (`cp` onto it) keeps its inode and is not seen: restore with meta-core
+//!   stopped.
 //! - **A damaged database** (a page of garbage): SQLite reports
 //!   `SQLITE_CORRUPT` where it reads the page; a `PRAGMA quick_check` run
 //!   after readiness, beside the writer, finds it wherever it is. Writes
@@ -106,16 +111,25 @@ fn id_of(path: &Path) -> Option<FileId> {
 /// How long a failed attempt to put the files back waits for the next.
 const PUT_BACK_RETRY: Duration = Duration::from_secs(5);
 
+/// The marker beside a database whose files changed under storaged and
+/// are not all back yet: a start refuses to open the store beside it.
+pub(crate) fn marker(db: &Path) -> PathBuf {
+    let mut p = db.as_os_str().to_owned();
+    p.push(".files-changed");
+    PathBuf::from(p)
+}
+
 /// The database's files as storaged opened them, and the fault raised.
 #[derive(Debug)]
 pub(crate) struct Faults {
     /// The database, its WAL and the WAL's index.
     paths: [PathBuf; 3],
-    /// What was at each path when first seen.
+    /// What was at each path when first seen: the files storaged holds.
     ids: Mutex<[Option<FileId>; 3]>,
     raised: watch::Sender<Option<Fault>>,
-    /// When putting the files back last failed, and why (logged once).
-    put_back_failed: Mutex<Option<(Instant, String)>>,
+    /// What putting back has done so far; when it last failed, and why
+    /// (logged once).
+    put_back: Mutex<(put_back::Progress, Option<(Instant, String)>)>,
     /// Odd while the writer is inside a group: see [`Faults::writes_settled`].
     group_seq: AtomicU64,
 }
@@ -132,7 +146,7 @@ impl Faults {
             paths: [db.to_owned(), beside("-wal"), beside("-shm")],
             ids: Mutex::new([None; 3]),
             raised: watch::channel(None).0,
-            put_back_failed: Mutex::new(None),
+            put_back: Mutex::new(Default::default()),
             group_seq: AtomicU64::new(0),
         };
         faults.compare_files();
@@ -169,12 +183,16 @@ impl Faults {
             }
             replaces
         });
+        // Orders the fault before the reading of `group_seq` that follows
+        // (see `writes_settled`), whatever the channel's lock does.
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     /// The writer says a group begins; it checks [`Faults::raised`] after
     /// this, before it runs the group and again before its COMMIT.
     pub(crate) fn group_begins(&self) {
         self.group_seq.fetch_add(1, Ordering::SeqCst);
+        std::sync::atomic::fence(Ordering::SeqCst);
     }
 
     /// The writer says its group and the checkpoint after it are over.
@@ -217,26 +235,36 @@ impl Faults {
 
     /// Compares what is at the database's paths with what was there when
     /// first seen, and puts back what changed (the checkpointer calls this
-    /// every tick, and the store once more as it closes).
-    pub(crate) fn check_files(&self) {
+    /// every tick; the writer, `now`, before and after its last checkpoint,
+    /// when a failed attempt is not waited out).
+    pub(crate) fn check_files(&self, now: bool) {
         self.compare_files();
         let Some(Fault::FilesChanged(what)) = self.raised() else {
             return;
         };
-        let mut failed = self.put_back_failed.locked();
-        if failed
-            .as_ref()
-            .is_some_and(|(at, _)| at.elapsed() < PUT_BACK_RETRY)
+        let marker = marker(&self.paths[0]);
+        if !marker.exists()
+            && let Err(e) = std::fs::write(&marker, format!("{what}\n"))
+        {
+            tracing::error!(marker = %marker.display(), error = %e, "cannot write the marker of changed files");
+        }
+        let mut put_back = self.put_back.locked();
+        let (progress, failed) = &mut *put_back;
+        if !now
+            && failed
+                .as_ref()
+                .is_some_and(|(at, _)| at.elapsed() < PUT_BACK_RETRY)
         {
             return;
         }
-        let ids = *self.ids.locked();
+        let held = *self.ids.locked();
         match self
             .writes_settled()
-            .and_then(|()| put_back::run(&self.paths, ids))
+            .and_then(|()| put_back::run(&self.paths, held, progress))
         {
             Ok(done) => {
                 *failed = None;
+                let _ = std::fs::remove_file(&marker);
                 tracing::warn!(changed = %what, "{done}");
                 self.raised.send_replace(Some(Fault::FilesPutBack(done)));
             }
@@ -277,11 +305,16 @@ impl Faults {
         }
     }
 
-    /// Whether `path`'s database file is still the one first seen (a new
-    /// connection would open whatever is there).
-    pub(crate) fn db_is_ours(&self) -> bool {
-        let first = self.ids.locked()[0];
-        first.is_some() && id_of(&self.paths[0]) == first
+    /// Whether every path still holds the file first seen there (a new
+    /// connection would open whatever is there, beside this process's
+    /// WAL and index).
+    pub(crate) fn files_are_ours(&self) -> bool {
+        let ids = *self.ids.locked();
+        ids[0].is_some()
+            && ids
+                .iter()
+                .zip(&self.paths)
+                .all(|(seen, path)| seen.is_none() || id_of(path) == *seen)
     }
 
     /// Raises [`Fault::Damaged`] or [`Fault::VolumeFailed`] when `e` is

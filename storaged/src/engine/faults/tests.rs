@@ -66,7 +66,7 @@ fn each_path_removed_or_replaced_is_a_change_and_a_late_sidecar_is_not() {
         None,
         "a WAL that appears later is recorded"
     );
-    assert!(faults.db_is_ours());
+    assert!(faults.files_are_ours());
 }
 
 #[test]
@@ -81,8 +81,8 @@ fn a_removed_database_and_wal_are_put_back_byte_for_byte_from_the_open_files() {
     for p in &paths {
         std::fs::remove_file(p).unwrap();
     }
-    assert!(!faults.db_is_ours());
-    faults.check_files();
+    assert!(!faults.files_are_ours());
+    faults.check_files(true);
     let Some(Fault::FilesPutBack(done)) = faults.raised() else {
         panic!("{:?}", faults.raised());
     };
@@ -100,65 +100,117 @@ fn a_removed_database_and_wal_are_put_back_byte_for_byte_from_the_open_files() {
     drop(held);
 }
 
+/// The files of `dir` whose names contain `part`.
+fn named(dir: &Path, part: &str) -> Vec<PathBuf> {
+    let mut found: Vec<PathBuf> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.file_name().unwrap().to_string_lossy().contains(part))
+        .collect();
+    found.sort();
+    found
+}
+
+fn put_back_done(faults: &Faults) -> String {
+    match faults.raised() {
+        Some(Fault::FilesPutBack(done)) => done,
+        other => panic!("{other:?}"),
+    }
+}
+
 #[test]
-fn a_database_put_in_our_place_is_kept_and_ours_goes_beside_it_with_its_wal() {
+fn a_file_that_is_no_store_at_our_place_is_moved_aside_and_ours_put_back() {
     let dir = tempfile::tempdir().unwrap();
     let (held, paths) = files(dir.path());
     let ours = std::fs::read(&paths[0]).unwrap();
-    let our_wal = std::fs::read(&paths[1]).unwrap();
     let faults = Faults::new(&paths[0]);
     std::fs::remove_file(&paths[0]).unwrap();
-    std::fs::write(&paths[0], b"the operator's database").unwrap();
-    faults.check_files();
-    let Some(Fault::FilesPutBack(done)) = faults.raised() else {
-        panic!("{:?}", faults.raised());
-    };
-    assert!(
-        done.contains("another database was put in its place"),
-        "{done}"
-    );
-    assert_eq!(
-        std::fs::read(&paths[0]).unwrap(),
-        b"the operator's database"
-    );
-    let kept: Vec<PathBuf> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().path())
-        .filter(|p| p.to_string_lossy().contains(".replaced-"))
-        .collect();
-    let db = kept
-        .iter()
-        .find(|p| !p.to_string_lossy().ends_with("-wal"))
-        .expect("ours kept");
-    assert_eq!(std::fs::read(db).unwrap(), ours);
-    let wal = PathBuf::from(format!("{}-wal", db.display()));
-    assert_eq!(std::fs::read(&wal).unwrap(), our_wal, "its WAL beside it");
-    assert!(!paths[1].exists() && !paths[2].exists(), "{kept:?}");
+    std::fs::write(&paths[0], b"not a database").unwrap();
+    faults.check_files(true);
+    let done = put_back_done(&faults);
+    assert!(done.contains("is not a meta-core store"), "{done}");
+    assert_eq!(std::fs::read(&paths[0]).unwrap(), ours);
+    let aside = named(dir.path(), ".foreign-");
+    assert_eq!(aside.len(), 1, "{aside:?}");
+    assert_eq!(std::fs::read(&aside[0]).unwrap(), b"not a database");
     drop(held);
 }
 
 #[test]
-fn nothing_is_overwritten_and_a_failed_put_back_stays_frozen_and_up() {
+fn another_store_put_in_our_place_with_its_wal_is_kept_and_ours_goes_beside_it() {
     let dir = tempfile::tempdir().unwrap();
     let (held, paths) = files(dir.path());
+    let (ours, our_wal) = (
+        std::fs::read(&paths[0]).unwrap(),
+        std::fs::read(&paths[1]).unwrap(),
+    );
     let faults = Faults::new(&paths[0]);
-    // The descriptors are gone: nothing can be copied back.
+    // Theirs: a meta-core store (the sentinel), and a WAL of its own.
+    let staged = dir.path().join("staged.db");
+    let c = Connection::open(&staged).unwrap();
+    c.execute_batch(
+        "CREATE TABLE kv(k TEXT PRIMARY KEY, v TEXT NOT NULL) WITHOUT ROWID;
+         INSERT INTO kv VALUES ('meta-core:schema-version', '2');",
+    )
+    .unwrap();
+    drop(c);
+    let theirs = std::fs::read(&staged).unwrap();
+    std::fs::rename(&staged, &paths[0]).unwrap();
+    std::fs::remove_file(&paths[1]).unwrap();
+    std::fs::write(&paths[1], b"their WAL").unwrap();
+    faults.check_files(true);
+    let done = put_back_done(&faults);
+    assert!(done.contains("another meta-core database"), "{done}");
+    assert_eq!(std::fs::read(&paths[0]).unwrap(), theirs);
+    assert_eq!(
+        std::fs::read(&paths[1]).unwrap(),
+        b"their WAL",
+        "theirs untouched"
+    );
+    let kept = named(dir.path(), ".replaced-");
+    assert_eq!(kept.len(), 2, "{kept:?}");
+    assert_eq!(std::fs::read(&kept[0]).unwrap(), ours);
+    assert!(kept[1].to_string_lossy().ends_with("-wal"), "{kept:?}");
+    assert_eq!(
+        std::fs::read(&kept[1]).unwrap(),
+        our_wal,
+        "copied from ours"
+    );
     drop(held);
+}
+
+#[test]
+fn a_put_back_that_fails_stays_frozen_marked_and_overwrites_nothing_then_goes_on() {
+    let dir = tempfile::tempdir().unwrap();
+    let (held, paths) = files(dir.path());
+    let before = std::fs::read(&paths[0]).unwrap();
+    let faults = Faults::new(&paths[0]);
     std::fs::remove_file(&paths[0]).unwrap();
-    faults.check_files();
+    // A directory where the copy would be made: it cannot be.
+    let restoring = PathBuf::from(format!("{}.restoring", paths[0].display()));
+    std::fs::create_dir(&restoring).unwrap();
+    std::fs::write(restoring.join("inside"), b"left alone").unwrap();
+    faults.check_files(true);
     assert!(
         matches!(faults.raised(), Some(Fault::FilesChanged(_))),
         "{:?}",
         faults.raised()
     );
     assert!(faults.frozen() && !faults.raised().unwrap().needs_restart());
-    assert!(!paths[0].exists(), "no empty file made in its place");
-    let leftovers: Vec<_> = std::fs::read_dir(dir.path())
-        .unwrap()
-        .map(|e| e.unwrap().file_name())
-        .filter(|n| n.to_string_lossy().contains(".restoring"))
-        .collect();
-    assert!(leftovers.is_empty(), "{leftovers:?}");
+    assert!(!paths[0].exists(), "no file made in its place");
+    assert!(marker(&paths[0]).exists(), "a start would refuse");
+    assert_eq!(
+        std::fs::read(restoring.join("inside")).unwrap(),
+        b"left alone"
+    );
+    // The cause gone, the next attempt puts it back and lifts the marker.
+    std::fs::remove_dir_all(&restoring).unwrap();
+    faults.check_files(true);
+    put_back_done(&faults);
+    assert_eq!(std::fs::read(&paths[0]).unwrap(), before);
+    assert!(!marker(&paths[0]).exists());
+    assert!(named(dir.path(), ".restoring").is_empty());
+    drop(held);
 }
 
 #[test]
