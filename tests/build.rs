@@ -4,6 +4,8 @@
 //!
 //! - a PID namespace (`unshare --pid`, as a container runtime makes): the
 //!   PID 1 test;
+//! - `chromium` and `chromedriver`: the console's browser tests. `.ci/run`
+//!   installs both and sets `META_CORE_REQUIRE_BROWSER=1`;
 //! - a free loop device and `mkfs.ext4`: the test of a volume that fails
 //!   (required with `META_CORE_REQUIRE_FUSE=1`, as CI sets);
 //! - `rclone`, and FUSE (`/dev/fuse` and `fusermount3`): the mountd tests.
@@ -22,6 +24,7 @@ fn main() {
     println!("cargo::rerun-if-env-changed=PATH");
     println!("cargo::rerun-if-env-changed=META_CORE_REQUIRE_FUSE");
     println!("cargo::rerun-if-env-changed=META_CORE_REQUIRE_CONTAINER");
+    println!("cargo::rerun-if-env-changed=META_CORE_REQUIRE_BROWSER");
     let runs = |cmd: &str, args: &[&str]| {
         Command::new(cmd)
             .args(args)
@@ -47,6 +50,10 @@ fn main() {
         );
     }
     let pid_namespace = runs("unshare", &["--pid", "--fork", "--mount-proc", "true"]);
+    let browser = runs("chromium", &["--version"]) && runs("chromedriver", &["--version"]);
+    if required("META_CORE_REQUIRE_BROWSER") && !browser {
+        panic!("META_CORE_REQUIRE_BROWSER=1, but chromium or chromedriver is missing");
+    }
     // A free loop device, and mkfs.ext4 to make the image it backs.
     let loop_ext4 = runs("losetup", &["-f"]) && runs("mkfs.ext4", &["-V"]);
     if required("META_CORE_REQUIRE_FUSE") && !loop_ext4 {
@@ -82,6 +89,11 @@ fn main() {
             "no_loop_ext4",
             loop_ext4,
             "no loop device or mkfs.ext4 here: the failing-volume test is skipped",
+        ),
+        (
+            "no_browser",
+            browser,
+            "no chromium or chromedriver here: the console's browser tests are skipped",
         ),
         (
             "no_pid_namespace",

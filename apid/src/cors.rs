@@ -59,7 +59,14 @@ pub(crate) fn admin_route(method: &Method, path: &str) -> bool {
         | "/api/schema/rescan"
         | "/api/snapshot/import"
         | "/api/snapshot/wipe" => true,
-        _ => under("/api/watchers") || under("/api/scan") || under("/api/mounts"),
+        "/api/tree/stop" => true,
+        _ => {
+            under("/api/watchers")
+                || under("/api/scan")
+                || under("/api/mounts")
+                || under("/api/daemons")
+                || under("/api/logs")
+        }
     }
 }
 

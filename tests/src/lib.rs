@@ -37,9 +37,12 @@
 //!   without a registry, and [`container::Container`], one podman container of it.
 //! - [`faults`]: the fault suite: the whole tree under load, killed part
 //!   by part, and checked for anything lost.
+//! - [`browser`]: [`browser::Browser`], a real headless Chromium driven
+//!   over WebDriver by a real chromedriver, for the console's tests.
 //! - [`wait`]: polling with a deadline, the only way a test waits.
 
 pub mod apid;
+pub mod browser;
 pub mod container;
 pub mod daemon;
 pub mod faults;

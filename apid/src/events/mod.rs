@@ -16,12 +16,16 @@
 //! [`hubs`] is the service the handlers take ([`Events`]: the hubs and
 //! the slots); [`hub`] keeps one upstream tail per stream for all
 //! followers; [`follower`] is one follower's way through snapshot,
-//! catch-up and live; [`frame`] is the wire form.
+//! catch-up and live; [`frame`] is the wire form; [`logs`] follows a
+//! daemon's log file for the console, in a follower slot too.
 
 mod follower;
 mod frame;
 mod hub;
 pub(crate) mod hubs;
+mod logs;
+
+pub(crate) use logs::follow as logs;
 
 use axum::Extension;
 use axum::extract::State;
@@ -173,7 +177,7 @@ async fn start(
 
 /// The client's share of event streams, then one of all: a 429 past the
 /// first, a 503 past the second.
-fn take_slots(events: &Events, conn: Option<&Conn>) -> Result<Slots, ApiError> {
+pub(super) fn take_slots(events: &Events, conn: Option<&Conn>) -> Result<Slots, ApiError> {
     let held = match conn {
         Some(c) => Some(events.per_client.try_take(c.client).ok_or_else(|| {
             ApiError::new(
@@ -226,7 +230,12 @@ fn start_at(stream: StreamName, asked: Asked, head: StreamId) -> Start {
 }
 
 fn sse(follower: Follower) -> Response {
-    let mut resp = follower.into_body().into_response();
+    sse_body(follower.into_body())
+}
+
+/// `body` as an SSE answer: its type, no caching, no proxy buffering.
+pub(super) fn sse_body(body: axum::body::Body) -> Response {
+    let mut resp = body.into_response();
     let h = resp.headers_mut();
     h.insert(
         header::CONTENT_TYPE,

@@ -1,6 +1,7 @@
 //! The public router (one module per surface) and apid's socket router.
 
 pub(crate) mod bootstrap;
+pub(crate) mod daemons;
 pub(crate) mod discovery;
 pub(crate) mod editor;
 pub(crate) mod files;
@@ -14,6 +15,7 @@ pub(crate) mod relay;
 pub(crate) mod search;
 pub mod snapshot;
 pub(crate) mod stats;
+pub(crate) mod ui;
 pub(crate) mod watchers;
 
 use std::sync::Arc;
@@ -96,6 +98,11 @@ pub fn public(state: Arc<AppState>) -> Router {
         // Event streams (SSE).
         .route("/api/events/meta", get(crate::events::meta))
         .route("/api/events/files", get(crate::events::files))
+        // The web console.
+        .route("/", get(ui::root))
+        .route("/ui", get(ui::bare))
+        .route("/ui/", get(ui::index))
+        .route("/ui/{file}", get(ui::file))
         .merge(admin(state.clone()))
         .merge(snapshot::routes(state.clone()))
         .fallback(no_route)
@@ -125,8 +132,8 @@ async fn buffered_bodies(
 }
 
 /// The admin routes, always behind the admin token unless the operator
-/// opened them (`metacore::admin`): the writes, and the reads of the
-/// mounts and watchers. `GET /api/kv/value` is a read and stays open (axum
+/// opened them (`metacore::admin`): the writes, the reads of the mounts and
+/// watchers, and the console's daemon buttons and log tails. `GET /api/kv/value` is a read and stays open (axum
 /// merges the methods of one path across the two routers).
 fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
     Router::new()
@@ -134,6 +141,10 @@ fn admin(state: Arc<AppState>) -> Router<Arc<AppState>> {
         .route("/api/metadata/clear", post(editor::clear))
         .route("/api/schema/rescan", post(search::rescan))
         .route("/api/kv/value", put(kv::put_value).delete(kv::delete_value))
+        // The console's buttons and log tails.
+        .route("/api/daemons/{daemon}/restart", post(daemons::restart))
+        .route("/api/tree/stop", post(daemons::stop_tree))
+        .route("/api/logs/{daemon}", get(crate::events::logs))
         .merge(watchers::routes())
         .merge(mounts::routes())
         .route_layer(from_fn_with_state(state, admin_only))

@@ -34,7 +34,7 @@ mod tests {
     ];
 
     /// The admin routes: the ones behind the admin token.
-    const ADMIN: [(&str, &str); 29] = [
+    const ADMIN: [(&str, &str); 32] = [
         ("/api/kv/value", "put"),
         ("/api/schema/rescan", "post"),
         ("/api/kv/value", "delete"),
@@ -64,6 +64,9 @@ mod tests {
         ("/api/mounts/{id}/unmount", "post"),
         ("/api/mounts/{id}/safe-unmount", "post"),
         ("/api/mounts/{id}/scan", "post"),
+        ("/api/daemons/{daemon}/restart", "post"),
+        ("/api/tree/stop", "post"),
+        ("/api/logs/{daemon}", "get"),
     ];
 
     fn doc() -> Value {

@@ -19,6 +19,7 @@ mod apid_snapshot;
 mod apid_snapshot_http;
 mod backup;
 mod body_memory;
+mod console;
 mod container;
 mod daemon_args;
 mod disk_full;
