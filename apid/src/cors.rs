@@ -97,10 +97,19 @@ fn allowed<'a>(listed: Option<&[String]>, origin: Option<&'a str>, admin: bool) 
 pub(crate) async fn cors(State(st): State<Arc<AppState>>, req: Request, next: Next) -> Response {
     let listed = st.config.cors_origins.as_deref();
     let path = req.uri().path().to_owned();
+    // The console's own pages (`/ui/`): a browser says so in
+    // `Sec-Fetch-Site`, which no page may set. Their writes carry an
+    // `Origin` (`null` under their `no-referrer` policy) and are not
+    // cross-origin: they pass as a client's without one would.
+    let same_origin = req
+        .headers()
+        .get("sec-fetch-site")
+        .is_some_and(|v| v.as_bytes() == b"same-origin");
     let origin = req
         .headers()
         .get(header::ORIGIN)
         .and_then(|v| v.to_str().ok())
+        .filter(|_| !same_origin)
         .map(str::to_owned);
     // A WebDAV client's OPTIONS (no `Access-Control-Request-Method`) asks
     // what the server speaks: the WebDAV handler answers it.
@@ -146,7 +155,9 @@ pub(crate) async fn cors(State(st): State<Arc<AppState>>, req: Request, next: Ne
              unless META_CORE_CORS_ORIGINS lists that origin",
         )
         .into_response()
-    } else if let Some(refusal) = cross_site_non_json(req.headers(), req.method(), &path) {
+    } else if let Some(refusal) =
+        cross_site_non_json(req.headers(), req.method(), &path).filter(|_| !same_origin)
+    {
         refusal.into_response()
     } else {
         next.run(req).await

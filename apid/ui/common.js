@@ -38,6 +38,8 @@ export function askToken(why) {
   const input = dialog.querySelector('input');
   dialog.querySelector('.why').textContent = why || 'This needs the admin token.';
   input.value = '';
+  dialog.returnValue = '';
+  dialog.querySelector('button[value=cancel]').onclick = () => dialog.close('cancel');
   return new Promise((resolve) => {
     dialog.addEventListener('close', () => {
       const given = dialog.returnValue === 'ok' ? input.value.trim() : '';
@@ -101,6 +103,11 @@ export async function api(method, path, { body, admin = false, text = false, raw
 export async function follow(path, { onEvent, onState = () => {}, admin = false, signal }) {
   let lastId = null;
   let pause = 500;
+  const state = (s, why) => { if (!signal?.aborted) onState(s, why); };
+  const sleep = (ms) => new Promise((resolve) => {
+    const t = setTimeout(resolve, ms);
+    signal?.addEventListener('abort', () => { clearTimeout(t); resolve(); }, { once: true });
+  });
   while (!signal?.aborted) {
     try {
       const headers = { Accept: 'text/event-stream' };
@@ -111,19 +118,18 @@ export async function follow(path, { onEvent, onState = () => {}, admin = false,
         let message = `${res.status}`;
         try { message = (await res.json()).message || message; } catch { /* text */ }
         if (res.status === 401 || res.status === 404) {
-          onState('stopped', message);
+          state('stopped', message);
           return;
         }
         throw new Error(message);
       }
-      onState('live');
-      pause = 500;
+      state('live');
       const reader = res.body.pipeThrough(new TextDecoderStream()).getReader();
       let buffer = '';
       for (;;) {
         const { value, done } = await reader.read();
         if (done) break;
-        buffer += value;
+        buffer = (buffer + value).replace(/\r\n/g, '\n');
         let end;
         while ((end = buffer.indexOf('\n\n')) >= 0) {
           const block = buffer.slice(0, end);
@@ -143,18 +149,19 @@ export async function follow(path, { onEvent, onState = () => {}, admin = false,
           if (data.length === 0 && ev.id === null) continue;
           ev.data = data.join('\n');
           if (ev.id) lastId = ev.id;
+          // A stream that delivers is healthy: the next failure retries soon.
+          pause = 500;
           onEvent(ev);
         }
       }
       throw new Error('the stream ended');
     } catch (e) {
       if (signal?.aborted) break;
-      onState('retrying', e.message);
-      await new Promise((r) => setTimeout(r, pause));
+      state('retrying', e.message);
+      await sleep(pause);
       pause = Math.min(pause * 2, 10000);
     }
   }
-  onState('stopped');
 }
 
 /** A list that keeps its last `max` rows: new rows on top. */

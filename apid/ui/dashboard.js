@@ -10,22 +10,33 @@ function cell(text, cls) {
   return el('td', { class: cls }, text ?? '—');
 }
 
-async function act(name, verb) {
+async function restart(name) {
   try {
-    await api('POST', `/api/daemons/${encodeURIComponent(name)}/${verb}`, { admin: true });
-    say(`${verb} ${name}: asked`);
-    refresh();
+    say(`restarting ${name}…`);
+    await api('POST', `/api/daemons/${encodeURIComponent(name)}/restart`, { admin: true });
+    say(`${name} restarted`);
   } catch (e) {
-    say(`${verb} ${name}: ${e.message}`, true);
+    say(`restart ${name}: ${e.message}`, true);
+  }
+  refresh();
+}
+
+async function stopTree() {
+  if (!confirm('Stop meta-core? Every daemon stops, this page loses its server.')) return;
+  try {
+    await api('POST', '/api/tree/stop', { admin: true });
+    say('meta-core is stopping');
+  } catch (e) {
+    say(`stop: ${e.message}`, true);
   }
 }
 
 function daemonRow(d) {
   const admin = Boolean(token());
-  const buttons = el('td', {},
-    el('button', { type: 'button', disabled: !admin, title: admin ? '' : 'needs the admin token', onclick: () => act(d.name, 'restart') }, 'restart'),
-    ' ',
-    el('button', { type: 'button', disabled: !admin, title: admin ? '' : 'needs the admin token', onclick: () => act(d.name, d.state === 'stopped' ? 'start' : 'stop') }, d.state === 'stopped' ? 'start' : 'stop'));
+  const button = el('button', {
+    type: 'button', 'data-restart': d.name, disabled: !admin,
+    title: admin ? '' : 'needs the admin token', onclick: () => restart(d.name),
+  }, 'restart');
   return el('tr', { 'data-daemon': d.name },
     cell(d.name),
     cell(d.state, d.state),
@@ -35,7 +46,7 @@ function daemonRow(d) {
     el('td', { class: 'restarts' }, String(d.restarts)),
     el('td', { class: 'wrap' }, d.lastExit ? `${d.lastExit.reason} (${clock(d.lastExit.at)})` : '—'),
     el('td', { class: 'wrap bad' }, d.degraded || ''),
-    buttons);
+    el('td', {}, button));
 }
 
 function summary(status) {
@@ -57,6 +68,11 @@ async function refresh() {
     summary(status);
     const daemons = status.supervisor?.daemons || [];
     $('#daemons tbody').replaceChildren(...daemons.map(daemonRow));
+    $('#stop-tree').disabled = !token() || !status.supervisor;
+    // For whoever measures the page (bench/benches/console.rs).
+    if (performance.getEntriesByName('meta-core:tree-shown').length === 0) {
+      performance.mark('meta-core:tree-shown');
+    }
     const w = status.watcher;
     const m = status.mounts;
     $('#watchers').replaceChildren(
@@ -147,11 +163,16 @@ function followLog() {
       while (lines.childNodes.length > LOG_LINES) lines.firstChild.remove();
       lines.scrollTop = lines.scrollHeight;
     },
-    onState: (s, why) => { state.textContent = why ? `${s}: ${why}` : s; },
+    onState: (s, why) => {
+      // Each connect sends the last lines again: start the view over.
+      if (s === 'live') lines.replaceChildren();
+      state.textContent = why ? `${s}: ${why}` : s;
+    },
   });
 }
 
 tokenButton();
+$('#stop-tree').addEventListener('click', stopTree);
 window.addEventListener('token-changed', () => { refresh(); refreshAdminViews(); followLog(); });
 $('#log-daemon').addEventListener('change', followLog);
 refresh();

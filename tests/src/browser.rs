@@ -37,9 +37,18 @@ impl Browser {
     /// Starts chromedriver in `dir` and a headless Chromium session of a
     /// laptop's window; screenshots go to `target/console-screenshots/`.
     pub async fn start(dir: &Path) -> Self {
+        Self::start_with(dir, &[]).await
+    }
+
+    /// [`Browser::start`] with more Chromium switches (a benchmark's
+    /// `--enable-precise-memory-info`, say).
+    pub async fn start_with(dir: &Path, extra: &[&str]) -> Self {
         let port = free_port();
         let mut cmd = std::process::Command::new("chromedriver");
         cmd.arg(format!("--port={port}"));
+        // Its own process group: Chromium and every helper it forks go
+        // with it when the group is killed (`Drop`).
+        std::os::unix::process::CommandExt::process_group(&mut cmd, 0);
         let driver = Process::spawn("chromedriver", dir, cmd);
         let http = Client::builder(TokioExecutor::new()).build_http();
         let base = format!("http://127.0.0.1:{port}");
@@ -56,14 +65,18 @@ impl Browser {
         })
         .await;
         let profile = dir.join("chromium-profile");
+        let mut args = vec![
+            "--headless=new".to_owned(),
+            "--no-sandbox".into(),
+            "--disable-gpu".into(),
+            "--disable-dev-shm-usage".into(),
+            "--window-size=1366,900".into(),
+            format!("--user-data-dir={}", profile.display()),
+        ];
+        args.extend(extra.iter().map(|a| (*a).to_owned()));
         let caps = json!({"capabilities": {"alwaysMatch": {
             "browserName": "chrome",
-            "goog:chromeOptions": {
-                "binary": "/usr/bin/chromium",
-                "args": ["--headless=new", "--no-sandbox", "--disable-gpu",
-                         "--disable-dev-shm-usage", "--window-size=1366,900",
-                         format!("--user-data-dir={}", profile.display())],
-            },
+            "goog:chromeOptions": { "binary": chromium(), "args": args },
         }}});
         let answer = browser
             .call(Method::POST, "/session", Some(caps))
@@ -203,6 +216,13 @@ impl Browser {
         .await;
     }
 
+    /// Ends the session: Chromium quits and chromedriver reaps it (a test
+    /// that panics first leaves it to `Drop`, which kills them all).
+    pub async fn close(self) {
+        let path = format!("/session/{}", self.session);
+        let _ = self.call(Method::DELETE, &path, None).await;
+    }
+
     /// Makes the window `width` by `height` CSS pixels (a phone's, say).
     pub async fn resize(&self, width: u32, height: u32) {
         self.session_call(
@@ -239,21 +259,24 @@ impl Browser {
 }
 
 impl Drop for Browser {
-    /// Chromium and its helpers first (chromedriver's children, which a
-    /// SIGKILL of chromedriver would leave running), then chromedriver with
-    /// its handle.
+    /// chromedriver's process group: Chromium and its helpers with it.
     fn drop(&mut self) {
-        let driver = self._driver.pid();
-        for pid in crate::supervisor::descendants(driver)
-            .into_iter()
-            .skip(1)
-            .rev()
-        {
-            if let Some(pid) = rustix::process::Pid::from_raw(pid as i32) {
-                let _ = rustix::process::kill_process(pid, rustix::process::Signal::KILL);
-            }
+        if let Some(group) = rustix::process::Pid::from_raw(self._driver.pid() as i32) {
+            let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
     }
+}
+
+/// The `chromium` found on the PATH (as `tests/build.rs` probed it).
+fn chromium() -> String {
+    std::env::var_os("PATH")
+        .iter()
+        .flat_map(std::env::split_paths)
+        .map(|dir| dir.join("chromium"))
+        .find(|p| p.is_file())
+        .unwrap_or_else(|| PathBuf::from("/usr/bin/chromium"))
+        .display()
+        .to_string()
 }
 
 /// `target/console-screenshots/` of the workspace.

@@ -9,7 +9,8 @@
 //! most [`READ_BYTES`], and a `:keep-alive` comment fills a silence.
 
 use std::io::{Read, Seek, SeekFrom};
-use std::path::{Path, PathBuf};
+use std::os::unix::fs::MetadataExt;
+use std::path::PathBuf;
 use std::time::Duration;
 
 use axum::Extension;
@@ -44,7 +45,7 @@ fn daemon(name: &str) -> Result<Daemon, ApiError> {
         .find(|d| d.name() == name)
         .ok_or_else(|| {
             ApiError::not_found(format!(
-                "no daemon {name:?}: one of storaged, apid, watcherd, mountd"
+                "no daemon {name:?} (the daemons are the rows of GET /status)"
             ))
         })
 }
@@ -58,25 +59,25 @@ pub(crate) async fn follow(
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };
+    let path = st.config.log_dir.join(format!("{}.log", daemon.name()));
+    if !path.is_file() {
+        return ApiError::not_found(format!(
+            "{} has no log here (apid runs without the supervisor?)",
+            daemon.name()
+        ))
+        .into_response();
+    }
     let slots = match super::take_slots(&st.events, conn.as_ref().map(|c| &c.0)) {
         Ok(s) => s,
         Err(e) => return e.into_response(),
     };
-    let tail = Tail::open(
-        st.config.log_dir.join(format!("{}.log", daemon.name())),
-        &st.events,
-        slots,
-    );
+    let tail = Tail::open(path, &st.events, slots);
     super::sse_body(tail.into_body())
 }
 
 /// One follower of a log file.
 struct Tail {
-    path: PathBuf,
-    /// Bytes of the file read so far.
-    offset: u64,
-    /// The start of a line not ended yet.
-    partial: Vec<u8>,
+    reader: Reader,
     /// The lines of the first answer, not sent yet.
     first: Option<Bytes>,
     keepalive: Duration,
@@ -85,13 +86,25 @@ struct Tail {
     _slots: Slots,
 }
 
+/// Where a follower is in a log file.
+struct Reader {
+    path: PathBuf,
+    /// The file being read, held open: a rotation renames it, and what
+    /// was written to it before is read to its end before the new one.
+    file: Option<std::fs::File>,
+    /// Bytes of `file` read so far.
+    offset: u64,
+    /// The start of a line not ended yet (at most [`LINE_BYTES`]).
+    partial: Vec<u8>,
+    /// A line past [`LINE_BYTES`] was sent cut; the rest of it is skipped.
+    skipping: bool,
+}
+
 impl Tail {
     fn open(path: PathBuf, events: &Events, slots: Slots) -> Self {
-        let (first, offset) = last_lines(&path);
+        let (reader, first) = Reader::open(path);
         Self {
-            path,
-            offset,
-            partial: Vec::new(),
+            reader,
             first: Some(first),
             keepalive: events.keepalive,
             quiet: Duration::ZERO,
@@ -120,7 +133,7 @@ impl Tail {
                 () = self.shutdown.wait() => return None,
                 () = tokio::time::sleep(POLL) => {}
             }
-            let new = self.read_new();
+            let new = self.reader.read_new();
             if !new.is_empty() {
                 self.quiet = Duration::ZERO;
                 return Some(new);
@@ -132,49 +145,93 @@ impl Tail {
             }
         }
     }
+}
 
-    /// The whole lines written since the last read, as events.
-    fn read_new(&mut self) -> Bytes {
-        let Ok(mut file) = std::fs::File::open(&self.path) else {
-            return Bytes::new();
+impl Reader {
+    /// At the end of `path`'s last whole line; the last lines, as events.
+    fn open(path: PathBuf) -> (Self, Bytes) {
+        let file = std::fs::File::open(&path).ok();
+        let (first, offset) = file.as_ref().map_or((Bytes::new(), 0), last_lines);
+        let reader = Self {
+            path,
+            file,
+            offset,
+            partial: Vec::new(),
+            skipping: false,
         };
-        let len = file.metadata().map(|m| m.len()).unwrap_or(0);
-        if len < self.offset {
-            // Rotated: the new file from its top.
+        (reader, first)
+    }
+
+    /// The whole lines written since the last read, as events: from the
+    /// held file to its end, then, once the path holds another file (a
+    /// rotation), from that one's top.
+    fn read_new(&mut self) -> Bytes {
+        let mut out = BytesMut::new();
+        if let Some(file) = self.file.as_mut() {
+            let mut buf = Vec::new();
+            let read = file
+                .seek(SeekFrom::Start(self.offset))
+                .and_then(|_| file.take(READ_BYTES as u64).read_to_end(&mut buf))
+                .unwrap_or(0);
+            self.offset += read as u64;
+            self.lines(&buf, &mut out);
+            if read == READ_BYTES {
+                return out.freeze();
+            }
+        }
+        let held = self.file.as_ref().and_then(|f| f.metadata().ok());
+        let at_path = std::fs::metadata(&self.path).ok();
+        let rotated = match (&held, &at_path) {
+            (Some(h), Some(p)) => (h.dev(), h.ino()) != (p.dev(), p.ino()) || p.len() < self.offset,
+            (None, Some(_)) => true,
+            _ => false,
+        };
+        if rotated && let Ok(next) = std::fs::File::open(&self.path) {
+            self.file = Some(next);
             self.offset = 0;
             self.partial.clear();
-        }
-        if len == self.offset || file.seek(SeekFrom::Start(self.offset)).is_err() {
-            return Bytes::new();
-        }
-        let mut buf = Vec::with_capacity(READ_BYTES.min((len - self.offset) as usize));
-        let read = (&mut file)
-            .take(READ_BYTES as u64)
-            .read_to_end(&mut buf)
-            .unwrap_or(0);
-        self.offset += read as u64;
-        let mut out = BytesMut::new();
-        let mut rest = &buf[..];
-        while let Some(end) = rest.iter().position(|b| *b == b'\n') {
-            self.partial.extend_from_slice(&rest[..end]);
-            line_event(&mut out, &self.partial);
-            self.partial.clear();
-            rest = &rest[end + 1..];
-        }
-        self.partial.extend_from_slice(rest);
-        if self.partial.len() > LINE_BYTES {
-            line_event(&mut out, &self.partial);
-            self.partial.clear();
+            self.skipping = false;
         }
         out.freeze()
     }
+
+    /// Events for the whole lines of `buf` (after what `partial` holds).
+    fn lines(&mut self, mut buf: &[u8], out: &mut BytesMut) {
+        while let Some(end) = buf.iter().position(|b| *b == b'\n') {
+            if !self.skipping {
+                self.take(&buf[..end], out);
+                if !self.skipping {
+                    line_event(out, &self.partial);
+                }
+            }
+            self.partial.clear();
+            self.skipping = false;
+            buf = &buf[end + 1..];
+        }
+        if !self.skipping {
+            self.take(buf, out);
+        }
+    }
+
+    /// Adds `part` to the line begun; a line reaching [`LINE_BYTES`] is
+    /// sent cut and its rest skipped.
+    fn take(&mut self, part: &[u8], out: &mut BytesMut) {
+        let room = LINE_BYTES - self.partial.len();
+        if part.len() < room {
+            self.partial.extend_from_slice(part);
+            return;
+        }
+        self.partial.extend_from_slice(&part[..room]);
+        self.partial.push(b'x'); // one more byte: line_event marks it cut
+        line_event(out, &self.partial);
+        self.partial.clear();
+        self.skipping = true;
+    }
 }
 
-/// The last [`TAIL_LINES`] whole lines of `path` as events, and its length.
-fn last_lines(path: &Path) -> (Bytes, u64) {
-    let Ok(mut file) = std::fs::File::open(path) else {
-        return (Bytes::new(), 0);
-    };
+/// The last [`TAIL_LINES`] whole lines of `file` as events, and where the
+/// next read starts (after the last whole line).
+fn last_lines(mut file: &std::fs::File) -> (Bytes, u64) {
     let len = file.metadata().map(|m| m.len()).unwrap_or(0);
     let from = len.saturating_sub(TAIL_BYTES);
     let mut buf = Vec::new();
@@ -240,7 +297,7 @@ mod tests {
         }
         text.push_str("not ended\ra");
         std::fs::write(&path, &text).unwrap();
-        let (first, offset) = last_lines(&path);
+        let (first, offset) = last_lines(&std::fs::File::open(&path).unwrap());
         let got = events(&first);
         assert_eq!(got.len(), TAIL_LINES);
         assert_eq!(got[0], "line 100");
@@ -252,5 +309,43 @@ mod tests {
         let mut out = BytesMut::new();
         line_event(&mut out, &vec![b'x'; LINE_BYTES + 10]);
         assert!(events(&out)[0].ends_with(" [cut]"));
+    }
+
+    #[test]
+    fn new_lines_are_followed_across_a_rotation_and_a_long_line_is_cut_once() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("x.log");
+        std::fs::write(&path, "old 1\n").unwrap();
+        let (mut r, first) = Reader::open(path.clone());
+        assert_eq!(events(&first), ["old 1"]);
+        let append = |text: &str| {
+            use std::io::Write;
+            let mut f = std::fs::OpenOptions::new()
+                .append(true)
+                .open(&path)
+                .unwrap();
+            f.write_all(text.as_bytes()).unwrap();
+        };
+        append("old 2\nhalf");
+        assert_eq!(events(&r.read_new()), ["old 2"]);
+        // Written to the old file just before it is renamed away: still read.
+        append(" a line\nlast of the old\n");
+        std::fs::rename(&path, dir.path().join("x.log.1")).unwrap();
+        std::fs::write(&path, "new 1\n").unwrap();
+        assert_eq!(events(&r.read_new()), ["half a line", "last of the old"]);
+        assert_eq!(events(&r.read_new()), ["new 1"]);
+        // One line past the cut, in two writes: one event, marked.
+        append(&"y".repeat(LINE_BYTES - 10));
+        assert!(r.read_new().is_empty());
+        append(&format!("{}\nafter\n", "z".repeat(100)));
+        let got = events(&r.read_new());
+        assert_eq!(
+            got.len(),
+            2,
+            "{:?}",
+            got.iter().map(String::len).collect::<Vec<_>>()
+        );
+        assert!(got[0].ends_with(" [cut]") && got[0].len() == LINE_BYTES + 6);
+        assert_eq!(got[1], "after");
     }
 }

@@ -18,7 +18,7 @@ fn daemon(name: &str) -> Result<Daemon, ApiError> {
         .find(|d| d.name() == name)
         .ok_or_else(|| {
             ApiError::not_found(format!(
-                "no daemon {name:?}: one of storaged, apid, watcherd, mountd"
+                "no daemon {name:?} (the daemons are the rows of GET /status)"
             ))
         })
 }

@@ -486,6 +486,12 @@ async fn every_json_answer_matches_the_openapi_document() {
             "/api/snapshot/wipe?scope=metadata".into(),
             Body::None,
         ),
+        call(
+            "/api/daemons/{daemon}/restart",
+            "post",
+            "/api/daemons/watcherd/restart".into(),
+            Body::None,
+        ),
     ];
     // A mount of `:memory:` for the mounts routes (where FUSE is here), its
     // 201 checked as the watcher's is; the calls below take its id.
@@ -559,6 +565,16 @@ async fn every_json_answer_matches_the_openapi_document() {
     .await;
     check_answer(&doc, "/api/stats", "get", &stats).unwrap_or_else(|why| panic!("{why}"));
 
+    // Last, as it ends the tree: the console's stop.
+    let stop = call(
+        "/api/tree/stop",
+        "post",
+        "/api/tree/stop".into(),
+        Body::None,
+    );
+    let answer = send(&mc, &stop).await;
+    check_answer(&doc, stop.doc_path, stop.method, &answer).unwrap_or_else(|why| panic!("{why}"));
+    calls.push(stop);
     let called: BTreeSet<(String, String)> = calls
         .iter()
         .map(|c| (c.doc_path.to_owned(), c.method.to_owned()))

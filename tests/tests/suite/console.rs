@@ -32,7 +32,8 @@ async fn give_token(b: &Browser, mc: &MetaCore) {
 /// The dashboard's daemon rows: name, state, pid, ready, restarts.
 const ROWS: &str = "return [...document.querySelectorAll('#daemons tbody tr')].map(tr => \
      ({name: tr.cells[0].textContent, state: tr.cells[1].textContent, pid: tr.cells[2].textContent, \
-       ready: tr.cells[3].textContent, restarts: Number(tr.cells[5].textContent)}))";
+       ready: tr.cells[3].textContent, restarts: Number(tr.cells[5].textContent), \
+       exit: tr.cells[6].textContent}))";
 
 fn row<'a>(rows: &'a Value, name: &str) -> &'a Value {
     rows.as_array()
@@ -102,6 +103,19 @@ async fn the_dashboard_shows_the_tree_live_its_restarts_feeds_and_logs() {
     )
     .await;
 
+    // The page's own restart button (a same-origin write of an admin route).
+    let mountd = mc.daemon(Daemon::Mountd).await.restarts;
+    b.click("button[data-restart=\"mountd\"]").await;
+    b.wait_for(
+        "mountd restarted from the page",
+        &format!(
+            "const rows = (() => {{ {ROWS} }})(); \
+             return rows.some(r => r.name === 'mountd' && r.restarts > {mountd} && r.state === 'running' \
+             && r.exit.includes('restart requested'))"
+        ),
+    )
+    .await;
+
     // A file written into watch/ appears in the live file feed.
     let name = format!("console-{}.mkv", random_rid());
     let watch = dir.path().join("files/watch");
@@ -124,6 +138,8 @@ async fn the_dashboard_shows_the_tree_live_its_restarts_feeds_and_logs() {
     b.screenshot("dashboard-admin").await;
     // A phone's screen: the page fits its width (tables scroll inside).
     b.resize(390, 844).await;
+    b.wait_for("a phone's width", "return window.innerWidth <= 390")
+        .await;
     let overflow = b
         .run(
             "return document.documentElement.scrollWidth - window.innerWidth",
@@ -135,6 +151,7 @@ async fn the_dashboard_shows_the_tree_live_its_restarts_feeds_and_logs() {
         "wider than a phone by {overflow}px"
     );
     b.screenshot("dashboard-phone").await;
+    b.close().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,6 +179,11 @@ async fn the_editor_stores_an_edit_shows_its_event_and_searches_as_the_api_does(
 
     // Search: the page's answer is the API's.
     b.goto(&format!("{}/ui/editor.html", mc.api_url())).await;
+    b.wait_for(
+        "the first page of records",
+        "return document.querySelector('#page').textContent.includes('of 3')",
+    )
+    .await;
     b.type_into("#search input[name=query]", "alpha").await;
     b.click("#search button").await;
     let shown = b
@@ -229,6 +251,7 @@ async fn the_editor_stores_an_edit_shows_its_event_and_searches_as_the_api_does(
     )
     .await;
     b.screenshot("editor-record").await;
+    b.close().await;
 }
 
 /// The console's files come from the binary with their policy, and the
@@ -301,7 +324,7 @@ async fn the_console_is_served_from_the_binary_with_its_policy_and_logs_need_the
     .await;
     assert_eq!(log.status, 200);
     assert_eq!(log.header("content-type"), Some("text/event-stream"));
-    wait_line(&mut log, "storaged ready").await;
+    wait_line(&mut log, "storaged ready", 1).await;
     // A line written after the connect arrives too: a restart of watcherd
     // writes the supervisor's own lines to watcherd's log.
     let mut wlog = e2e::sse::Follower::connect_with(
@@ -321,7 +344,8 @@ async fn the_console_is_served_from_the_binary_with_its_policy_and_logs_need_the
         .await;
     assert_eq!(r.status, 200, "{}", r.text());
     assert_eq!(r.json()["name"], "watcherd");
-    wait_line(&mut wlog, "watcherd ready").await;
+    // The first answer holds the first start's line; the restart's is new.
+    wait_line(&mut wlog, "watcherd ready", 2).await;
     let refused = mc
         .send(
             "POST",
@@ -333,16 +357,21 @@ async fn the_console_is_served_from_the_binary_with_its_policy_and_logs_need_the
     refused.assert_error(401, "unauthorized");
 }
 
-/// Waits until a log follower receives a line that says `needle`.
-async fn wait_line(log: &mut e2e::sse::Follower, needle: &str) {
-    let what = format!("a log line saying {needle:?}");
+/// Waits until a log follower has received `times` lines that say
+/// `needle`.
+async fn wait_line(log: &mut e2e::sse::Follower, needle: &str, times: usize) {
+    let what = format!("{times} log lines saying {needle:?}");
+    let mut seen = 0;
     e2e::wait::within(&what, e2e::wait::DAEMON_DEADLINE, async {
         loop {
             match log.next(e2e::wait::IO_DEADLINE).await {
                 e2e::sse::Next::Event(e) => {
                     assert_eq!(e.event, "line");
                     if e.field("line").contains(needle) {
-                        return;
+                        seen += 1;
+                        if seen == times {
+                            return;
+                        }
                     }
                 }
                 e2e::sse::Next::Quiet => {}

@@ -368,6 +368,8 @@ async fn no_path_parameter_of_the_document_reaches_outside_its_root() {
                 "0b9a5a4e-2f3c-4e0a-9d55-3f1c2b7a8e10".into(),
                 vec![String::new()],
             ),
+            "daemon" => ("watcherd".into(), vec![String::new()]),
+            "file" => ("index.html".into(), vec![String::new()]),
             other => panic!("{path}: a path parameter {other:?} this test has no value for"),
         }
     };
