@@ -100,7 +100,25 @@ export async function api(method, path, { body, admin = false, text = false, raw
  * with `Last-Event-ID` (so nothing is lost or repeated) until `signal`
  * aborts it. `admin`: send the token.
  */
-export async function follow(path, { onEvent, onState = () => {}, admin = false, signal }) {
+/** Every open stream, ended when the page goes: a browser holds six
+ * connections to one origin, and a stream left open by a page in its
+ * back-forward cache would keep one of them. */
+const open = new Set();
+window.addEventListener('pagehide', () => { for (const c of open) c.abort(); });
+
+export async function follow(path, { onEvent, onState = () => {}, admin = false, signal: given }) {
+  const mine = new AbortController();
+  given?.addEventListener('abort', () => mine.abort(), { once: true });
+  const signal = mine.signal;
+  open.add(mine);
+  try {
+    await stream(path, { onEvent, onState, admin, signal });
+  } finally {
+    open.delete(mine);
+  }
+}
+
+async function stream(path, { onEvent, onState, admin, signal }) {
   let lastId = null;
   let pause = 500;
   const state = (s, why) => { if (!signal?.aborted) onState(s, why); };
