@@ -109,12 +109,8 @@ impl GroupFailure {
     pub(crate) fn at(step: Step, error: impl Into<StoreError>) -> Self {
         match error.into() {
             StoreError::DiskFull => GroupFailure::DiskFull(step),
-            StoreError::Sqlite(e) if crate::engine::faults::is_damage(&e) => {
-                GroupFailure::Damaged(step, e.to_string())
-            }
-            StoreError::Sqlite(e) if crate::engine::faults::is_io_error(&e) => {
-                GroupFailure::Io(step, e.to_string())
-            }
+            StoreError::Sqlite(e) if is_damage(&e) => GroupFailure::Damaged(step, e.to_string()),
+            StoreError::Sqlite(e) if is_io_error(&e) => GroupFailure::Io(step, e.to_string()),
             other => GroupFailure::Failed(step, other.to_string()),
         }
     }
@@ -146,6 +142,38 @@ impl From<rusqlite::Error> for StoreError {
     }
 }
 
+/// SQLite's "disk I/O error", in any of its extended forms but running
+/// out of memory: the volume failed (`engine::faults`).
+pub(crate) fn is_io_error(e: &rusqlite::Error) -> bool {
+    e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
+        && !matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_IOERR_NOMEM)
+}
+
+/// SQLite's "database disk image is malformed" and "file is not a
+/// database".
+pub(crate) fn is_damage(e: &rusqlite::Error) -> bool {
+    matches!(
+        e.sqlite_error_code(),
+        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
+    )
+}
+
+/// What a write is told when SQLite found the database damaged (`what`).
+pub(crate) fn damaged(what: &str) -> String {
+    format!(
+        "the database is damaged ({what}): writes are refused, reads go on; \
+         restore it from a backup (docs/operations.md)"
+    )
+}
+
+/// What a write is told when the volume failed (`what`).
+pub(crate) fn volume_failed(what: &str) -> String {
+    format!(
+        "the database's volume failed a read or a write ({what}): writes are refused, \
+         and storaged restarts to recover from what is on the disk"
+    )
+}
+
 /// SQLite's "database or disk is full".
 pub(crate) fn is_disk_full(e: &rusqlite::Error) -> bool {
     e.sqlite_error_code() == Some(rusqlite::ErrorCode::DiskFull)
@@ -164,21 +192,19 @@ impl StoreError {
             StoreError::Commit(GroupFailure::Refused(why)) => {
                 ApiError::new(ErrorCode::StorageUnavailable, why.clone())
             }
-            StoreError::Commit(GroupFailure::Damaged(_, what)) => ApiError::new(
-                ErrorCode::StorageUnavailable,
-                crate::engine::faults::Fault::Damaged(what.clone()).reason(),
-            ),
-            StoreError::Commit(GroupFailure::Io(_, what)) => ApiError::new(
-                ErrorCode::StorageUnavailable,
-                crate::engine::faults::Fault::VolumeFailed(what.clone()).reason(),
-            ),
+            StoreError::Commit(GroupFailure::Damaged(_, what)) => {
+                ApiError::new(ErrorCode::StorageUnavailable, damaged(what))
+            }
+            StoreError::Commit(GroupFailure::Io(_, what)) => {
+                ApiError::new(ErrorCode::StorageUnavailable, volume_failed(what))
+            }
             StoreError::Commit(_) => {
                 ApiError::new(ErrorCode::StorageUnavailable, "commit failed; retry")
             }
-            StoreError::Sqlite(e) if crate::engine::faults::is_damage(e) => {
+            StoreError::Sqlite(e) if is_damage(e) => {
                 ApiError::internal("the database is damaged (see storaged's log)")
             }
-            StoreError::Sqlite(e) if crate::engine::faults::is_io_error(e) => {
+            StoreError::Sqlite(e) if is_io_error(e) => {
                 ApiError::internal("the database's volume failed (see storaged's log)")
             }
             _ => ApiError::internal("storage error (see storaged's log)"),
@@ -193,9 +219,7 @@ impl From<StoreError> for ApiError {
         // they begin (`engine::space`, `engine::faults`), not per write.
         let fault_told = match &e {
             StoreError::Commit(GroupFailure::Refused(_)) => true,
-            StoreError::Sqlite(s) => {
-                crate::engine::faults::is_damage(s) || crate::engine::faults::is_io_error(s)
-            }
+            StoreError::Sqlite(s) => is_damage(s) || is_io_error(s),
             _ => false,
         };
         if api.code == ErrorCode::InsufficientStorage || fault_told {

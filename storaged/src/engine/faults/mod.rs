@@ -43,6 +43,8 @@ use std::time::{Duration, Instant};
 
 use metacore::sync::Locked;
 use rusqlite::Connection;
+
+use crate::error::{is_damage, is_io_error};
 use tokio::sync::watch;
 
 /// What is wrong with the database's files.
@@ -87,14 +89,8 @@ impl Fault {
                 "the database's files changed under storaged: writes are refused; {what}, \
                  and storaged restarts on it"
             ),
-            Fault::Damaged(what) => format!(
-                "the database is damaged ({what}): writes are refused, reads go on; \
-                 restore it from a backup (docs/operations.md)"
-            ),
-            Fault::VolumeFailed(what) => format!(
-                "the database's volume failed a read or a write ({what}): writes are refused, \
-                 and storaged restarts to recover from what is on the disk"
-            ),
+            Fault::Damaged(what) => crate::error::damaged(what),
+            Fault::VolumeFailed(what) => crate::error::volume_failed(what),
         }
     }
 }
@@ -353,22 +349,6 @@ impl Faults {
             }
         }
     }
-}
-
-/// SQLite's "disk I/O error", in any of its extended forms but running
-/// out of memory.
-pub(crate) fn is_io_error(e: &rusqlite::Error) -> bool {
-    e.sqlite_error_code() == Some(rusqlite::ErrorCode::SystemIoFailure)
-        && !matches!(e, rusqlite::Error::SqliteFailure(f, _) if f.extended_code == rusqlite::ffi::SQLITE_IOERR_NOMEM)
-}
-
-/// SQLite's "database disk image is malformed" and "file is not a
-/// database".
-pub(crate) fn is_damage(e: &rusqlite::Error) -> bool {
-    matches!(
-        e.sqlite_error_code(),
-        Some(rusqlite::ErrorCode::DatabaseCorrupt | rusqlite::ErrorCode::NotADatabase)
-    )
 }
 
 #[cfg(test)]
