@@ -26,7 +26,7 @@ const ELEMENT: &str = "element-6066-11e4-a52e-4f735466cecf";
 /// A browser session of one test.
 #[derive(Debug)]
 pub struct Browser {
-    _driver: Process,
+    driver: Process,
     base: String,
     session: String,
     http: Client<HttpConnector, Full<Bytes>>,
@@ -53,7 +53,7 @@ impl Browser {
         let http = Client::builder(TokioExecutor::new()).build_http();
         let base = format!("http://127.0.0.1:{port}");
         let mut browser = Self {
-            _driver: driver,
+            driver,
             base,
             session: String::new(),
             http,
@@ -261,7 +261,7 @@ impl Browser {
 impl Drop for Browser {
     /// chromedriver's process group: Chromium and its helpers with it.
     fn drop(&mut self) {
-        if let Some(group) = rustix::process::Pid::from_raw(self._driver.pid() as i32) {
+        if let Some(group) = rustix::process::Pid::from_raw(self.driver.pid() as i32) {
             let _ = rustix::process::kill_process_group(group, rustix::process::Signal::KILL);
         }
     }

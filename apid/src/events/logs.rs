@@ -18,7 +18,6 @@ use axum::extract::{Path as UrlPath, State};
 use axum::response::{IntoResponse, Response};
 use bytes::{BufMut, Bytes, BytesMut};
 use metacore::error::ApiError;
-use metacore::layout::Daemon;
 use metacore::shutdown::Shutdown;
 
 use super::follower::Slots;
@@ -37,25 +36,12 @@ const READ_BYTES: usize = 256 * 1024;
 /// How often the file is looked at.
 const POLL: Duration = Duration::from_millis(250);
 
-/// The daemons whose logs may be followed.
-fn daemon(name: &str) -> Result<Daemon, ApiError> {
-    Daemon::ALL
-        .iter()
-        .copied()
-        .find(|d| d.name() == name)
-        .ok_or_else(|| {
-            ApiError::not_found(format!(
-                "no daemon {name:?} (the daemons are the rows of GET /status)"
-            ))
-        })
-}
-
 pub(crate) async fn follow(
     State(st): State<std::sync::Arc<crate::state::AppState>>,
     conn: Option<Extension<Conn>>,
     UrlPath(name): UrlPath<String>,
 ) -> Response {
-    let daemon = match daemon(&name) {
+    let daemon = match crate::routes::daemons::daemon(&name) {
         Ok(d) => d,
         Err(e) => return e.into_response(),
     };

@@ -11,16 +11,13 @@ use metacore::layout::Daemon;
 
 use crate::state::State;
 
-fn daemon(name: &str) -> Result<Daemon, ApiError> {
-    Daemon::ALL
-        .iter()
-        .copied()
-        .find(|d| d.name() == name)
-        .ok_or_else(|| {
-            ApiError::not_found(format!(
-                "no daemon {name:?} (the daemons are the rows of GET /status)"
-            ))
-        })
+/// The daemon `name` names, or the 404 of a route that takes one.
+pub(crate) fn daemon(name: &str) -> Result<Daemon, ApiError> {
+    Daemon::from_name(name).ok_or_else(|| {
+        ApiError::not_found(format!(
+            "no daemon {name:?} (the daemons are the rows of GET /status)"
+        ))
+    })
 }
 
 /// What a caller hears when the supervisor does not answer.

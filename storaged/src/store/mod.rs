@@ -297,15 +297,14 @@ fn open_writer(opts: &Options) -> Result<Connection> {
     }
     // A WAL with commits beside no database: creating one would begin an
     // empty store and SQLite would drop the WAL, the last of the data.
-    let mut wal = opts.db_path.clone().into_os_string();
-    wal.push("-wal");
+    let wal = crate::engine::faults::suffixed(&opts.db_path, "-wal");
     if !opts.db_path.exists() && std::fs::metadata(&wal).is_ok_and(|m| m.len() > 0) {
         return Err(StoreError::SchemaGate(format!(
             "{} is missing but its WAL {} holds commits: put the database file back (or \
              restore a backup); to begin an empty store instead, remove the WAL. Nothing was \
              changed",
             opts.db_path.display(),
-            std::path::Path::new(&wal).display()
+            wal.display()
         )));
     }
     let explain = |e: StoreError| explain_open_error(&opts.db_path, e);

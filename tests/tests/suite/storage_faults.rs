@@ -31,7 +31,7 @@ async fn stop(mut mc: MetaCore) {
 }
 
 /// `n` records written through the tree, each with its own `n` field.
-async fn write_records(mc: &MetaCore, n: usize) -> Vec<String> {
+async fn write_records(mc: &e2e::apid::Http, n: usize) -> Vec<String> {
     let mut rids = Vec::new();
     for i in 0..n {
         let rid = random_rid();
@@ -651,19 +651,7 @@ async fn a_start_never_begins_an_empty_store_where_data_may_be() {
     let dir = e2e::daemon::test_dir();
     let mut s = e2e::Launch::in_dir(dir.path()).start().await;
     let a = e2e::Apid::start(&s).await;
-    let mut rids = Vec::new();
-    for i in 0..20 {
-        let rid = random_rid().to_string();
-        let r = a
-            .send_json(
-                "PATCH",
-                &format!("/meta/{rid}"),
-                &json!({ "n": i.to_string() }),
-            )
-            .await;
-        assert_eq!(r.status, 200, "{}", r.text());
-        rids.push(rid);
-    }
+    let rids = write_records(&a, 20).await;
     drop(a);
     s.kill9();
     let db = s.db_path();

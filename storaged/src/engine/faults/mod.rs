@@ -110,8 +110,13 @@ const PUT_BACK_RETRY: Duration = Duration::from_secs(5);
 /// The marker beside a database whose files changed under storaged and
 /// are not all back yet: a start refuses to open the store beside it.
 pub(crate) fn marker(db: &Path) -> PathBuf {
-    let mut p = db.as_os_str().to_owned();
-    p.push(".files-changed");
+    suffixed(db, ".files-changed")
+}
+
+/// `path` with `suffix` added to its name (`<db>-wal`, `<db>.restoring`).
+pub(crate) fn suffixed(path: &Path, suffix: &str) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(suffix);
     PathBuf::from(p)
 }
 
@@ -133,13 +138,8 @@ pub(crate) struct Faults {
 impl Faults {
     /// For the database at `db`, whose files are open now.
     pub(crate) fn new(db: &Path) -> Self {
-        let beside = |suffix: &str| {
-            let mut p = db.as_os_str().to_owned();
-            p.push(suffix);
-            PathBuf::from(p)
-        };
         let faults = Self {
-            paths: [db.to_owned(), beside("-wal"), beside("-shm")],
+            paths: [db.to_owned(), suffixed(db, "-wal"), suffixed(db, "-shm")],
             ids: Mutex::new([None; 3]),
             raised: watch::channel(None).0,
             put_back: Mutex::new(Default::default()),

@@ -25,7 +25,7 @@ use std::path::{Path, PathBuf};
 use metacore::clock::unix_ms;
 use rusqlite::{Connection, OpenFlags, OptionalExtension};
 
-use super::{FileId, id_of};
+use super::{FileId, id_of, suffixed};
 
 /// What was done so far, kept across retries.
 #[derive(Debug, Default)]
@@ -130,12 +130,6 @@ fn is_meta_core_store(path: &Path) -> bool {
     )
     .optional()
     .is_ok_and(|v| v.is_some())
-}
-
-fn suffixed(path: &Path, suffix: &str) -> PathBuf {
-    let mut p = path.as_os_str().to_owned();
-    p.push(suffix);
-    PathBuf::from(p)
 }
 
 fn rename(from: &Path, to: &Path) -> Result<(), String> {
